@@ -1,0 +1,57 @@
+/*
+ * common.h - error codes, LSN type and the error-buffer helper shared by every
+ * module of outbox-relay.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_COMMON_H
+#define RELAY_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** @brief A WAL position: 64 bits, printed as two 32-bit hex halves. */
+typedef uint64_t relay_lsn_t;
+
+#define RELAY_LSN_FMT "%X/%X"
+#define RELAY_LSN_ARGS(lsn) (unsigned)((uint64_t)(lsn) >> 32), (unsigned)((uint64_t)(lsn) & 0xffffffffu)
+
+/** @brief Size every caller-supplied error buffer should have. */
+#define RELAY_ERRBUF 512
+
+/*
+ * Return codes of fallible functions: 0, or one of these. The main loop
+ * decides from the class whether to retry (transient) or stop (fatal).
+ */
+enum {
+        RELAY_OK = 0,
+        RELAY_EINVAL = -1,   /* bad configuration or argument: fix and restart */
+        RELAY_EPROTO = -2,   /* the server sent bytes we cannot accept: fatal */
+        RELAY_EIO = -3,      /* connection lost or refused: transient, retry */
+        RELAY_ENOMEM = -4,   /* out of memory */
+        RELAY_EKAFKA = -5,   /* Kafka refused or failed: retry from the slot */
+        RELAY_EBUSY = -6,    /* slot active in another process: stand by */
+        RELAY_ESETUP = -7,   /* server not set up for us (version, wal_level, privilege, table) */
+        RELAY_EAGAIN = -8,   /* queue full: poll, then try again */
+        RELAY_EMAP = -9,     /* an outbox row cannot become an event */
+        RELAY_ESLOTLOST = -10, /* slot dropped or invalidated: events may be missing */
+};
+
+#if defined(__GNUC__)
+#define RELAY_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define RELAY_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define RELAY_PRINTF(a, b)
+#define RELAY_MUST_CHECK
+#endif
+
+/**
+ * @brief Format a message into a caller's error buffer (always NUL-terminated;
+ *        err may be NULL or errlen 0, then nothing is written).
+ */
+void relay_err_set(char *err, size_t errlen, const char *fmt, ...) RELAY_PRINTF(3, 4);
+
+/** @brief Short name of a return code, for debug output. */
+const char *relay_strerror(int code);
+
+#endif

@@ -1,0 +1,94 @@
+/*
+ * outbox.h - the outbox mapping: which relation is the outbox table and how
+ * one of its inserted rows becomes a Kafka event (topic, key, value,
+ * headers, timestamp), with Debezium's Outbox Event Router defaults.
+ *
+ * Columns are resolved by name each time the outbox table's Relation message
+ * arrives, so an ALTER TABLE (columns added, reordered by a rewrite) is
+ * picked up from the stream without a restart.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_OUTBOX_H
+#define RELAY_OUTBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "relay/common.h"
+#include "relay/pgoutput.h"
+
+typedef struct relay_outbox relay_outbox_t;
+
+/** @brief Mapping settings; strings are borrowed only during relay_outbox_new(). */
+typedef struct {
+        const char *table;          /* "schema.table" */
+        const char *col_id;
+        const char *col_aggregate_type;
+        const char *col_aggregate_id;
+        const char *col_type;
+        const char *col_payload;
+        const char *headers;        /* comma-separated extra columns sent as headers */
+        const char *topic_template; /* literal text and ${column} references */
+} relay_outbox_conf_t;
+
+typedef struct {
+        const char *name;  /* NUL-terminated */
+        const char *value; /* not NUL-terminated; NULL for SQL NULL */
+        size_t len;
+} relay_header_t;
+
+/**
+ * @brief One event, ready to produce. Every pointer borrows from the decoded
+ *        message or from the mapping's scratch space: valid until the next
+ *        relay_outbox_map() or until the message buffer is released.
+ */
+typedef struct {
+        const char *topic; /* NUL-terminated */
+        const char *key;
+        size_t key_len;
+        const char *value; /* NULL when the payload is SQL NULL */
+        size_t value_len;
+        const char *id; /* the event id, for messages and the id header */
+        size_t id_len;
+        const relay_header_t *headers;
+        size_t nheaders;
+        int64_t timestamp_ms; /* commit time, ms since the Unix epoch */
+} relay_event_t;
+
+/**
+ * @brief Create a mapping.
+ * @returns 0 and *out (caller frees with relay_outbox_free()); RELAY_EINVAL
+ *          for a bad table name or topic template; RELAY_ENOMEM.
+ */
+int relay_outbox_new(relay_outbox_t **out, const relay_outbox_conf_t *conf, char *err,
+                     size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief Free; accepts NULL. */
+void relay_outbox_free(relay_outbox_t *o);
+
+/**
+ * @brief Offer a Relation (as decoded). When it names the outbox table, its
+ *        columns are resolved by name; columns the mapping needs but the table
+ *        lacks are remembered and reported by relay_outbox_map().
+ * @returns 1 when rel is the outbox table, 0 otherwise; RELAY_ENOMEM.
+ */
+int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel) RELAY_MUST_CHECK;
+
+/** @brief True when relid is the bound outbox table. */
+bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid);
+
+/**
+ * @brief Map an Insert into the outbox table. commit_ts is the transaction's
+ *        commit time (PostgreSQL epoch microseconds, from Begin).
+ * @returns 0 and *ev; RELAY_EMAP when the row cannot become an event (a
+ *          needed column is missing from the table, id or aggregate id is
+ *          NULL, a topic column is NULL, the topic name is invalid), with a
+ *          message naming the column and the fix; *ev->id is set when the id
+ *          could be read, so the caller can name the event.
+ */
+int relay_outbox_map(relay_outbox_t *o, const relay_pgo_msg_t *insert, int64_t commit_ts,
+                     relay_event_t *ev, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+#endif

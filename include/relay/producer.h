@@ -1,0 +1,90 @@
+/*
+ * producer.h - the Kafka side: one idempotent librdkafka producer, its
+ * delivery reports and its fatal-error latch.
+ *
+ * Delivery reports are served inside relay_producer_poll() on the caller's
+ * thread and handed to the callback given at creation, with the opaque given
+ * to relay_producer_send(). Any delivery error means the relay must not
+ * confirm past that message: the caller tears the session down and restarts
+ * from the slot.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_PRODUCER_H
+#define RELAY_PRODUCER_H
+
+#include <stddef.h>
+
+#include "relay/common.h"
+#include "relay/config.h"
+#include "relay/outbox.h"
+
+typedef struct relay_producer relay_producer_t;
+
+/**
+ * @brief Delivery report: err is 0 when Kafka acknowledged the message,
+ *        else RELAY_EKAFKA with errstr describing the broker's or client's
+ *        error (borrowed for the call).
+ */
+typedef void relay_producer_dr_fn(void *ctx, void *msg_opaque, int err, const char *errstr);
+
+/**
+ * @brief Create the producer: our defaults (enable.idempotence=true,
+ *        partitioner=murmur2_random, linger.ms=5), then every kafka.* key of
+ *        cfg (borrowed) on top.
+ * @returns 0 and *out (caller frees with relay_producer_free()); RELAY_EINVAL
+ *          when librdkafka rejects a property or enable.idempotence is
+ *          turned off (the message names the key and the fix).
+ */
+int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, relay_producer_dr_fn *dr,
+                       void *ctx, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Purge whatever is still queued or in flight (their delivery reports
+ *        are served with an error, so nothing is confirmed for them) and
+ *        destroy. Accepts NULL.
+ */
+void relay_producer_free(relay_producer_t *p);
+
+/**
+ * @brief Ask the cluster for metadata: proves the brokers are reachable.
+ * @returns 0 or RELAY_EKAFKA.
+ */
+int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Enqueue one event (key, value and headers are copied).
+ * @returns 0; RELAY_EAGAIN when the local queue is full (poll, then offer it
+ *          again); RELAY_EKAFKA for any other refusal.
+ */
+int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, void *msg_opaque, char *err,
+                        size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief Serve delivery reports and errors, waiting up to timeout_ms. */
+void relay_producer_poll(relay_producer_t *p, int timeout_ms);
+
+/**
+ * @brief The producer's health after polling.
+ * @returns 0; RELAY_EKAFKA once librdkafka raised a fatal error (the
+ *          message is in err; the producer must be destroyed).
+ */
+int relay_producer_check(relay_producer_t *p, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief The most recent non-fatal client error (e.g. all brokers down),
+ *        once: returns true and fills buf when a new one was seen since the
+ *        last call.
+ */
+bool relay_producer_take_warning(relay_producer_t *p, char *buf, size_t len);
+
+/**
+ * @brief A descriptor that becomes readable when delivery reports or errors
+ *        are waiting: poll it with the replication socket, then call
+ *        relay_producer_poll(p, 0). Owned by the producer.
+ */
+int relay_producer_fd(const relay_producer_t *p);
+
+/** @brief Messages queued or in flight. */
+size_t relay_producer_outq_len(relay_producer_t *p);
+
+#endif

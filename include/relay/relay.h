@@ -1,0 +1,33 @@
+/*
+ * relay.h - the main loop: wires replication client -> pgoutput decoder ->
+ * outbox mapping -> producer -> ack tracker -> confirmed LSN, and decides
+ * what every error means (retry, stand by, stop). The only logging module
+ * besides main.c.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_RELAY_H
+#define RELAY_RELAY_H
+
+#include "relay/config.h"
+
+/* Process exit codes (documented in README). */
+enum {
+        RELAY_EXIT_OK = 0,       /* clean stop after SIGTERM/SIGINT */
+        RELAY_EXIT_FATAL = 1,    /* fatal stream or protocol error */
+        RELAY_EXIT_CONFIG = 2,   /* bad command line or configuration */
+        RELAY_EXIT_SETUP = 3,    /* server or broker not usable: version, wal_level,
+                                  * privilege, missing table, unreachable at start */
+        RELAY_EXIT_EVENT = 4,    /* an outbox row could not become an event: stopped before it */
+        RELAY_EXIT_SLOTLOST = 5, /* the replication slot was dropped or invalidated */
+};
+
+/**
+ * @brief Run until a signal or a fatal error. Installs SIGTERM/SIGINT
+ *        handlers (first: graceful drain; second: immediate exit) and ignores
+ *        SIGPIPE. cfg is borrowed and must be validated.
+ * @returns one of the RELAY_EXIT_* codes.
+ */
+int relay_run(const relay_config_t *cfg);
+
+#endif

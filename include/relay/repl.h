@@ -1,0 +1,118 @@
+/*
+ * repl.h - the replication client: one libpq connection in
+ * replication=database mode, the server checks and setup (publication,
+ * slot), START_REPLICATION and the CopyBoth stream.
+ *
+ * The connection is non-blocking once streaming: relay_repl_read() returns 0
+ * when no complete message is buffered, and the caller polls
+ * relay_repl_socket() before relay_repl_consume().
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_REPL_H
+#define RELAY_REPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "relay/common.h"
+#include "relay/walproto.h"
+
+typedef struct relay_repl relay_repl_t;
+
+/** @brief Connection settings; strings borrowed only during the call that takes them. */
+typedef struct {
+        const char *conninfo;    /* libpq conninfo or URI; "" = PG* variables */
+        const char *slot;
+        const char *publication;
+        const char *table;       /* "schema.table" */
+} relay_repl_conf_t;
+
+/**
+ * @brief Connect and check the server: PostgreSQL >= 14, wal_level=logical,
+ *        a role allowed to replicate.
+ * @returns 0 and *out (caller frees with relay_repl_free()); RELAY_EIO when
+ *          the server cannot be reached (retry); RELAY_ESETUP when it is
+ *          reachable but not usable, with the fix in err.
+ */
+int relay_repl_connect(relay_repl_t **out, const relay_repl_conf_t *conf, char *err,
+                       size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief Close and free; accepts NULL. */
+void relay_repl_free(relay_repl_t *r);
+
+/** @brief The server's version number (e.g. 150020). */
+int relay_repl_server_version(const relay_repl_t *r);
+
+/** @brief The pgoutput protocol version START_REPLICATION asks for (2, 3 or 4). */
+int relay_repl_proto_version(const relay_repl_t *r);
+
+/** @brief The server's wal_sender_timeout in ms (0 = disabled). */
+int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
+
+/**
+ * @brief Make sure the outbox table exists and the publication publishes
+ *        its inserts, creating the publication (insert only) when missing.
+ * @returns 0 (*created set when it created it); RELAY_ESETUP with the fix;
+ *          RELAY_EIO.
+ */
+int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err,
+                                  size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Make sure the slot exists (pgoutput, this database), creating it
+ *        when missing and may_create is set.
+ * @returns 0 (*created set when it created it); RELAY_ESLOTLOST when it is
+ *          missing and may not be created, or its WAL was removed
+ *          (wal_status = lost); RELAY_ESETUP when it belongs to another
+ *          plugin or database; RELAY_EIO.
+ */
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool *created, char *err,
+                           size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief START_REPLICATION from the slot's confirmed position.
+ * @returns 0; RELAY_EBUSY when another process streams from the slot
+ *          (SQLSTATE 55006); RELAY_ESLOTLOST; RELAY_ESETUP; RELAY_EIO.
+ */
+int relay_repl_start(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief The socket to poll. */
+int relay_repl_socket(const relay_repl_t *r);
+
+/**
+ * @brief Read what the socket has (after poll reported it readable).
+ * @returns 0 or RELAY_EIO.
+ */
+int relay_repl_consume(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Next buffered message. msg->data borrows until the next call.
+ * @returns 1 and *msg; 0 when nothing complete is buffered; RELAY_EIO when
+ *          the stream ended or the connection broke; RELAY_ESLOTLOST when
+ *          the server ended it because the slot is gone; RELAY_EPROTO for
+ *          malformed framing.
+ */
+int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Queue and try to send a standby status update (write = received,
+ *        flush = apply = confirmed).
+ * @returns 0 or RELAY_EIO.
+ */
+int relay_repl_send_status(relay_repl_t *r, relay_lsn_t received, relay_lsn_t confirmed,
+                           bool reply_requested, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief True when output is still waiting for the socket (poll for POLLOUT). */
+bool relay_repl_wants_write(relay_repl_t *r);
+
+/** @brief Try to send buffered output; 0 or RELAY_EIO. */
+int relay_repl_flush(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief End the stream cleanly (CopyDone, wait for the server's end, up to
+ *        timeout_ms). Returns 0 or RELAY_EIO; the connection stays open.
+ */
+int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+#endif

@@ -1,0 +1,23 @@
+-- 002_publication.sql - the publication that outbox-relay's slot reads.
+--
+-- pgoutput sends only the changes of the tables in the publications that the
+-- client names when it starts replication; this one holds just the outbox.
+--
+-- publish = 'insert': an event is an INSERT. The DELETEs that clean the table
+-- up (in the same transaction, or later by a job) and any UPDATE are not
+-- events: pgoutput filters them out on the server and never sends them (less
+-- traffic), and the relay never has to tell a cleanup from an event.
+--
+-- Create it before the relay creates its replication slot (before the
+-- relay's first start): a slot decodes each change with the catalog as it
+-- was at that change, so for a change written after the slot but before the
+-- publication, the publication does not exist yet. PostgreSQL 15's pgoutput
+-- then stops with 'publication "outbox_pub" does not exist', and the slot
+-- stays stuck on that change until it is advanced past it or recreated.
+--
+-- Creating it needs CREATE on the database and ownership of the table (or
+-- superuser).
+--
+-- SPDX-License-Identifier: Apache-2.0
+
+CREATE PUBLICATION outbox_pub FOR TABLE public.outbox WITH (publish = 'insert');

@@ -1,0 +1,1461 @@
+/*
+ * config.c - the relay's configuration: one declarative table of keys (type,
+ * default, bounds, description, flags), and the layers applied on top of it
+ * (file, environment, --set), each value remembering where it came from.
+ *
+ * The table is the single source of truth: parsing, validation, --help,
+ * --print-config and the environment mapping are all driven from it, so a new
+ * key is one table row. Values are checked when they are set, while the
+ * origin is still known, so every error names the file line, variable or
+ * --set that caused it; only rules spanning several keys wait for
+ * relay_config_validate().
+ *
+ * kafka.* keys are not in the table: they are librdkafka properties, checked
+ * against a scratch librdkafka configuration as they are set (so a typo fails
+ * with its file line instead of at producer start) and kept in set order.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+
+#include "relay/config.h"
+
+#define KAFKA_PREFIX "kafka."
+#define ENV_PREFIX "OUTBOX_RELAY_"
+#define ENV_KAFKA_PREFIX ENV_PREFIX "KAFKA_"
+#define MASK "********"
+#define MAX_MS INT64_C(3600000) /* one hour: anything longer is a typo */
+#define PG_NAMEDATALEN 64       /* PostgreSQL truncates names to 63 bytes */
+
+typedef enum {
+        KT_STRING,   /* free text */
+        KT_CONNINFO, /* libpq connection string or URI, checked by libpq */
+        KT_SLOT,     /* replication slot name: [a-z0-9_]{1,63}, as PostgreSQL requires */
+        KT_IDENT,    /* lower-case unquoted SQL identifier: [a-z_][a-z0-9_$]*, <= 63 bytes */
+        KT_TABLE,    /* [schema.]table, each part a KT_IDENT; stored as schema.table */
+        KT_COLUMN,   /* column name: non-empty, <= 63 bytes, no control characters */
+        KT_COLUMNS,  /* comma-separated KT_COLUMNs, possibly none; stored without blanks */
+        KT_TEMPLATE, /* Kafka topic with ${column} placeholders */
+        KT_INT,      /* integer within [min, max] */
+        KT_ENUM,     /* one of choices (case-insensitive, stored lower case) */
+} key_type_t;
+
+#define KF_SECRET 0x1u /* value may hold a password: masked in output */
+
+typedef struct {
+        const char *name;
+        key_type_t type;
+        const char *def;
+        const char *desc; /* one line, for --help and --print-config */
+        unsigned flags;
+        int64_t min, max;            /* KT_INT */
+        const char *unit;            /* KT_INT, in "an integer number of <unit>" */
+        const char *const *choices;  /* KT_ENUM, NULL-terminated */
+} key_def_t;
+
+static const char *const log_levels[] = {"debug", "info", "warning", "error", NULL};
+static const char *const log_formats[] = {"text", "json", NULL};
+
+/* Alphabetical, as --help and --print-config list it. */
+static const key_def_t keys[] = {
+        {.name = "log.format", .type = KT_ENUM, .def = "text", .choices = log_formats,
+         .desc = "log line format on stderr: text (PostgreSQL-like) or json (one object per line)"},
+        {.name = "log.level", .type = KT_ENUM, .def = "info", .choices = log_levels,
+         .desc = "lowest level logged: debug, info, warning or error"},
+        {.name = "outbox.column.aggregate_id", .type = KT_COLUMN, .def = "aggregateid",
+         .desc = "outbox column holding the aggregate id (the Kafka message key)"},
+        {.name = "outbox.column.aggregate_type", .type = KT_COLUMN, .def = "aggregatetype",
+         .desc = "outbox column holding the aggregate type"},
+        {.name = "outbox.column.id", .type = KT_COLUMN, .def = "id",
+         .desc = "outbox column holding the unique event id"},
+        {.name = "outbox.column.payload", .type = KT_COLUMN, .def = "payload",
+         .desc = "outbox column holding the event payload (the Kafka message value)"},
+        {.name = "outbox.column.type", .type = KT_COLUMN, .def = "type",
+         .desc = "outbox column holding the event type"},
+        {.name = "outbox.headers", .type = KT_COLUMNS, .def = "",
+         .desc = "extra outbox columns sent as Kafka headers, comma-separated"},
+        {.name = "outbox.table", .type = KT_TABLE, .def = "public.outbox",
+         .desc = "the outbox table, schema.table (a bare table name means public)"},
+        {.name = "postgres.conninfo", .type = KT_CONNINFO, .def = "", .flags = KF_SECRET,
+         .desc = "libpq connection string or URI; empty uses the PG* environment variables "
+                 "and libpq defaults"},
+        {.name = "publication.name", .type = KT_IDENT, .def = "outbox_pub",
+         .desc = "publication to stream; it must include outbox.table"},
+        {.name = "reconnect.backoff.max.ms", .type = KT_INT, .def = "30000", .min = 10,
+         .max = MAX_MS, .unit = "milliseconds",
+         .desc = "longest wait between reconnection attempts"},
+        {.name = "reconnect.backoff.ms", .type = KT_INT, .def = "500", .min = 10, .max = MAX_MS,
+         .unit = "milliseconds", .desc = "first wait before reconnecting after a failure"},
+        {.name = "shutdown.timeout.ms", .type = KT_INT, .def = "30000", .min = 0, .max = MAX_MS,
+         .unit = "milliseconds",
+         .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},
+        {.name = "slot.name", .type = KT_SLOT, .def = "outbox_relay",
+         .desc = "logical replication slot (pgoutput) to stream from"},
+        {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
+         .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
+        {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
+         .desc = "Kafka topic of each event; ${column} is replaced by that column's value"},
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/*
+ * librdkafka property names that contain '_' and can be set as strings; an
+ * OUTBOX_RELAY_KAFKA_* variable cannot tell '_' from '.', so these are mapped
+ * by name. (The other '_' names are callbacks and pointers, not settable.)
+ */
+static const char *const kafka_underscore_props[] = {"enabled_events", "log_level"};
+
+/* Parts of librdkafka property names whose values are credentials. */
+static const char *const kafka_secret_parts[] = {"password", "secret", "key.pem",
+                                                 "sasl.oauthbearer.config"};
+
+typedef struct {
+        char *name; /* without "kafka." */
+        char *value;
+        char *origin;
+} kafka_prop_t;
+
+struct relay_config {
+        char *value[NKEYS];
+        char *origin[NKEYS];
+        int64_t num[NKEYS]; /* KT_INT values */
+        kafka_prop_t *kafka;
+        size_t nkafka, kafka_cap;
+        rd_kafka_conf_t *kscratch; /* checks kafka.* as they are set; never used to connect */
+};
+
+/* --- small helpers ----------------------------------------------------- */
+
+/* Growable string; an allocation failure is remembered and reported at the end. */
+typedef struct {
+        char *p;
+        size_t len, cap;
+        bool oom;
+} sbuf_t;
+
+static void sb_addn(sbuf_t *b, const char *s, size_t n)
+{
+        if (b->oom)
+                return;
+        if (b->len + n + 1 > b->cap) {
+                size_t cap = b->cap ? b->cap : 64;
+                char *p;
+                while (cap < b->len + n + 1)
+                        cap *= 2;
+                p = realloc(b->p, cap);
+                if (p == NULL) {
+                        b->oom = true;
+                        return;
+                }
+                b->p = p;
+                b->cap = cap;
+        }
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+}
+
+static void sb_adds(sbuf_t *b, const char *s)
+{
+        sb_addn(b, s, strlen(s));
+}
+
+static void sb_addc(sbuf_t *b, char ch)
+{
+        sb_addn(b, &ch, 1);
+}
+
+/* The built string (caller frees), or NULL when out of memory. */
+static char *sb_finish(sbuf_t *b)
+{
+        if (b->oom) {
+                free(b->p);
+                return NULL;
+        }
+        if (b->p == NULL)
+                return strdup("");
+        return b->p;
+}
+
+static const key_def_t *find_key(const char *name, size_t *idx)
+{
+        for (size_t i = 0; i < NKEYS; i++) {
+                if (strcmp(keys[i].name, name) == 0) {
+                        if (idx != NULL)
+                                *idx = i;
+                        return &keys[i];
+                }
+        }
+        return NULL;
+}
+
+/* OUTBOX_RELAY_ + key upper-cased with '.' -> '_'. */
+static void env_name(const char *key, char *buf, size_t len)
+{
+        size_t n = strlen(ENV_PREFIX);
+
+        assert(len > n);
+        memcpy(buf, ENV_PREFIX, n);
+        for (; *key != '\0' && n + 1 < len; key++)
+                buf[n++] = *key == '.' ? '_' : (char)toupper((unsigned char)*key);
+        buf[n] = '\0';
+}
+
+/*
+ * Optimal string alignment distance (Levenshtein plus adjacent
+ * transpositions, the commonest typo: "slot.nmae"). Words longer than 64
+ * bytes get a large distance rather than a heap allocation.
+ */
+static size_t edit_distance(const char *a, const char *b)
+{
+        enum { MAXW = 64 };
+        size_t la = strlen(a), lb = strlen(b);
+        size_t rows[3][MAXW + 1];
+        size_t *prev2 = rows[0], *prev = rows[1], *cur = rows[2];
+
+        if (la > MAXW || lb > MAXW)
+                return SIZE_MAX;
+        for (size_t j = 0; j <= lb; j++)
+                prev[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t *t;
+                cur[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+                        size_t d = prev[j] + 1;
+                        if (cur[j - 1] + 1 < d)
+                                d = cur[j - 1] + 1;
+                        if (prev[j - 1] + cost < d)
+                                d = prev[j - 1] + cost;
+                        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                            prev2[j - 2] + 1 < d)
+                                d = prev2[j - 2] + 1;
+                        cur[j] = d;
+                }
+                t = prev2;
+                prev2 = prev;
+                prev = cur;
+                cur = t;
+        }
+        return prev[lb];
+}
+
+/* Is d close enough, for a word of this length, to be worth suggesting? */
+static bool close_enough(size_t d, const char *word)
+{
+        return d != SIZE_MAX && (d <= 2 || d * 5 <= strlen(word));
+}
+
+/* The known key closest to word, or NULL when none is close. Borrowed. */
+static const char *suggest_key(const char *word)
+{
+        static const char *const extra[] = {"kafka.bootstrap.servers"};
+        const char *best = NULL;
+        size_t bestd = SIZE_MAX, d;
+
+        for (size_t i = 0; i < NKEYS; i++) {
+                d = edit_distance(word, keys[i].name);
+                if (d < bestd) {
+                        bestd = d;
+                        best = keys[i].name;
+                }
+        }
+        for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+                d = edit_distance(word, extra[i]);
+                if (d < bestd) {
+                        bestd = d;
+                        best = extra[i];
+                }
+        }
+        return best != NULL && close_enough(bestd, word) ? best : NULL;
+}
+
+/*
+ * The librdkafka property closest to name, copied into buf ("" when none is
+ * close). librdkafka has no list API, but its property table, printed by
+ * rd_kafka_conf_properties_show() (the source of its CONFIGURATION.md), has
+ * the name in the first column of every row. Only runs on the error path.
+ */
+static void suggest_kafka_prop(const char *name, char *buf, size_t len)
+{
+        char *text = NULL, *line, *save = NULL;
+        size_t textlen = 0, bestd = SIZE_MAX;
+        FILE *f = open_memstream(&text, &textlen);
+
+        buf[0] = '\0';
+        if (f == NULL)
+                return;
+        rd_kafka_conf_properties_show(f);
+        if (fclose(f) != 0 || text == NULL) {
+                free(text);
+                return;
+        }
+        for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+                size_t n = strcspn(line, " |");
+                size_t d;
+                if (n == 0 || line[n] == '\0' || strchr("#-", line[0]) != NULL)
+                        continue;
+                line[n] = '\0';
+                if (strcmp(line, "Property") == 0)
+                        continue;
+                d = edit_distance(name, line);
+                if (d < bestd) {
+                        bestd = d;
+                        snprintf(buf, len, "%s", line);
+                }
+        }
+        if (!close_enough(bestd, name))
+                buf[0] = '\0';
+        free(text);
+}
+
+static bool kafka_prop_is_secret(const char *name)
+{
+        for (size_t i = 0; i < sizeof(kafka_secret_parts) / sizeof(kafka_secret_parts[0]); i++)
+                if (strstr(name, kafka_secret_parts[i]) != NULL)
+                        return true;
+        return false;
+}
+
+/* --- conninfo masking -------------------------------------------------- */
+
+static bool is_uri(const char *s)
+{
+        return strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0;
+}
+
+static char *mask_conninfo(const char *ci, int depth);
+
+/*
+ * URI form: scheme://[user[:password]@]hosts[/db][?k=v&...]. As libpq does,
+ * the credentials are whatever precedes an '@' found before the first '/'.
+ */
+static void mask_uri(sbuf_t *b, const char *ci)
+{
+        const char *p = strstr(ci, "://") + 3;
+        const char *q = p, *at, *colon, *query;
+
+        sb_addn(b, ci, (size_t)(p - ci));
+        while (*q != '\0' && *q != '@' && *q != '/')
+                q++;
+        if (*q == '@') {
+                at = q;
+                colon = memchr(p, ':', (size_t)(at - p));
+                if (colon != NULL) {
+                        sb_addn(b, p, (size_t)(colon - p) + 1);
+                        sb_adds(b, MASK);
+                } else {
+                        sb_addn(b, p, (size_t)(at - p));
+                }
+                p = at;
+        }
+        query = strchr(p, '?');
+        if (query == NULL) {
+                sb_adds(b, p);
+                return;
+        }
+        sb_addn(b, p, (size_t)(query - p) + 1);
+        p = query + 1;
+        while (*p != '\0') {
+                size_t n = strcspn(p, "&");
+                const char *eq = memchr(p, '=', n);
+                if (eq != NULL && (size_t)(eq - p) == 8 && strncmp(p, "password", 8) == 0) {
+                        sb_adds(b, "password=" MASK);
+                } else {
+                        sb_addn(b, p, n);
+                }
+                p += n;
+                if (*p == '&')
+                        sb_addc(b, *p++);
+        }
+}
+
+/*
+ * keyword = value form, scanned as libpq's conninfo_parse does: a value is
+ * either single-quoted or runs to the next blank, and a backslash escapes
+ * the next character in both. A dbname value may itself be a connection
+ * string or URI (libpq expands it), so it is masked recursively. Anything
+ * that does not scan is masked to the end: better too much than a leak.
+ */
+static void mask_keyvalue(sbuf_t *b, const char *ci, int depth)
+{
+        const char *p = ci;
+
+        while (*p != '\0') {
+                const char *kw, *val;
+                size_t kwlen;
+                sbuf_t dec = {0};
+                char *decoded, *inner = NULL;
+
+                while (isspace((unsigned char)*p))
+                        sb_addc(b, *p++);
+                if (*p == '\0')
+                        break;
+                kw = p;
+                while (*p != '\0' && *p != '=' && !isspace((unsigned char)*p))
+                        p++;
+                kwlen = (size_t)(p - kw);
+                while (isspace((unsigned char)*p))
+                        p++;
+                if (*p != '=') {
+                        /* Not "keyword =": the word may be a stray password. */
+                        sb_adds(b, MASK);
+                        return;
+                }
+                sb_addn(b, kw, (size_t)(p - kw));
+                sb_addc(b, *p++);
+                while (isspace((unsigned char)*p))
+                        sb_addc(b, *p++);
+                val = p;
+                if (*p == '\'') {
+                        p++;
+                        while (*p != '\0' && *p != '\'') {
+                                if (*p == '\\' && p[1] != '\0')
+                                        p++;
+                                sb_addc(&dec, *p++);
+                        }
+                        if (*p == '\'')
+                                p++;
+                } else {
+                        while (*p != '\0' && !isspace((unsigned char)*p)) {
+                                if (*p == '\\' && p[1] != '\0')
+                                        p++;
+                                sb_addc(&dec, *p++);
+                        }
+                }
+                decoded = sb_finish(&dec);
+                if (kwlen == 8 && strncmp(kw, "password", 8) == 0) {
+                        sb_adds(b, MASK);
+                } else if (kwlen == 6 && strncmp(kw, "dbname", 6) == 0 && decoded != NULL &&
+                           (strchr(decoded, '=') != NULL || is_uri(decoded)) &&
+                           (inner = mask_conninfo(decoded, depth + 1)) != NULL &&
+                           strcmp(inner, decoded) != 0) {
+                        sb_addc(b, '\'');
+                        for (const char *s = inner; *s != '\0'; s++) {
+                                if (*s == '\'' || *s == '\\')
+                                        sb_addc(b, '\\');
+                                sb_addc(b, *s);
+                        }
+                        sb_addc(b, '\'');
+                } else if (decoded == NULL) {
+                        sb_adds(b, MASK); /* could not look inside: do not risk it */
+                } else {
+                        sb_addn(b, val, (size_t)(p - val));
+                }
+                free(inner);
+                free(decoded);
+        }
+}
+
+static char *mask_conninfo(const char *ci, int depth)
+{
+        sbuf_t b = {0};
+
+        if (depth > 2) /* libpq expands dbname only once; deeper nesting is hostile */
+                return strdup(MASK);
+        if (is_uri(ci))
+                mask_uri(&b, ci);
+        else
+                mask_keyvalue(&b, ci, depth);
+        return sb_finish(&b);
+}
+
+char *relay_config_mask_conninfo(const char *conninfo)
+{
+        return mask_conninfo(conninfo != NULL ? conninfo : "", 0);
+}
+
+/* --- value parsers, one per type ---------------------------------------
+ *
+ * Each takes the raw value and either returns 0 with *norm (the value to
+ * store, malloc'd; NULL means store the raw value) and *num (KT_INT), or
+ * RELAY_EINVAL with the rule the value broke in why ("must be ..."), or
+ * RELAY_ENOMEM.
+ */
+typedef int (*parse_fn)(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                        size_t whylen);
+
+static int parse_string(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                        size_t whylen)
+{
+        (void)k, (void)v, (void)norm, (void)num, (void)why, (void)whylen;
+        return 0;
+}
+
+static int parse_conninfo(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                          size_t whylen)
+{
+        char *msg = NULL, *masked;
+        PQconninfoOption *opts;
+        size_t n;
+
+        (void)k, (void)norm, (void)num;
+        if (v[0] == '\0')
+                return 0;
+        opts = PQconninfoParse(v, &msg);
+        if (opts != NULL) {
+                PQconninfoFree(opts);
+                return 0;
+        }
+        if (msg == NULL)
+                return RELAY_ENOMEM;
+        n = strlen(msg);
+        while (n > 0 && isspace((unsigned char)msg[n - 1]))
+                msg[--n] = '\0';
+        /* libpq quotes fragments of the input; withhold them if it holds a password. */
+        masked = relay_config_mask_conninfo(v);
+        if (masked != NULL && strcmp(masked, v) == 0)
+                relay_err_set(why, whylen,
+                              "must be a libpq connection string or URI (%s); see "
+                              "https://www.postgresql.org/docs/current/libpq-connect.html",
+                              msg);
+        else
+                relay_err_set(why, whylen,
+                              "must be a libpq connection string or URI (libpq's message is "
+                              "withheld because the value contains a password); see "
+                              "https://www.postgresql.org/docs/current/libpq-connect.html");
+        free(masked);
+        PQfreemem(msg);
+        return RELAY_EINVAL;
+}
+
+/* [a-z_][a-z0-9_$]{0,62}: what PostgreSQL accepts unquoted, already case-folded. */
+static bool is_ident(const char *s, size_t n)
+{
+        if (n == 0 || n >= PG_NAMEDATALEN || !((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+                return false;
+        for (size_t i = 1; i < n; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+                      s[i] == '_' || s[i] == '$'))
+                        return false;
+        return true;
+}
+
+#define IDENT_RULE                                                                                 \
+        "a lower-case identifier: a letter or \"_\", then letters, digits, \"_\" or \"$\", at "    \
+        "most 63 characters (quoted identifiers are not supported)"
+
+static int parse_slot(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                      size_t whylen)
+{
+        size_t n = strlen(v);
+
+        (void)k, (void)norm, (void)num;
+        /* PostgreSQL's ReplicationSlotValidateName() rule. */
+        if (n == 0 || n >= PG_NAMEDATALEN ||
+            strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != n) {
+                relay_err_set(why, whylen,
+                              "must be a replication slot name: 1 to 63 lower-case letters, "
+                              "digits and \"_\"");
+                return RELAY_EINVAL;
+        }
+        return 0;
+}
+
+static int parse_ident(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                       size_t whylen)
+{
+        (void)k, (void)norm, (void)num;
+        if (!is_ident(v, strlen(v))) {
+                relay_err_set(why, whylen, "must be %s", IDENT_RULE);
+                return RELAY_EINVAL;
+        }
+        return 0;
+}
+
+static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                       size_t whylen)
+{
+        const char *dot = strchr(v, '.');
+
+        (void)k, (void)num;
+        if (dot == NULL ? !is_ident(v, strlen(v))
+                        : !is_ident(v, (size_t)(dot - v)) || !is_ident(dot + 1, strlen(dot + 1))) {
+                relay_err_set(why, whylen,
+                              "must be \"schema.table\" or \"table\" (meaning public.table), each "
+                              "part %s",
+                              IDENT_RULE);
+                return RELAY_EINVAL;
+        }
+        if (dot == NULL) {
+                /* Store one spelling so every reader can split at the '.'. */
+                size_t n = strlen(v);
+                *norm = malloc(n + sizeof("public."));
+                if (*norm == NULL)
+                        return RELAY_ENOMEM;
+                memcpy(*norm, "public.", 7);
+                memcpy(*norm + 7, v, n + 1);
+        }
+        return 0;
+}
+
+static bool is_column(const char *s, size_t n)
+{
+        if (n == 0 || n >= PG_NAMEDATALEN)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (iscntrl((unsigned char)s[i]))
+                        return false;
+        return true;
+}
+
+#define COLUMN_RULE "a column name: 1 to 63 bytes, no control characters"
+
+static int parse_column(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                        size_t whylen)
+{
+        (void)k, (void)norm, (void)num;
+        if (!is_column(v, strlen(v))) {
+                relay_err_set(why, whylen, "must be %s", COLUMN_RULE);
+                return RELAY_EINVAL;
+        }
+        return 0;
+}
+
+static int parse_columns(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                         size_t whylen)
+{
+        sbuf_t b = {0};
+        const char *p = v;
+        size_t count = 0;
+
+        (void)k, (void)num;
+        if (strspn(v, " \t") == strlen(v)) {
+                *norm = strdup("");
+                return *norm != NULL ? 0 : RELAY_ENOMEM;
+        }
+        for (;;) {
+                size_t n = strcspn(p, ",");
+                const char *s = p, *e = p + n;
+                while (s < e && (*s == ' ' || *s == '\t'))
+                        s++;
+                while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+                        e--;
+                if (!is_column(s, (size_t)(e - s))) {
+                        free(b.p);
+                        relay_err_set(why, whylen,
+                                      "must be a comma-separated list of column names, each %s",
+                                      COLUMN_RULE);
+                        return RELAY_EINVAL;
+                }
+                /* A repeated column would send the same header twice. */
+                for (const char *q = b.p; count > 0 && q != NULL;) {
+                        size_t m = strcspn(q, ",");
+                        if (m == (size_t)(e - s) && strncmp(q, s, m) == 0) {
+                                relay_err_set(why, whylen, "must name each column once, but "
+                                              "\"%.*s\" is listed twice", (int)m, q);
+                                free(b.p);
+                                return RELAY_EINVAL;
+                        }
+                        q = q[m] == ',' ? q + m + 1 : NULL;
+                }
+                if (count++ > 0)
+                        sb_addc(&b, ',');
+                sb_addn(&b, s, (size_t)(e - s));
+                if (p[n] == '\0')
+                        break;
+                p += n + 1;
+        }
+        *norm = sb_finish(&b);
+        return *norm != NULL ? 0 : RELAY_ENOMEM;
+}
+
+/* Characters Kafka allows in a topic name. */
+static bool is_topic_char(char ch)
+{
+        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+               ch == '.' || ch == '_' || ch == '-';
+}
+
+static int parse_template(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                          size_t whylen)
+{
+        (void)k, (void)norm, (void)num;
+        if (v[0] == '\0') {
+                relay_err_set(why, whylen, "must not be empty; write a topic name with ${column} "
+                              "placeholders, e.g. outbox.event.${aggregatetype}");
+                return RELAY_EINVAL;
+        }
+        for (const char *p = v; *p != '\0'; p++) {
+                if (*p == '$') {
+                        const char *name = p + 2;
+                        size_t n;
+                        if (p[1] != '{') {
+                                relay_err_set(why, whylen, "must use \"$\" only to start a "
+                                              "${column} placeholder (Kafka topic names cannot "
+                                              "contain \"$\")");
+                                return RELAY_EINVAL;
+                        }
+                        n = strcspn(name, "}${");
+                        if (name[n] != '}') {
+                                relay_err_set(why, whylen, "must close every \"${\" with \"}\", "
+                                              "as in outbox.event.${aggregatetype}");
+                                return RELAY_EINVAL;
+                        }
+                        if (!is_column(name, n)) {
+                                relay_err_set(why, whylen, "must name a column in every ${...}: "
+                                              "%s", COLUMN_RULE);
+                                return RELAY_EINVAL;
+                        }
+                        p = name + n;
+                } else if (!is_topic_char(*p)) {
+                        if (isprint((unsigned char)*p))
+                                relay_err_set(why, whylen, "must not contain \"%c\": outside "
+                                              "${column} a Kafka topic name allows only letters, "
+                                              "digits, \".\", \"_\" and \"-\"", *p);
+                        else
+                                relay_err_set(why, whylen, "must not contain byte 0x%02x: "
+                                              "outside ${column} a Kafka topic name allows only "
+                                              "letters, digits, \".\", \"_\" and \"-\"",
+                                              (unsigned char)*p);
+                        return RELAY_EINVAL;
+                }
+        }
+        return 0;
+}
+
+static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                     size_t whylen)
+{
+        const char *p = v;
+        bool neg = false, ok = true;
+        uint64_t acc = 0;
+        int64_t val;
+        char buf[32];
+
+        /* Digits only: strtoll would also take blanks, "+", "0x" and partial input. */
+        if (*p == '-') {
+                neg = true;
+                p++;
+        }
+        if (*p == '\0')
+                ok = false;
+        for (; ok && *p != '\0'; p++) {
+                if (*p < '0' || *p > '9' || acc > (UINT64_C(1) << 62))
+                        ok = false;
+                else
+                        acc = acc * 10 + (uint64_t)(*p - '0');
+        }
+        if (ok && acc > (uint64_t)INT64_MAX)
+                ok = false;
+        val = ok ? (neg ? -(int64_t)acc : (int64_t)acc) : 0;
+        if (!ok || val < k->min || val > k->max) {
+                relay_err_set(why, whylen, "must be an integer number of %s between %lld and %lld",
+                              k->unit, (long long)k->min, (long long)k->max);
+                return RELAY_EINVAL;
+        }
+        *num = val;
+        snprintf(buf, sizeof(buf), "%lld", (long long)val);
+        *norm = strdup(buf);
+        return *norm != NULL ? 0 : RELAY_ENOMEM;
+}
+
+static int parse_enum(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                      size_t whylen)
+{
+        sbuf_t list = {0};
+        char *s;
+
+        (void)num;
+        for (size_t i = 0; k->choices[i] != NULL; i++) {
+                if (strcasecmp(v, k->choices[i]) == 0) {
+                        *norm = strdup(k->choices[i]);
+                        return *norm != NULL ? 0 : RELAY_ENOMEM;
+                }
+        }
+        for (size_t i = 0; k->choices[i] != NULL; i++) {
+                if (i > 0)
+                        sb_adds(&list, k->choices[i + 1] != NULL ? ", " : " or ");
+                sb_adds(&list, k->choices[i]);
+        }
+        s = sb_finish(&list);
+        relay_err_set(why, whylen, "must be %s", s != NULL ? s : "one of the documented values");
+        free(s);
+        return RELAY_EINVAL;
+}
+
+/* Indexed by key_type_t. */
+static const parse_fn parsers[] = {
+        [KT_STRING] = parse_string,   [KT_CONNINFO] = parse_conninfo, [KT_SLOT] = parse_slot,
+        [KT_IDENT] = parse_ident,     [KT_TABLE] = parse_table,       [KT_COLUMN] = parse_column,
+        [KT_COLUMNS] = parse_columns, [KT_TEMPLATE] = parse_template, [KT_INT] = parse_int,
+        [KT_ENUM] = parse_enum,
+};
+
+/* --- setting values ---------------------------------------------------- */
+
+static int store_key(relay_config_t *c, size_t i, const char *value, const char *origin,
+                     char *err, size_t errlen)
+{
+        const key_def_t *k = &keys[i];
+        char why[RELAY_ERRBUF];
+        char *norm = NULL, *org;
+        int64_t num = 0;
+        int rc;
+
+        rc = parsers[k->type](k, value, &norm, &num, why, sizeof(why));
+        if (rc == RELAY_ENOMEM) {
+                relay_err_set(err, errlen, "out of memory");
+                return rc;
+        }
+        if (rc < 0) {
+                /* Never echo a value that may hold a password. */
+                if (k->flags & KF_SECRET)
+                        relay_err_set(err, errlen, "invalid value for \"%s\" (at %s): %s", k->name,
+                                      origin, why);
+                else
+                        relay_err_set(err, errlen, "invalid value \"%s\" for \"%s\" (at %s): %s",
+                                      value, k->name, origin, why);
+                return RELAY_EINVAL;
+        }
+        if (norm == NULL && (norm = strdup(value)) == NULL) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        if ((org = strdup(origin)) == NULL) {
+                free(norm);
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        free(c->value[i]);
+        free(c->origin[i]);
+        c->value[i] = norm;
+        c->origin[i] = org;
+        c->num[i] = num;
+        return 0;
+}
+
+static int store_kafka(relay_config_t *c, const char *key, const char *value, const char *origin,
+                       char *err, size_t errlen)
+{
+        const char *name = key + strlen(KAFKA_PREFIX);
+        char kerr[RELAY_ERRBUF] = "";
+        char hint[128];
+        kafka_prop_t *kp = NULL;
+        char *v, *o;
+
+        if (name[0] == '\0') {
+                relay_err_set(err, errlen,
+                              "configuration key \"%s\" (at %s) names no librdkafka property; "
+                              "write kafka.<property>, e.g. kafka.bootstrap.servers",
+                              key, origin);
+                return RELAY_EINVAL;
+        }
+        switch (rd_kafka_conf_set(c->kscratch, name, value, kerr, sizeof(kerr))) {
+        case RD_KAFKA_CONF_OK:
+                break;
+        case RD_KAFKA_CONF_UNKNOWN:
+                suggest_kafka_prop(name, hint, sizeof(hint));
+                if (hint[0] != '\0')
+                        relay_err_set(err, errlen,
+                                      "unknown librdkafka property \"%s\" in configuration key "
+                                      "\"%s\" (at %s); did you mean \"kafka.%s\"?",
+                                      name, key, origin, hint);
+                else
+                        relay_err_set(err, errlen,
+                                      "unknown librdkafka property \"%s\" in configuration key "
+                                      "\"%s\" (at %s); see librdkafka's CONFIGURATION.md for "
+                                      "property names",
+                                      name, key, origin);
+                return RELAY_EINVAL;
+        case RD_KAFKA_CONF_INVALID:
+        default:
+                /* librdkafka's reason may quote the value: withhold it for credentials. */
+                if (kafka_prop_is_secret(name) && value[0] != '\0' && strstr(kerr, value) != NULL)
+                        relay_err_set(err, errlen,
+                                      "invalid value for \"%s\" (at %s): librdkafka rejects it",
+                                      key, origin);
+                else
+                        relay_err_set(err, errlen, "invalid value for \"%s\" (at %s): %s", key,
+                                      origin, kerr);
+                return RELAY_EINVAL;
+        }
+
+        for (size_t i = 0; i < c->nkafka; i++)
+                if (strcmp(c->kafka[i].name, name) == 0)
+                        kp = &c->kafka[i];
+        v = strdup(value);
+        o = strdup(origin);
+        if (v == NULL || o == NULL)
+                goto nomem;
+        if (kp == NULL) {
+                /* New names go last: librdkafka sees them in the order given. */
+                if (c->nkafka == c->kafka_cap) {
+                        size_t cap = c->kafka_cap ? c->kafka_cap * 2 : 8;
+                        kafka_prop_t *arr = realloc(c->kafka, cap * sizeof(*arr));
+                        if (arr == NULL)
+                                goto nomem;
+                        c->kafka = arr;
+                        c->kafka_cap = cap;
+                }
+                kp = &c->kafka[c->nkafka];
+                if ((kp->name = strdup(name)) == NULL)
+                        goto nomem;
+                kp->value = NULL;
+                kp->origin = NULL;
+                c->nkafka++;
+        }
+        free(kp->value);
+        free(kp->origin);
+        kp->value = v;
+        kp->origin = o;
+        return 0;
+
+nomem:
+        free(v);
+        free(o);
+        relay_err_set(err, errlen, "out of memory");
+        return RELAY_ENOMEM;
+}
+
+int relay_config_set(relay_config_t *c, const char *key, const char *value, const char *origin,
+                     char *err, size_t errlen)
+{
+        const char *hint;
+        size_t i;
+
+        if (origin == NULL)
+                origin = "unknown origin";
+        if (key == NULL || value == NULL) {
+                relay_err_set(err, errlen, "missing configuration key or value (at %s)", origin);
+                return RELAY_EINVAL;
+        }
+        if (find_key(key, &i) != NULL)
+                return store_key(c, i, value, origin, err, errlen);
+        if (strncmp(key, KAFKA_PREFIX, strlen(KAFKA_PREFIX)) == 0)
+                return store_kafka(c, key, value, origin, err, errlen);
+        hint = suggest_key(key);
+        if (hint != NULL)
+                relay_err_set(err, errlen,
+                              "unknown configuration key \"%s\" (at %s); did you mean \"%s\"?", key,
+                              origin, hint);
+        else
+                relay_err_set(err, errlen,
+                              "unknown configuration key \"%s\" (at %s); \"outbox-relay --help\" "
+                              "lists the keys",
+                              key, origin);
+        return RELAY_EINVAL;
+}
+
+int relay_config_set_arg(relay_config_t *c, const char *arg, char *err, size_t errlen)
+{
+        const char *eq = arg != NULL ? strchr(arg, '=') : NULL;
+        char *key;
+        int rc;
+
+        if (eq == NULL || eq == arg) {
+                relay_err_set(err, errlen, "invalid --set argument \"%s\": expected KEY=VALUE",
+                              arg != NULL ? arg : "");
+                return RELAY_EINVAL;
+        }
+        key = strndup(arg, (size_t)(eq - arg));
+        if (key == NULL) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        rc = relay_config_set(c, key, eq + 1, "--set", err, errlen);
+        free(key);
+        return rc;
+}
+
+/* --- construction ------------------------------------------------------ */
+
+int relay_config_new(relay_config_t **out)
+{
+        relay_config_t *c = calloc(1, sizeof(*c));
+        char err[RELAY_ERRBUF];
+
+        if (c == NULL)
+                return RELAY_ENOMEM;
+        c->kscratch = rd_kafka_conf_new();
+        if (c->kscratch == NULL) {
+                free(c);
+                return RELAY_ENOMEM;
+        }
+        /* Defaults go through the parsers too, which normalises them and proves the table. */
+        for (size_t i = 0; i < NKEYS; i++) {
+                int rc = store_key(c, i, keys[i].def, "default", err, sizeof(err));
+                assert(rc != RELAY_EINVAL);
+                assert(i == 0 || strcmp(keys[i - 1].name, keys[i].name) < 0);
+                if (rc < 0) {
+                        relay_config_free(c);
+                        return rc;
+                }
+        }
+        *out = c;
+        return 0;
+}
+
+void relay_config_free(relay_config_t *c)
+{
+        if (c == NULL)
+                return;
+        for (size_t i = 0; i < NKEYS; i++) {
+                free(c->value[i]);
+                free(c->origin[i]);
+        }
+        for (size_t i = 0; i < c->nkafka; i++) {
+                free(c->kafka[i].name);
+                free(c->kafka[i].value);
+                free(c->kafka[i].origin);
+        }
+        free(c->kafka);
+        if (c->kscratch != NULL)
+                rd_kafka_conf_destroy(c->kscratch);
+        free(c);
+}
+
+/* --- file and environment layers --------------------------------------- */
+
+static char *skip_blank(char *s)
+{
+        while (*s == ' ' || *s == '\t')
+                s++;
+        return s;
+}
+
+static void trim_end(char *s)
+{
+        size_t n = strlen(s);
+        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+                s[--n] = '\0';
+}
+
+/*
+ * Decode a double-quoted value in place: s points at the opening quote.
+ * Returns 0 and *end just past the closing quote, or an error message.
+ */
+static const char *unquote(char *s, char **end)
+{
+        char *r = s + 1, *w = s;
+
+        for (;;) {
+                if (*r == '\0')
+                        return "has no closing double quote";
+                if (*r == '"')
+                        break;
+                if (*r == '\\') {
+                        r++;
+                        switch (*r) {
+                        case '"':
+                        case '\\':
+                                *w++ = *r++;
+                                continue;
+                        case 'n':
+                                *w++ = '\n';
+                                r++;
+                                continue;
+                        case 't':
+                                *w++ = '\t';
+                                r++;
+                                continue;
+                        case 'r':
+                                *w++ = '\r';
+                                r++;
+                                continue;
+                        default:
+                                return "has an invalid escape; inside double quotes use \\\", "
+                                       "\\\\, \\n, \\t or \\r";
+                        }
+                }
+                *w++ = *r++;
+        }
+        *w = '\0';
+        *end = r + 1;
+        return NULL;
+}
+
+static int load_line(relay_config_t *c, char *line, const char *origin, char *err, size_t errlen)
+{
+        char *p = skip_blank(line), *eq, *val;
+        const char *problem;
+
+        if (*p == '\0' || *p == '#')
+                return 0;
+        eq = strchr(p, '=');
+        if (eq == NULL) {
+                relay_err_set(err, errlen,
+                              "syntax error (at %s): expected \"key = value\" or a \"#\" comment",
+                              origin);
+                return RELAY_EINVAL;
+        }
+        *eq = '\0';
+        trim_end(p);
+        if (*p == '\0') {
+                relay_err_set(err, errlen, "syntax error (at %s): missing key before \"=\"",
+                              origin);
+                return RELAY_EINVAL;
+        }
+        val = skip_blank(eq + 1);
+        if (*val == '"') {
+                char *rest;
+                problem = unquote(val, &rest);
+                if (problem != NULL) {
+                        relay_err_set(err, errlen, "syntax error (at %s): the value of \"%s\" %s",
+                                      origin, p, problem);
+                        return RELAY_EINVAL;
+                }
+                rest = skip_blank(rest);
+                if (*rest != '\0' && *rest != '#') {
+                        relay_err_set(err, errlen,
+                                      "syntax error (at %s): unexpected text after the closing "
+                                      "quote of the value of \"%s\"",
+                                      origin, p);
+                        return RELAY_EINVAL;
+                }
+        } else {
+                /* A '#' after a blank starts a comment; "a#b" stays a value (passwords). */
+                for (char *q = val; *q != '\0'; q++) {
+                        if (*q == '#' && (q == val || q[-1] == ' ' || q[-1] == '\t')) {
+                                *q = '\0';
+                                break;
+                        }
+                }
+                trim_end(val);
+        }
+        return relay_config_set(c, p, val, origin, err, errlen);
+}
+
+int relay_config_load_file(relay_config_t *c, const char *path, char *err, size_t errlen)
+{
+        FILE *f = fopen(path, "r");
+        char *line = NULL, *origin;
+        size_t cap = 0, originlen = strlen(path) + 16;
+        unsigned lineno = 0;
+        ssize_t n;
+        int rc = 0;
+
+        if (f == NULL) {
+                relay_err_set(err, errlen, "could not open configuration file \"%s\": %s", path,
+                              strerror(errno));
+                return RELAY_EINVAL;
+        }
+        if ((origin = malloc(originlen)) == NULL) {
+                fclose(f);
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        errno = 0;
+        while ((n = getline(&line, &cap, f)) >= 0) {
+                char *text = line;
+                lineno++;
+                snprintf(origin, originlen, "%s:%u", path, lineno);
+                if ((size_t)n != strlen(line)) {
+                        relay_err_set(err, errlen,
+                                      "syntax error (at %s): the line contains a NUL byte; is "
+                                      "\"%s\" a text file?",
+                                      origin, path);
+                        rc = RELAY_EINVAL;
+                        break;
+                }
+                while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                        line[--n] = '\0';
+                /* Editors on some systems start UTF-8 files with a byte order mark. */
+                if (lineno == 1 && strncmp(text, "\xef\xbb\xbf", 3) == 0)
+                        text += 3;
+                rc = load_line(c, text, origin, err, errlen);
+                if (rc < 0)
+                        break;
+                errno = 0;
+        }
+        if (rc == 0 && ferror(f)) {
+                relay_err_set(err, errlen, "could not read configuration file \"%s\": %s", path,
+                              strerror(errno ? errno : EIO));
+                rc = RELAY_EINVAL;
+        }
+        free(origin);
+        free(line);
+        fclose(f);
+        return rc;
+}
+
+/* Key for an OUTBOX_RELAY_KAFKA_ variable's suffix (lower case, '_' -> '.'), or NULL. */
+static char *kafka_key_from_env(const char *suffix, size_t n)
+{
+        char *key = malloc(strlen(KAFKA_PREFIX) + n + 1);
+        char *name;
+
+        if (key == NULL)
+                return NULL;
+        memcpy(key, KAFKA_PREFIX, strlen(KAFKA_PREFIX));
+        name = key + strlen(KAFKA_PREFIX);
+        for (size_t i = 0; i < n; i++)
+                name[i] = (char)tolower((unsigned char)suffix[i]);
+        name[n] = '\0';
+        for (size_t i = 0; i < sizeof(kafka_underscore_props) / sizeof(kafka_underscore_props[0]);
+             i++)
+                if (strcmp(name, kafka_underscore_props[i]) == 0)
+                        return key;
+        for (size_t i = 0; i < n; i++)
+                if (name[i] == '_')
+                        name[i] = '.';
+        return key;
+}
+
+int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_t errlen)
+{
+        char var[128], ename[128];
+
+        for (; envp != NULL && *envp != NULL; envp++) {
+                const char *entry = *envp, *eq = strchr(entry, '=');
+                const char *key = NULL, *hint = NULL;
+                char *kkey = NULL;
+                size_t n, hintd = SIZE_MAX;
+                int rc;
+
+                if (eq == NULL || strncmp(entry, ENV_PREFIX, strlen(ENV_PREFIX)) != 0)
+                        continue;
+                n = (size_t)(eq - entry);
+                if (n >= sizeof(var)) {
+                        relay_err_set(err, errlen, "environment variable name \"%.40s...\" is "
+                                      "too long to be a configuration variable; unset it",
+                                      entry);
+                        return RELAY_EINVAL;
+                }
+                memcpy(var, entry, n);
+                var[n] = '\0';
+                if (strcmp(var, ENV_PREFIX "CONFIG") == 0)
+                        continue; /* the file's name, read by main */
+                for (size_t i = 0; i < NKEYS && key == NULL; i++) {
+                        size_t d;
+                        env_name(keys[i].name, ename, sizeof(ename));
+                        if (strcmp(var, ename) == 0) {
+                                key = keys[i].name;
+                        } else if ((d = edit_distance(var, ename)) < hintd) {
+                                hintd = d;
+                                hint = keys[i].name;
+                        }
+                }
+                if (key == NULL && strncmp(var, ENV_KAFKA_PREFIX, strlen(ENV_KAFKA_PREFIX)) == 0 &&
+                    n > strlen(ENV_KAFKA_PREFIX)) {
+                        kkey = kafka_key_from_env(var + strlen(ENV_KAFKA_PREFIX),
+                                                  n - strlen(ENV_KAFKA_PREFIX));
+                        if (kkey == NULL) {
+                                relay_err_set(err, errlen, "out of memory");
+                                return RELAY_ENOMEM;
+                        }
+                        key = kkey;
+                }
+                if (key == NULL) {
+                        if (hint != NULL && close_enough(hintd, var + strlen(ENV_PREFIX))) {
+                                env_name(hint, ename, sizeof(ename));
+                                relay_err_set(err, errlen,
+                                              "unknown environment variable \"%s\"; did you mean "
+                                              "\"%s\"?",
+                                              var, ename);
+                        } else {
+                                relay_err_set(err, errlen,
+                                              "unknown environment variable \"%s\": no "
+                                              "configuration key maps to it; unset it or see "
+                                              "\"outbox-relay --help\"",
+                                              var);
+                        }
+                        return RELAY_EINVAL;
+                }
+                rc = relay_config_set(c, key, eq + 1, var, err, errlen);
+                free(kkey);
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
+}
+
+/* --- reading ----------------------------------------------------------- */
+
+int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
+{
+        static const char *const columns[] = {"outbox.column.id", "outbox.column.aggregate_type",
+                                              "outbox.column.aggregate_id", "outbox.column.type",
+                                              "outbox.column.payload"};
+        size_t ncol = sizeof(columns) / sizeof(columns[0]);
+        size_t lo, hi;
+        const char *bootstrap = relay_config_get(c, "kafka.bootstrap.servers");
+
+        if (bootstrap == NULL || bootstrap[0] == '\0') {
+                relay_err_set(err, errlen,
+                              "kafka.bootstrap.servers is not set; set it in the config file, with "
+                              "OUTBOX_RELAY_KAFKA_BOOTSTRAP_SERVERS or --set "
+                              "kafka.bootstrap.servers=host:9092");
+                return RELAY_EINVAL;
+        }
+
+        find_key("reconnect.backoff.ms", &lo);
+        find_key("reconnect.backoff.max.ms", &hi);
+        if (c->num[hi] < c->num[lo]) {
+                relay_err_set(err, errlen,
+                              "reconnect.backoff.max.ms = %lld (at %s) is less than "
+                              "reconnect.backoff.ms = %lld (at %s); raise "
+                              "reconnect.backoff.max.ms or lower reconnect.backoff.ms",
+                              (long long)c->num[hi], c->origin[hi], (long long)c->num[lo],
+                              c->origin[lo]);
+                return RELAY_EINVAL;
+        }
+
+        /* Two roles on one column would make the event ambiguous (key = payload?). */
+        for (size_t a = 0; a < ncol; a++) {
+                for (size_t b = a + 1; b < ncol; b++) {
+                        size_t ia, ib;
+                        find_key(columns[a], &ia);
+                        find_key(columns[b], &ib);
+                        if (strcmp(c->value[ia], c->value[ib]) == 0) {
+                                relay_err_set(err, errlen,
+                                              "%s (at %s) and %s (at %s) both name column \"%s\"; "
+                                              "each outbox.column.* key must name a different "
+                                              "column",
+                                              columns[a], c->origin[ia], columns[b], c->origin[ib],
+                                              c->value[ia]);
+                                return RELAY_EINVAL;
+                        }
+                }
+        }
+        return 0;
+}
+
+const char *relay_config_get(const relay_config_t *c, const char *key)
+{
+        size_t i;
+
+        if (find_key(key, &i) != NULL)
+                return c->value[i];
+        if (strncmp(key, KAFKA_PREFIX, strlen(KAFKA_PREFIX)) == 0) {
+                const char *name = key + strlen(KAFKA_PREFIX);
+                for (size_t j = 0; j < c->nkafka; j++)
+                        if (strcmp(c->kafka[j].name, name) == 0)
+                                return c->kafka[j].value;
+                return "";
+        }
+        return NULL;
+}
+
+int64_t relay_config_get_int(const relay_config_t *c, const char *key)
+{
+        size_t i;
+        const key_def_t *k = find_key(key, &i);
+
+        /* A wrong name here is a bug in the caller, not a user error. */
+        assert(k != NULL && k->type == KT_INT);
+        if (k == NULL || k->type != KT_INT)
+                return 0;
+        return c->num[i];
+}
+
+size_t relay_config_kafka_count(const relay_config_t *c)
+{
+        return c->nkafka;
+}
+
+void relay_config_kafka_at(const relay_config_t *c, size_t i, const char **name, const char **value)
+{
+        assert(i < c->nkafka);
+        *name = c->kafka[i].name;
+        *value = c->kafka[i].value;
+}
+
+/* --- output ------------------------------------------------------------ */
+
+/* Print a value so that relay_config_load_file() reads it back unchanged. */
+static void print_value(FILE *out, const char *v)
+{
+        size_t n = strlen(v);
+        bool quote = n == 0 || isspace((unsigned char)v[0]) || isspace((unsigned char)v[n - 1]);
+
+        for (const char *p = v; *p != '\0' && !quote; p++)
+                quote = *p == '"' || *p == '#' || iscntrl((unsigned char)*p);
+        if (!quote) {
+                fputs(v, out);
+                return;
+        }
+        fputc('"', out);
+        for (const char *p = v; *p != '\0'; p++) {
+                switch (*p) {
+                case '"':
+                case '\\':
+                        fputc('\\', out);
+                        fputc(*p, out);
+                        break;
+                case '\n':
+                        fputs("\\n", out);
+                        break;
+                case '\t':
+                        fputs("\\t", out);
+                        break;
+                case '\r':
+                        fputs("\\r", out);
+                        break;
+                default:
+                        fputc(*p, out);
+                }
+        }
+        fputc('"', out);
+}
+
+static void print_kafka(const relay_config_t *c, FILE *out)
+{
+        if (c->nkafka > 0)
+                fputs("# librdkafka properties, passed through without \"kafka.\"\n", out);
+        for (size_t i = 0; i < c->nkafka; i++) {
+                const kafka_prop_t *kp = &c->kafka[i];
+                fprintf(out, "kafka.%s = ", kp->name);
+                print_value(out, kafka_prop_is_secret(kp->name) && kp->value[0] != '\0' ? MASK
+                                                                                       : kp->value);
+                fprintf(out, "  # %s\n", kp->origin);
+        }
+}
+
+void relay_config_print(const relay_config_t *c, FILE *out)
+{
+        bool kafka_done = false;
+
+        for (size_t i = 0; i < NKEYS; i++) {
+                char *masked = NULL;
+                /* kafka.* sorts among the table's keys, so print it in its place. */
+                if (!kafka_done && strcmp(keys[i].name, KAFKA_PREFIX) > 0) {
+                        print_kafka(c, out);
+                        kafka_done = true;
+                }
+                if (keys[i].flags & KF_SECRET)
+                        masked = relay_config_mask_conninfo(c->value[i]);
+                fprintf(out, "# %s\n%s = ", keys[i].desc, keys[i].name);
+                print_value(out, (keys[i].flags & KF_SECRET) ? (masked != NULL ? masked : MASK)
+                                                             : c->value[i]);
+                fprintf(out, "  # %s\n", c->origin[i]);
+                free(masked);
+        }
+        if (!kafka_done)
+                print_kafka(c, out);
+}
+
+void relay_config_print_help(FILE *out)
+{
+        char ename[128];
+
+        fputs("  kafka.bootstrap.servers (required)\n"
+              "        Kafka brokers, host:port[,host:port...]\n"
+              "        env OUTBOX_RELAY_KAFKA_BOOTSTRAP_SERVERS\n"
+              "  kafka.<property>\n"
+              "        any librdkafka producer property, passed through without \"kafka.\"\n"
+              "        (e.g. kafka.compression.type = zstd)\n"
+              "        env OUTBOX_RELAY_KAFKA_<PROPERTY>, with \".\" written as \"_\"\n",
+              out);
+        for (size_t i = 0; i < NKEYS; i++) {
+                const key_def_t *k = &keys[i];
+                env_name(k->name, ename, sizeof(ename));
+                fprintf(out, "  %s = %s\n        %s\n", k->name, k->def[0] ? k->def : "\"\"",
+                        k->desc);
+                if (k->type == KT_INT)
+                        fprintf(out, "        %lld to %lld %s\n", (long long)k->min,
+                                (long long)k->max, k->unit);
+                fprintf(out, "        env %s\n", ename);
+        }
+}

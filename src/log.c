@@ -1,0 +1,250 @@
+/*
+ * log.c - the process's log sink: one line per record on stderr, either
+ * PostgreSQL-like text or one JSON object per line for log shippers.
+ *
+ * The configured level and format are the only static state: they describe
+ * the process's one stderr, not any connection, so there is nothing to pass
+ * around. Each record is formatted completely and written with a single
+ * fwrite() on the unbuffered stderr, so concurrent writers (librdkafka's
+ * threads, if ever routed here) cannot interleave within a line.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "relay/log.h"
+
+static relay_log_level_t min_level = RELAY_LOG_INFO;
+static bool json_format;
+
+/* Indexed by relay_log_level_t. */
+static const struct {
+        const char *name;  /* in configuration and JSON */
+        const char *label; /* in text lines, as PostgreSQL spells it */
+} levels[] = {
+        {"debug", "DEBUG"},
+        {"info", "INFO"},
+        {"warning", "WARNING"},
+        {"error", "ERROR"},
+        {"fatal", "FATAL"},
+};
+
+int relay_log_configure(const char *level, const char *format, char *err, size_t errlen)
+{
+        int lv = -1;
+        bool js;
+
+        /* "fatal" is not offered: hiding errors from the log is never wanted. */
+        for (int i = RELAY_LOG_DEBUG; i <= RELAY_LOG_ERROR; i++)
+                if (level != NULL && strcmp(level, levels[i].name) == 0)
+                        lv = i;
+        if (lv < 0) {
+                relay_err_set(err, errlen,
+                              "invalid log level \"%s\": must be one of debug, info, warning, "
+                              "error",
+                              level ? level : "");
+                return RELAY_EINVAL;
+        }
+        if (format != NULL && strcmp(format, "text") == 0) {
+                js = false;
+        } else if (format != NULL && strcmp(format, "json") == 0) {
+                js = true;
+        } else {
+                relay_err_set(err, errlen, "invalid log format \"%s\": must be text or json",
+                              format ? format : "");
+                return RELAY_EINVAL;
+        }
+        min_level = (relay_log_level_t)lv;
+        json_format = js;
+        return 0;
+}
+
+/*
+ * Copy of s with every byte that is not part of valid UTF-8 replaced by '?':
+ * messages quote server and broker text we do not control, and jansson
+ * refuses to build a string from invalid UTF-8 (the record would be lost).
+ */
+static char *utf8_sanitize(const char *s)
+{
+        size_t len = strlen(s);
+        char *out = malloc(len + 1);
+        size_t i = 0;
+
+        if (out == NULL)
+                return NULL;
+        while (i < len) {
+                unsigned char c = (unsigned char)s[i];
+                size_t n = 0;
+                uint32_t cp = 0, min = 0;
+                bool valid;
+
+                if (c < 0x80) {
+                        out[i++] = (char)c;
+                        continue;
+                }
+                if (c >= 0xc2 && c <= 0xdf) {
+                        n = 1, cp = c & 0x1f, min = 0x80;
+                } else if (c >= 0xe0 && c <= 0xef) {
+                        n = 2, cp = c & 0x0f, min = 0x800;
+                } else if (c >= 0xf0 && c <= 0xf4) {
+                        n = 3, cp = c & 0x07, min = 0x10000;
+                }
+                /* A NUL terminator is not a continuation byte, so this stops at the end. */
+                valid = n > 0;
+                for (size_t k = 1; valid && k <= n; k++) {
+                        unsigned char cc = (unsigned char)s[i + k];
+                        if ((cc & 0xc0) != 0x80)
+                                valid = false;
+                        else
+                                cp = (cp << 6) | (cc & 0x3f);
+                }
+                if (valid && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)))
+                        valid = false;
+                if (!valid) {
+                        out[i++] = '?';
+                        continue;
+                }
+                memcpy(out + i, s + i, n + 1);
+                i += n + 1;
+        }
+        out[len] = '\0';
+        return out;
+}
+
+/* The whole JSON line including '\n', or NULL (then the caller falls back to text). */
+static char *json_line(const char *ts, relay_log_level_t level, const char *msg)
+{
+        char *clean = utf8_sanitize(msg);
+        json_t *obj;
+        char *dump, *line;
+        size_t n;
+
+        if (clean == NULL)
+                return NULL;
+        obj = json_pack("{s:s, s:s, s:I, s:s}", "ts", ts, "level", levels[level].name, "pid",
+                        (json_int_t)getpid(), "msg", clean);
+        free(clean);
+        if (obj == NULL)
+                return NULL;
+        /* Insertion order is kept (jansson >= 2.8), so ts comes first as documented. */
+        dump = json_dumps(obj, JSON_COMPACT);
+        json_decref(obj);
+        if (dump == NULL)
+                return NULL;
+        n = strlen(dump);
+        line = realloc(dump, n + 2);
+        if (line == NULL) {
+                free(dump);
+                return NULL;
+        }
+        line[n] = '\n';
+        line[n + 1] = '\0';
+        return line;
+}
+
+/*
+ * Text line: "2026-11-29 20:41:07.123 UTC [pid] LEVEL:  message\n"; NULL on
+ * ENOMEM. As PostgreSQL's server log does, a tab follows every newline inside
+ * the message, so a continuation line is never mistaken for a new record.
+ */
+static char *text_line(const char *ts, relay_log_level_t level, const char *msg)
+{
+        char head[128];
+        int hn = snprintf(head, sizeof(head), "%s UTC [%ld] %s:  ", ts, (long)getpid(),
+                          levels[level].label);
+        size_t len = strlen(msg), extra = 0, w;
+        char *line;
+
+        if (hn < 0 || (size_t)hn >= sizeof(head))
+                return NULL;
+        for (size_t i = 0; i < len; i++)
+                extra += msg[i] == '\n';
+        line = malloc((size_t)hn + len + extra + 2);
+        if (line == NULL)
+                return NULL;
+        memcpy(line, head, (size_t)hn);
+        w = (size_t)hn;
+        for (size_t i = 0; i < len; i++) {
+                line[w++] = msg[i];
+                if (msg[i] == '\n')
+                        line[w++] = '\t';
+        }
+        line[w++] = '\n';
+        line[w] = '\0';
+        return line;
+}
+
+void relay_log(relay_log_level_t level, const char *fmt, ...)
+{
+        int saved_errno = errno; /* callers log and then inspect errno, or use %m */
+        char stackbuf[1024];
+        char *big = NULL, *line = NULL, *msg = stackbuf;
+        size_t len;
+        char ts[64];
+        int ms;
+        struct timespec now;
+        struct tm tm;
+        va_list ap;
+        int n;
+
+        if ((int)level < RELAY_LOG_DEBUG || level > RELAY_LOG_FATAL)
+                level = RELAY_LOG_ERROR;
+        if (level < min_level)
+                return;
+
+        va_start(ap, fmt);
+        n = vsnprintf(stackbuf, sizeof(stackbuf), fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+                snprintf(stackbuf, sizeof(stackbuf), "(log message could not be formatted)");
+        } else if ((size_t)n >= sizeof(stackbuf)) {
+                big = malloc((size_t)n + 1);
+                if (big != NULL) {
+                        errno = saved_errno; /* for %m in the second pass */
+                        va_start(ap, fmt);
+                        vsnprintf(big, (size_t)n + 1, fmt, ap);
+                        va_end(ap);
+                        msg = big;
+                } /* else: log the truncated message rather than nothing */
+        }
+
+        /* libpq's messages end in a newline; the line ends here anyway. */
+        len = strlen(msg);
+        while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+                msg[--len] = '\0';
+
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        ms = (int)(now.tv_nsec / 1000000);
+        if (json_format) {
+                char base[32];
+                strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+                snprintf(ts, sizeof(ts), "%s.%03dZ", base, ms);
+                line = json_line(ts, level, msg);
+        }
+        if (line == NULL) {
+                char base[32];
+                strftime(base, sizeof(base), "%Y-%m-%d %H:%M:%S", &tm);
+                snprintf(ts, sizeof(ts), "%s.%03d", base, ms);
+                line = text_line(ts, level, msg);
+        }
+        if (line != NULL) {
+                fwrite(line, 1, strlen(line), stderr);
+                free(line);
+        } else {
+                /* Out of memory: still say something, in pieces if need be. */
+                fprintf(stderr, "%s UTC %s:  %s\n", ts, levels[level].label, msg);
+        }
+        fflush(stderr);
+        free(big);
+        errno = saved_errno;
+}

@@ -1,0 +1,547 @@
+/*
+ * relay.c - the main loop and the only place (with main.c) that logs.
+ *
+ * Owns the session: one replication connection, one decoder, one outbox
+ * mapping, one producer and one ack tracker, all created together and torn
+ * down together. Any delivery error, fatal producer error or lost
+ * connection ends the session without confirming anything more; the next
+ * session resumes from the slot, so an event is never lost, only possibly
+ * sent again (at-least-once).
+ *
+ * One thread: poll() waits on the replication socket and the producer's
+ * wake-up pipe; delivery reports run inside relay_producer_poll() here, so
+ * the ack tracker needs no locks. Only the signal flags are global.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/relay.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relay/acktrack.h"
+#include "relay/log.h"
+#include "relay/lsn.h"
+#include "relay/outbox.h"
+#include "relay/pgoutput.h"
+#include "relay/producer.h"
+#include "relay/repl.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+        if (stop_requested)
+                _exit(RELAY_EXIT_FATAL); /* second signal: leave now, confirm nothing more */
+        stop_requested = sig;
+}
+
+/* Standby relays retry START_REPLICATION this often, so a takeover after
+ * the active relay dies takes about this long plus the server noticing. */
+#define STANDBY_RETRY_MS 1000
+/* Confirm progress at most this often while events flow (status updates
+ * cost the walsender a spinlock and possibly a slot write each). */
+#define CONFIRM_MIN_GAP_MS 100
+/* Messages decoded per pass before Kafka's reports are served again. */
+#define READ_BATCH 4096
+#define PROGRESS_LOG_MS 60000
+
+typedef struct {
+        const relay_config_t *cfg;
+        relay_repl_t *repl;
+        relay_pgoutput_t *dec;
+        relay_outbox_t *outbox;
+        relay_producer_t *prod;
+        relay_acktrack_t *ack;
+
+        bool dr_failed;
+        char dr_err[RELAY_ERRBUF];
+        bool ack_bug;
+
+        relay_lsn_t received;     /* highest commit end or keepalive WAL end received */
+        relay_lsn_t keepalive_end;
+        relay_lsn_t sent_flush;   /* flush LSN in the last status update */
+        int64_t last_status_ms;
+        int64_t status_interval_ms;
+        bool reply_pending;
+
+        int64_t commit_ts; /* of the open transaction, PostgreSQL epoch us */
+        uint64_t events, txns;
+        bool streaming;
+} session_t;
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_delivery(void *ctx, void *opaque, int err, const char *errstr)
+{
+        session_t *s = ctx;
+        if (err) {
+                if (!s->dr_failed)
+                        relay_err_set(s->dr_err, sizeof(s->dr_err), "%s", errstr);
+                s->dr_failed = true;
+                return;
+        }
+        if (relay_acktrack_ack(s->ack, (uint64_t)(uintptr_t)opaque) != 0)
+                s->ack_bug = true;
+}
+
+static void session_free(session_t *s)
+{
+        /* The producer first: purging it serves delivery reports into the tracker. */
+        relay_producer_free(s->prod);
+        relay_repl_free(s->repl);
+        relay_pgoutput_free(s->dec);
+        relay_outbox_free(s->outbox);
+        relay_acktrack_free(s->ack);
+        memset(s, 0, sizeof(*s));
+}
+
+static int session_kafka_check(session_t *s, char *err, size_t errlen)
+{
+        char warn[RELAY_ERRBUF];
+        if (relay_producer_take_warning(s->prod, warn, sizeof(warn)))
+                relay_log_warning("Kafka: %s", warn);
+        if (s->ack_bug) {
+                relay_err_set(err, errlen, "delivery report for a message that is not in flight");
+                return RELAY_EKAFKA;
+        }
+        if (s->dr_failed) {
+                relay_err_set(err, errlen, "could not deliver event to Kafka: %s", s->dr_err);
+                return RELAY_EKAFKA;
+        }
+        return relay_producer_check(s->prod, err, errlen);
+}
+
+/* Send a standby status update when one is due, asked for, or worth it. */
+static int session_status(session_t *s, bool force, char *err, size_t errlen)
+{
+        relay_lsn_t confirmed = relay_acktrack_confirmable(s->ack);
+        if (relay_acktrack_drained(s->ack) && s->keepalive_end > confirmed) {
+                relay_acktrack_advance_idle(s->ack, s->keepalive_end);
+                confirmed = relay_acktrack_confirmable(s->ack);
+        }
+        int64_t now = now_ms();
+        int64_t since = now - s->last_status_ms;
+        if (!force && !s->reply_pending && since < s->status_interval_ms &&
+            !(confirmed > s->sent_flush && since >= CONFIRM_MIN_GAP_MS))
+                return 0;
+        int rc = relay_repl_send_status(s->repl, s->received, confirmed, false, err, errlen);
+        if (rc)
+                return rc;
+        if (confirmed != s->sent_flush)
+                relay_log_debug("confirmed " RELAY_LSN_FMT, RELAY_LSN_ARGS(confirmed));
+        s->sent_flush = confirmed;
+        s->last_status_ms = now;
+        s->reply_pending = false;
+        return 0;
+}
+
+/* Offer one event to the producer, waiting out a full queue while keeping
+ * status updates flowing so wal_sender_timeout cannot fire. */
+static int session_produce(session_t *s, const relay_event_t *ev, char *err, size_t errlen)
+{
+        for (;;) {
+                uint64_t seq = relay_acktrack_add(s->ack);
+                int rc = relay_producer_send(s->prod, ev, (void *)(uintptr_t)seq, err, errlen);
+                if (rc == 0)
+                        return 0;
+                relay_acktrack_unadd(s->ack);
+                if (rc != RELAY_EAGAIN)
+                        return rc;
+                relay_producer_poll(s->prod, 10);
+                if ((rc = session_kafka_check(s, err, errlen)) || (rc = session_status(s, false, err, errlen)))
+                        return rc;
+        }
+}
+
+static int session_message(session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
+{
+        relay_pgo_msg_t m;
+        relay_event_t ev;
+        int rc;
+
+        if (w->type == 'k') {
+                if (w->wal_end > s->keepalive_end)
+                        s->keepalive_end = w->wal_end;
+                if (w->wal_end > s->received && relay_acktrack_drained(s->ack))
+                        s->received = w->wal_end;
+                if (w->reply_requested)
+                        s->reply_pending = true;
+                return 0;
+        }
+        rc = relay_pgoutput_decode(s->dec, w->data, w->len, &m, err, errlen);
+        if (rc)
+                return rc;
+        switch (m.kind) {
+        case RELAY_PGO_BEGIN:
+                if (relay_acktrack_begin(s->ack) != 0) {
+                        relay_err_set(err, errlen, "Begin at " RELAY_LSN_FMT " inside a transaction",
+                                      RELAY_LSN_ARGS(w->wal_start));
+                        return RELAY_EPROTO;
+                }
+                s->commit_ts = m.timestamp;
+                return 0;
+        case RELAY_PGO_COMMIT:
+                if (relay_acktrack_commit(s->ack, m.end_lsn) != 0) {
+                        relay_err_set(err, errlen,
+                                      "Commit with end LSN " RELAY_LSN_FMT " outside a transaction "
+                                      "or not after the previous one",
+                                      RELAY_LSN_ARGS(m.end_lsn));
+                        return RELAY_EPROTO;
+                }
+                if (m.end_lsn > s->received)
+                        s->received = m.end_lsn;
+                s->txns++;
+                return 0;
+        case RELAY_PGO_RELATION:
+                rc = relay_outbox_bind(s->outbox, m.relation);
+                if (rc < 0) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return rc;
+                }
+                if (rc == 1)
+                        relay_log_debug("outbox table is relation %u", (unsigned)m.relid);
+                return 0;
+        case RELAY_PGO_INSERT:
+                if (!relay_outbox_is_outbox(s->outbox, m.relid))
+                        return 0;
+                if (!relay_acktrack_in_txn(s->ack)) {
+                        relay_err_set(err, errlen, "Insert at " RELAY_LSN_FMT " outside a transaction",
+                                      RELAY_LSN_ARGS(w->wal_start));
+                        return RELAY_EPROTO;
+                }
+                rc = relay_outbox_map(s->outbox, &m, s->commit_ts, &ev, err, errlen);
+                if (rc) {
+                        char detail[RELAY_ERRBUF];
+                        relay_err_set(detail, sizeof(detail), "%s", err);
+                        relay_err_set(err, errlen,
+                                      "could not turn outbox row (id \"%.*s\") at " RELAY_LSN_FMT
+                                      " into an event: %s",
+                                      ev.id ? (int)(ev.id_len > 64 ? 64 : ev.id_len) : 9,
+                                      ev.id ? ev.id : "<unknown>", RELAY_LSN_ARGS(w->wal_start),
+                                      detail);
+                        return rc;
+                }
+                rc = session_produce(s, &ev, err, errlen);
+                if (rc == 0)
+                        s->events++;
+                return rc;
+        case RELAY_PGO_UPDATE:
+        case RELAY_PGO_DELETE:
+        case RELAY_PGO_TRUNCATE:
+        case RELAY_PGO_TYPE:
+        case RELAY_PGO_ORIGIN:
+        case RELAY_PGO_MESSAGE:
+                return 0;
+        default:
+                relay_err_set(err, errlen,
+                              "unexpected pgoutput message '%c' at " RELAY_LSN_FMT
+                              ": streaming and two-phase decoding were not requested",
+                              (char)m.kind, RELAY_LSN_ARGS(w->wal_start));
+                return RELAY_EPROTO;
+        }
+}
+
+/* Wait for Kafka to acknowledge what is in flight (up to the shutdown
+ * timeout), confirm it, and end the stream. */
+static void session_drain(session_t *s)
+{
+        char err[RELAY_ERRBUF];
+        int64_t deadline = now_ms() + relay_config_get_int(s->cfg, "shutdown.timeout.ms");
+        while (relay_producer_outq_len(s->prod) > 0 && now_ms() < deadline) {
+                relay_producer_poll(s->prod, 50);
+                if (session_kafka_check(s, err, sizeof(err)) != 0)
+                        break;
+                if (session_status(s, false, err, sizeof(err)) != 0)
+                        break;
+        }
+        size_t left = relay_producer_outq_len(s->prod);
+        if (left > 0)
+                relay_log_warning("%zu events not acknowledged by Kafka within shutdown.timeout.ms; "
+                                  "they will be sent again on restart",
+                                  left);
+        if (session_status(s, true, err, sizeof(err)) != 0 ||
+            relay_repl_stop(s->repl, 5000, err, sizeof(err)) != 0)
+                relay_log_warning("%s", err);
+        relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
+                       RELAY_LSN_ARGS(s->sent_flush), relay_config_get(s->cfg, "slot.name"));
+}
+
+static int session_stream(session_t *s, char *err, size_t errlen)
+{
+        int64_t last_progress = now_ms();
+        uint64_t last_events = 0;
+        int rc;
+
+        for (;;) {
+                /* Stop between transactions, so a clean stop never leaves a
+                 * half-sent transaction to be sent again. */
+                bool stopping = stop_requested && !relay_acktrack_in_txn(s->ack);
+                if (stopping)
+                        return 0;
+                for (int i = 0; i < READ_BATCH; i++) {
+                        relay_walmsg_t w;
+                        rc = relay_repl_read(s->repl, &w, err, errlen);
+                        if (rc == 0)
+                                break;
+                        if (rc < 0)
+                                return rc;
+                        if ((rc = session_message(s, &w, err, errlen)))
+                                return rc;
+                        if (stop_requested && !relay_acktrack_in_txn(s->ack))
+                                break;
+                }
+                relay_producer_poll(s->prod, 0);
+                if ((rc = session_kafka_check(s, err, errlen)))
+                        return rc;
+                if ((rc = session_status(s, false, err, errlen)))
+                        return rc;
+                if (stop_requested && !relay_acktrack_in_txn(s->ack))
+                        continue;
+
+                int64_t now = now_ms();
+                if (now - last_progress >= PROGRESS_LOG_MS) {
+                        if (s->events != last_events)
+                                relay_log_info("relayed %llu events in %llu transactions; confirmed "
+                                               "up to " RELAY_LSN_FMT,
+                                               (unsigned long long)s->events,
+                                               (unsigned long long)s->txns,
+                                               RELAY_LSN_ARGS(s->sent_flush));
+                        last_events = s->events;
+                        last_progress = now;
+                }
+
+                struct pollfd fds[2] = {
+                        {.fd = relay_repl_socket(s->repl), .events = POLLIN},
+                        {.fd = relay_producer_fd(s->prod), .events = POLLIN},
+                };
+                if (relay_repl_wants_write(s->repl))
+                        fds[0].events |= POLLOUT;
+                int64_t wait = s->status_interval_ms - (now - s->last_status_ms);
+                if (relay_acktrack_confirmable(s->ack) > s->sent_flush)
+                        wait = CONFIRM_MIN_GAP_MS - (now - s->last_status_ms);
+                if (wait < 0)
+                        wait = 0;
+                if (wait > 1000)
+                        wait = 1000;
+                if (poll(fds, 2, (int)wait) < 0 && errno != EINTR) {
+                        relay_err_set(err, errlen, "poll failed: %s", strerror(errno));
+                        return RELAY_EIO;
+                }
+                if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
+                        if ((rc = relay_repl_consume(s->repl, err, errlen)))
+                                return rc;
+                }
+                if ((fds[0].revents & POLLOUT) && (rc = relay_repl_flush(s->repl, err, errlen)))
+                        return rc;
+        }
+}
+
+static int session_open(session_t *s, const relay_config_t *cfg, bool first, bool may_create_slot,
+                        char *err, size_t errlen)
+{
+        int rc;
+        const char *slot = relay_config_get(cfg, "slot.name");
+        relay_repl_conf_t rconf = {
+                .conninfo = relay_config_get(cfg, "postgres.conninfo"),
+                .slot = slot,
+                .publication = relay_config_get(cfg, "publication.name"),
+                .table = relay_config_get(cfg, "outbox.table"),
+        };
+        relay_outbox_conf_t oconf = {
+                .table = rconf.table,
+                .col_id = relay_config_get(cfg, "outbox.column.id"),
+                .col_aggregate_type = relay_config_get(cfg, "outbox.column.aggregate_type"),
+                .col_aggregate_id = relay_config_get(cfg, "outbox.column.aggregate_id"),
+                .col_type = relay_config_get(cfg, "outbox.column.type"),
+                .col_payload = relay_config_get(cfg, "outbox.column.payload"),
+                .headers = relay_config_get(cfg, "outbox.headers"),
+                .topic_template = relay_config_get(cfg, "topic.template"),
+        };
+        bool created;
+
+        memset(s, 0, sizeof(*s));
+        s->cfg = cfg;
+        if ((rc = relay_outbox_new(&s->outbox, &oconf, err, errlen)))
+                return rc;
+        if (!(s->ack = relay_acktrack_new())) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        if ((rc = relay_producer_new(&s->prod, cfg, on_delivery, s, err, errlen)))
+                return rc;
+        if (first) {
+                char kerr[RELAY_ERRBUF];
+                const char *servers = relay_config_get(cfg, "kafka.bootstrap.servers");
+                if (relay_producer_ping(s->prod, 10000, kerr, sizeof(kerr)) != 0) {
+                        relay_err_set(err, errlen,
+                                      "could not reach Kafka at \"%s\": %s; check "
+                                      "kafka.bootstrap.servers and that the brokers are up",
+                                      servers, kerr);
+                        return RELAY_ESETUP;
+                }
+        }
+        if ((rc = relay_repl_connect(&s->repl, &rconf, err, errlen)))
+                return rc;
+        int v = relay_repl_server_version(s->repl);
+        if (first)
+                relay_log_info("connected to PostgreSQL %d.%d, pgoutput protocol version %d", v / 10000,
+                               v % 10000, relay_repl_proto_version(s->repl));
+
+        s->status_interval_ms = relay_config_get_int(cfg, "status.interval.ms");
+        int64_t wst = relay_repl_wal_sender_timeout_ms(s->repl);
+        if (wst > 0 && s->status_interval_ms > wst / 2) {
+                if (first)
+                        relay_log_info("status.interval.ms lowered from %lld to %lld, half of the "
+                                       "server's wal_sender_timeout",
+                                       (long long)s->status_interval_ms, (long long)(wst / 2));
+                s->status_interval_ms = wst / 2;
+        }
+
+        if ((rc = relay_repl_ensure_publication(s->repl, &created, err, errlen)))
+                return rc;
+        if (created)
+                relay_log_info("created publication \"%s\" for table \"%s\" (inserts only)",
+                               rconf.publication, rconf.table);
+        if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, &created, err, errlen)))
+                return rc;
+        if (created)
+                relay_log_info("created replication slot \"%s\"", slot);
+        if ((rc = relay_repl_start(s->repl, err, errlen)))
+                return rc;
+        if (!(s->dec = relay_pgoutput_new(relay_repl_proto_version(s->repl)))) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        s->last_status_ms = now_ms();
+        s->streaming = true;
+        return 0;
+}
+
+/* Sleep ms, waking early for a stop signal. */
+static void nap(int64_t ms)
+{
+        int64_t end = now_ms() + ms;
+        while (!stop_requested) {
+                int64_t left = end - now_ms();
+                if (left <= 0)
+                        break;
+                poll(NULL, 0, (int)(left > 100 ? 100 : left));
+        }
+}
+
+static int64_t backoff_ms(const relay_config_t *cfg, int attempt)
+{
+        int64_t base = relay_config_get_int(cfg, "reconnect.backoff.ms");
+        int64_t max = relay_config_get_int(cfg, "reconnect.backoff.max.ms");
+        int64_t d = base;
+        for (int i = 0; i < attempt && d < max; i++)
+                d *= 2;
+        if (d > max)
+                d = max;
+        /* Full jitter on the upper half: replicas that failed together do
+         * not come back together. */
+        return d / 2 + (int64_t)((double)rand() / RAND_MAX * (double)(d / 2));
+}
+
+static int exit_code_for(int rc)
+{
+        switch (rc) {
+        case RELAY_EINVAL:
+                return RELAY_EXIT_CONFIG;
+        case RELAY_ESETUP:
+                return RELAY_EXIT_SETUP;
+        case RELAY_EMAP:
+                return RELAY_EXIT_EVENT;
+        case RELAY_ESLOTLOST:
+                return RELAY_EXIT_SLOTLOST;
+        default:
+                return RELAY_EXIT_FATAL;
+        }
+}
+
+int relay_run(const relay_config_t *cfg)
+{
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal; /* no SA_RESTART: poll() must wake up */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        srand((unsigned)time(NULL) ^ (unsigned)getpid());
+
+        const char *slot = relay_config_get(cfg, "slot.name");
+        char err[RELAY_ERRBUF];
+        bool first = true, ever_streamed = false, standby_logged = false;
+        int attempt = 0;
+
+        relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", table \"%s\"", slot,
+                       relay_config_get(cfg, "publication.name"),
+                       relay_config_get(cfg, "outbox.table"));
+        while (!stop_requested) {
+                session_t s;
+                err[0] = '\0';
+                int rc = session_open(&s, cfg, first, !ever_streamed, err, sizeof(err));
+                if (rc == 0) {
+                        if (standby_logged)
+                                relay_log_info("replication slot \"%s\" is free; taking over", slot);
+                        relay_log_info("streaming from replication slot \"%s\"", slot);
+                        standby_logged = false;
+                        ever_streamed = true;
+                        rc = session_stream(&s, err, sizeof(err));
+                        if (rc == 0 || rc == RELAY_EMAP) {
+                                if (rc == RELAY_EMAP)
+                                        relay_log_error("%s", err);
+                                session_drain(&s);
+                                relay_log_info("stopped after relaying %llu events in %llu "
+                                               "transactions",
+                                               (unsigned long long)s.events,
+                                               (unsigned long long)s.txns);
+                                session_free(&s);
+                                return rc ? RELAY_EXIT_EVENT : RELAY_EXIT_OK;
+                        }
+                        if (s.sent_flush > 0)
+                                attempt = 0;
+                }
+                session_free(&s);
+                first = false;
+                if (stop_requested)
+                        break;
+                switch (rc) {
+                case RELAY_EBUSY:
+                        if (!standby_logged)
+                                relay_log_info("replication slot \"%s\" is active in another "
+                                               "process; standing by",
+                                               slot);
+                        standby_logged = true;
+                        nap(STANDBY_RETRY_MS);
+                        continue;
+                case RELAY_EIO:
+                case RELAY_EKAFKA:
+                case RELAY_ENOMEM: {
+                        int64_t d = backoff_ms(cfg, attempt++);
+                        relay_log_warning("%s; retrying in %lld ms", err, (long long)d);
+                        nap(d);
+                        continue;
+                }
+                default:
+                        relay_log_fatal("%s", err);
+                        return exit_code_for(rc);
+                }
+        }
+        relay_log_info("stopped");
+        return RELAY_EXIT_OK;
+}

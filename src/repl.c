@@ -1,0 +1,564 @@
+/*
+ * repl.c - owns the replication connection: the server checks, the
+ * publication and slot setup, START_REPLICATION and the CopyBoth stream.
+ *
+ * The connection runs in replication=database mode, where both replication
+ * commands and plain SQL (simple query protocol) work, so the catalog
+ * checks need no second connection. Every PGresult is cleared before the
+ * function that got it returns; the CopyData buffer of the previous read is
+ * freed at the start of the next one.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/repl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+struct relay_repl {
+        PGconn *conn;
+        char *slot;
+        char *publication;
+        char *nspname;
+        char *relname;
+        int server_version;
+        int proto_version;
+        int64_t wal_sender_timeout_ms;
+        char *copybuf; /* PQgetCopyData's buffer of the previous read */
+};
+
+/* PostgreSQL's messages end with a newline; keep ours one line. */
+static void set_pg_error(char *err, size_t errlen, const char *what, const char *msg)
+{
+        size_t n = strlen(msg);
+        while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+                n--;
+        relay_err_set(err, errlen, "%s: %.*s", what, (int)n, msg);
+}
+
+static void result_error(char *err, size_t errlen, const char *what, const PGresult *res,
+                         const PGconn *conn)
+{
+        const char *m = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+        if (!m || !*m)
+                m = PQerrorMessage(conn);
+        set_pg_error(err, errlen, what, m);
+}
+
+static bool sqlstate_is(const PGresult *res, const char *code)
+{
+        const char *s = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+        return s && strcmp(s, code) == 0;
+}
+
+/* A failed query on a connection that is gone is a lost connection, not a setup problem. */
+static int failed_query_code(const relay_repl_t *r)
+{
+        return PQstatus(r->conn) == CONNECTION_BAD ? RELAY_EIO : RELAY_ESETUP;
+}
+
+void relay_repl_free(relay_repl_t *r)
+{
+        if (!r)
+                return;
+        if (r->copybuf)
+                PQfreemem(r->copybuf);
+        if (r->conn)
+                PQfinish(r->conn);
+        free(r->slot);
+        free(r->publication);
+        free(r->nspname);
+        free(r->relname);
+        free(r);
+}
+
+static char *single_value(relay_repl_t *r, const char *sql, char *err, size_t errlen, int *rc)
+{
+        PGresult *res = PQexec(r->conn, sql);
+        char *v = NULL;
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+                result_error(err, errlen, "could not query the server", res, r->conn);
+                *rc = failed_query_code(r);
+        } else if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
+                v = strdup(PQgetvalue(res, 0, 0));
+                *rc = v ? 0 : RELAY_ENOMEM;
+        } else {
+                *rc = 0;
+        }
+        PQclear(res);
+        return v;
+}
+
+/* "10s", "60000ms", "1min", "0" -> ms */
+static int64_t parse_pg_duration_ms(const char *s)
+{
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (strcmp(end, "ms") == 0 || *end == '\0')
+                return v;
+        if (strcmp(end, "s") == 0)
+                return v * 1000;
+        if (strcmp(end, "min") == 0)
+                return v * 60000;
+        if (strcmp(end, "h") == 0)
+                return v * 3600000;
+        return 60000;
+}
+
+int relay_repl_connect(relay_repl_t **out, const relay_repl_conf_t *conf, char *err, size_t errlen)
+{
+        /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
+         * the entries after it override: replication mode, and the session
+         * settings PostgreSQL's own subscriber uses so values arrive in one
+         * predictable text format. */
+        const char *keys[] = {"dbname", "replication", "client_encoding", "options",
+                              "application_name", NULL};
+        const char *vals[] = {conf->conninfo && *conf->conninfo ? conf->conninfo : NULL,
+                              "database", "UTF8",
+                              "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 "
+                              "-c TimeZone=UTC -c bytea_output=hex",
+                              "outbox-relay", NULL};
+        relay_repl_t *r = calloc(1, sizeof(*r));
+        int rc = RELAY_ENOMEM;
+        if (!r)
+                goto fail;
+        const char *dot = strchr(conf->table, '.');
+        r->slot = strdup(conf->slot);
+        r->publication = strdup(conf->publication);
+        r->nspname = dot ? strndup(conf->table, (size_t)(dot - conf->table)) : strdup("public");
+        r->relname = strdup(dot ? dot + 1 : conf->table);
+        if (!r->slot || !r->publication || !r->nspname || !r->relname)
+                goto fail;
+
+        /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
+        r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
+        if (!r->conn)
+                goto fail;
+        if (PQstatus(r->conn) != CONNECTION_OK) {
+                const char *m = PQerrorMessage(r->conn);
+                if (strstr(m, "must be superuser or replication role") ||
+                    strstr(m, "permission denied to start WAL sender")) {
+                        const char *user = PQuser(r->conn);
+                        relay_err_set(err, errlen,
+                                      "role \"%s\" is not allowed to stream logical replication; "
+                                      "grant it with ALTER ROLE %s REPLICATION (see sql/003_role.sql)",
+                                      user ? user : "?", user ? user : "...");
+                        rc = RELAY_ESETUP;
+                } else if (strstr(m, "does not exist") || strstr(m, "password authentication failed") ||
+                           strstr(m, "no pg_hba.conf entry")) {
+                        set_pg_error(err, errlen, "could not connect to PostgreSQL", m);
+                        rc = RELAY_ESETUP;
+                } else {
+                        set_pg_error(err, errlen, "could not connect to PostgreSQL", m);
+                        rc = RELAY_EIO;
+                }
+                goto fail;
+        }
+
+        r->server_version = PQserverVersion(r->conn);
+        if (r->server_version < 140000) {
+                relay_err_set(err, errlen,
+                              "PostgreSQL %d.%d is not supported: outbox-relay needs PostgreSQL 14 "
+                              "or later",
+                              r->server_version / 10000, r->server_version % 10000 / 100);
+                rc = RELAY_ESETUP;
+                goto fail;
+        }
+        /* Highest pgoutput protocol each server speaks (14: 2, 15: 3, 16+: 4). */
+        r->proto_version = r->server_version >= 160000 ? 4 : r->server_version >= 150000 ? 3 : 2;
+
+        char *wal_level = single_value(r, "SHOW wal_level", err, errlen, &rc);
+        if (rc)
+                goto fail;
+        if (!wal_level || strcmp(wal_level, "logical") != 0) {
+                relay_err_set(err, errlen,
+                              "wal_level is \"%s\" but logical decoding needs \"logical\"; set "
+                              "wal_level = logical in postgresql.conf and restart PostgreSQL",
+                              wal_level ? wal_level : "?");
+                free(wal_level);
+                rc = RELAY_ESETUP;
+                goto fail;
+        }
+        free(wal_level);
+
+        char *timeout = single_value(r, "SHOW wal_sender_timeout", err, errlen, &rc);
+        if (rc)
+                goto fail;
+        r->wal_sender_timeout_ms = timeout ? parse_pg_duration_ms(timeout) : 60000;
+        free(timeout);
+
+        *out = r;
+        return 0;
+fail:
+        if (rc == RELAY_ENOMEM)
+                relay_err_set(err, errlen, "out of memory");
+        relay_repl_free(r);
+        return rc;
+}
+
+int relay_repl_server_version(const relay_repl_t *r)
+{
+        return r->server_version;
+}
+
+int relay_repl_proto_version(const relay_repl_t *r)
+{
+        return r->proto_version;
+}
+
+int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r)
+{
+        return r->wal_sender_timeout_ms;
+}
+
+/* Run a query returning rows; *res set on success (caller clears). */
+static int query(relay_repl_t *r, const char *sql, PGresult **res, char *err, size_t errlen)
+{
+        *res = PQexec(r->conn, sql);
+        if (PQresultStatus(*res) == PGRES_TUPLES_OK || PQresultStatus(*res) == PGRES_COMMAND_OK)
+                return 0;
+        result_error(err, errlen, "could not query the server", *res, r->conn);
+        PQclear(*res);
+        *res = NULL;
+        return failed_query_code(r);
+}
+
+int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, size_t errlen)
+{
+        char sql[2048];
+        PGresult *res;
+        int rc;
+        char *nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
+        char *rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
+        char *pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
+        char *qpub = NULL;
+
+        *created = false;
+        if (!nsp || !rel || !pub) {
+                rc = RELAY_ENOMEM;
+                relay_err_set(err, errlen, "out of memory");
+                goto out;
+        }
+        snprintf(sql, sizeof(sql),
+                 "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
+                 "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+                 nsp, rel);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                goto out;
+        if (PQntuples(res) == 0) {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" does not exist in database \"%s\"; create it "
+                              "(see sql/001_outbox.sql) or set outbox.table",
+                              r->nspname, r->relname, PQdb(r->conn));
+                PQclear(res);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
+        PQclear(res);
+
+        snprintf(sql, sizeof(sql), "SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = %s",
+                 pub);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                goto out;
+        if (PQntuples(res) == 0) {
+                PQclear(res);
+                char *qn = PQescapeIdentifier(r->conn, r->nspname, strlen(r->nspname));
+                char *qr = PQescapeIdentifier(r->conn, r->relname, strlen(r->relname));
+                qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+                if (!qn || !qr || !qpub) {
+                        PQfreemem(qn);
+                        PQfreemem(qr);
+                        rc = RELAY_ENOMEM;
+                        relay_err_set(err, errlen, "out of memory");
+                        goto out;
+                }
+                snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert')",
+                         qpub, qn, qr);
+                PQfreemem(qn);
+                PQfreemem(qr);
+                res = PQexec(r->conn, sql);
+                if (PQresultStatus(res) != PGRES_COMMAND_OK && !sqlstate_is(res, "42710")) {
+                        char what[256];
+                        snprintf(what, sizeof(what),
+                                 "could not create publication \"%.64s\" (create it as in "
+                                 "sql/002_publication.sql, or grant CREATE on the database)",
+                                 r->publication);
+                        result_error(err, errlen, what, res, r->conn);
+                        PQclear(res);
+                        rc = failed_query_code(r);
+                        goto out;
+                }
+                *created = PQresultStatus(res) == PGRES_COMMAND_OK;
+                PQclear(res);
+                rc = 0;
+                goto out;
+        }
+        bool pubinsert = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        PQclear(res);
+        if (!pubinsert) {
+                relay_err_set(err, errlen,
+                              "publication \"%s\" does not publish inserts; ALTER PUBLICATION %s "
+                              "SET (publish = 'insert')",
+                              r->publication, r->publication);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
+        snprintf(sql, sizeof(sql),
+                 "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = %s AND schemaname = "
+                 "%s AND tablename = %s",
+                 pub, nsp, rel);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                goto out;
+        if (PQntuples(res) == 0) {
+                relay_err_set(err, errlen,
+                              "publication \"%s\" does not include table \"%s.%s\"; ALTER "
+                              "PUBLICATION %s ADD TABLE %s.%s",
+                              r->publication, r->nspname, r->relname, r->publication, r->nspname,
+                              r->relname);
+                rc = RELAY_ESETUP;
+        }
+        PQclear(res);
+out:
+        PQfreemem(nsp);
+        PQfreemem(rel);
+        PQfreemem(pub);
+        PQfreemem(qpub);
+        return rc;
+}
+
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
+{
+        char sql[1024];
+        PGresult *res;
+        int rc;
+        char *slot = PQescapeLiteral(r->conn, r->slot, strlen(r->slot));
+
+        *created = false;
+        if (!slot) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        snprintf(sql, sizeof(sql),
+                 "SELECT plugin, database, wal_status, current_database() FROM "
+                 "pg_catalog.pg_replication_slots WHERE slot_name = %s",
+                 slot);
+        PQfreemem(slot);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                return rc;
+        if (PQntuples(res) == 1) {
+                const char *plugin = PQgetvalue(res, 0, 0);
+                const char *db = PQgetvalue(res, 0, 1);
+                const char *wal_status = PQgetvalue(res, 0, 2);
+                const char *cur = PQgetvalue(res, 0, 3);
+                if (PQgetisnull(res, 0, 0) || strcmp(plugin, "pgoutput") != 0 ||
+                    strcmp(db, cur) != 0) {
+                        relay_err_set(err, errlen,
+                                      "replication slot \"%s\" exists but is not a pgoutput slot "
+                                      "of database \"%s\" (plugin \"%s\", database \"%s\"); set "
+                                      "slot.name to a slot of its own",
+                                      r->slot, cur, plugin, db);
+                        rc = RELAY_ESETUP;
+                } else if (strcmp(wal_status, "lost") == 0) {
+                        relay_err_set(err, errlen,
+                                      "replication slot \"%s\" is invalidated (wal_status = lost): "
+                                      "the WAL it needed was removed, so events may be missing; "
+                                      "drop the slot, recreate it and backfill from the outbox",
+                                      r->slot);
+                        rc = RELAY_ESLOTLOST;
+                }
+                PQclear(res);
+                return rc;
+        }
+        PQclear(res);
+        if (!may_create) {
+                relay_err_set(err, errlen,
+                              "replication slot \"%s\" does not exist any more: it was dropped "
+                              "while the relay used it, so events may be missing; restart the "
+                              "relay to create a new slot and check the outbox for events written "
+                              "in between",
+                              r->slot);
+                return RELAY_ESLOTLOST;
+        }
+        char *qslot = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
+        if (!qslot) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        /* The legacy syntax is accepted by 14 to 17; no snapshot is exported
+         * because rows from before the slot are not ours to send (backfill is
+         * a separate feature). */
+        snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL pgoutput NOEXPORT_SNAPSHOT", qslot);
+        PQfreemem(qslot);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+                *created = true;
+                rc = 0;
+        } else if (sqlstate_is(res, "42710")) {
+                rc = 0; /* another replica created it first */
+        } else {
+                char what[160];
+                snprintf(what, sizeof(what), "could not create replication slot \"%.64s\"", r->slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        }
+        PQclear(res);
+        return rc;
+}
+
+int relay_repl_start(relay_repl_t *r, char *err, size_t errlen)
+{
+        char sql[1024];
+        char *qslot = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
+        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+        char *lpub = qpub ? PQescapeLiteral(r->conn, qpub, strlen(qpub)) : NULL;
+        int rc = 0;
+
+        if (!qslot || !lpub) {
+                PQfreemem(qslot);
+                PQfreemem(qpub);
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        /* 0/0: start at the slot's confirmed_flush_lsn. Streaming stays off so
+         * transactions arrive whole, in commit order. */
+        snprintf(sql, sizeof(sql),
+                 "START_REPLICATION SLOT %s LOGICAL 0/0 (proto_version '%d', publication_names %s)",
+                 qslot, r->proto_version, lpub);
+        PQfreemem(qslot);
+        PQfreemem(qpub);
+        PQfreemem(lpub);
+
+        PGresult *res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) != PGRES_COPY_BOTH) {
+                char what[160];
+                snprintf(what, sizeof(what), "could not start replication on slot \"%.64s\"", r->slot);
+                result_error(err, errlen, what, res, r->conn);
+                if (sqlstate_is(res, "55006"))
+                        rc = RELAY_EBUSY;
+                else if (sqlstate_is(res, "55000") || (sqlstate_is(res, "42704") &&
+                                                        strstr(PQresultErrorMessage(res), "replication slot")))
+                        rc = RELAY_ESLOTLOST;
+                else if (PQstatus(r->conn) == CONNECTION_BAD)
+                        rc = RELAY_EIO;
+                else
+                        rc = RELAY_ESETUP;
+                PQclear(res);
+                return rc;
+        }
+        PQclear(res);
+        if (PQsetnonblocking(r->conn, 1) != 0) {
+                set_pg_error(err, errlen, "could not make the replication connection non-blocking",
+                             PQerrorMessage(r->conn));
+                return RELAY_EIO;
+        }
+        return 0;
+}
+
+int relay_repl_socket(const relay_repl_t *r)
+{
+        return PQsocket(r->conn);
+}
+
+int relay_repl_consume(relay_repl_t *r, char *err, size_t errlen)
+{
+        if (!PQconsumeInput(r->conn)) {
+                set_pg_error(err, errlen, "could not receive data from the replication stream",
+                             PQerrorMessage(r->conn));
+                return RELAY_EIO;
+        }
+        return 0;
+}
+
+int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errlen)
+{
+        if (r->copybuf) {
+                PQfreemem(r->copybuf);
+                r->copybuf = NULL;
+        }
+        int n = PQgetCopyData(r->conn, &r->copybuf, 1);
+        if (n > 0) {
+                int rc = relay_walproto_parse(r->copybuf, (size_t)n, msg, err, errlen);
+                return rc ? rc : 1;
+        }
+        if (n == 0)
+                return 0;
+        if (n == -2) {
+                set_pg_error(err, errlen, "could not read from the replication stream",
+                             PQerrorMessage(r->conn));
+                return RELAY_EIO;
+        }
+        /* -1: the server ended the COPY; its result says why. */
+        int rc = RELAY_EIO;
+        PGresult *res = PQgetResult(r->conn);
+        if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
+                result_error(err, errlen, "replication stream ended", res, r->conn);
+                if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
+                        rc = RELAY_ESLOTLOST;
+        } else {
+                relay_err_set(err, errlen, "replication stream ended by the server");
+        }
+        PQclear(res);
+        while ((res = PQgetResult(r->conn)) != NULL)
+                PQclear(res);
+        return rc;
+}
+
+int relay_repl_send_status(relay_repl_t *r, relay_lsn_t received, relay_lsn_t confirmed,
+                           bool reply_requested, char *err, size_t errlen)
+{
+        char buf[RELAY_WALPROTO_STATUS_LEN];
+        size_t n = relay_walproto_status(buf, received, confirmed, confirmed, relay_walproto_now(),
+                                         reply_requested);
+        if (PQputCopyData(r->conn, buf, (int)n) != 1) {
+                set_pg_error(err, errlen, "could not send standby status", PQerrorMessage(r->conn));
+                return RELAY_EIO;
+        }
+        return relay_repl_flush(r, err, errlen);
+}
+
+bool relay_repl_wants_write(relay_repl_t *r)
+{
+        return PQflush(r->conn) == 1;
+}
+
+int relay_repl_flush(relay_repl_t *r, char *err, size_t errlen)
+{
+        if (PQflush(r->conn) < 0) {
+                set_pg_error(err, errlen, "could not send to the server", PQerrorMessage(r->conn));
+                return RELAY_EIO;
+        }
+        return 0;
+}
+
+int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen)
+{
+        PGresult *res;
+        (void)timeout_ms;
+        if (r->copybuf) {
+                PQfreemem(r->copybuf);
+                r->copybuf = NULL;
+        }
+        /* Blocking from here: the server answers CopyDone at once, and a
+         * status update is already sent, so nothing is lost if it does not. */
+        if (PQsetnonblocking(r->conn, 0) != 0 || PQputCopyEnd(r->conn, NULL) != 1 ||
+            PQflush(r->conn) != 0) {
+                set_pg_error(err, errlen, "could not end the replication stream", PQerrorMessage(r->conn));
+                return RELAY_EIO;
+        }
+        char *buf;
+        int n;
+        while ((n = PQgetCopyData(r->conn, &buf, 0)) > 0)
+                PQfreemem(buf);
+        int rc = 0;
+        while ((res = PQgetResult(r->conn)) != NULL) {
+                if (PQresultStatus(res) == PGRES_FATAL_ERROR) {
+                        result_error(err, errlen, "could not end the replication stream", res, r->conn);
+                        rc = RELAY_EIO;
+                }
+                PQclear(res);
+        }
+        return rc;
+}

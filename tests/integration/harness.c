@@ -1,0 +1,1132 @@
+/*
+ * harness.c - helpers shared by the integration tests (see harness.h): the
+ * environment of tests/env/up, SQL through libpq, Kafka through librdkafka
+ * (admin, metadata, watermarks, a group-less consumer, a synchronous
+ * producer) and the outbox-relay process under test.
+ *
+ * Owns: one lazily created librdkafka producer handle used for admin,
+ * metadata, watermark queries and produce (destroyed at exit), and the list
+ * of relay processes started and not yet freed (killed at exit, so a test
+ * that bails out leaves no relay behind).
+ *
+ * The harness never calls ok()/is_*(): tap.h's counters are per translation
+ * unit, so it only prints diagnostics and bails out.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#define H_KAFKA_TIMEOUT_MS 30000
+#define H_METADATA_TIMEOUT_MS 5000
+
+/* --- small utilities ---------------------------------------------------- */
+
+static void *h_xmalloc(size_t n)
+{
+        void *p = malloc(n ? n : 1);
+        if (!p)
+                tap_bail("out of memory (%zu bytes)", n);
+        return p;
+}
+
+static void *h_xrealloc(void *p, size_t n)
+{
+        void *q = realloc(p, n ? n : 1);
+        if (!q)
+                tap_bail("out of memory (%zu bytes)", n);
+        return q;
+}
+
+static char *h_xstrdup(const char *s)
+{
+        size_t n = strlen(s);
+        char *d = h_xmalloc(n + 1);
+        memcpy(d, s, n + 1);
+        return d;
+}
+
+/* A NUL-terminated copy of len bytes; NULL for NULL. */
+static char *h_xmemdup(const void *p, size_t len)
+{
+        char *d;
+        if (!p)
+                return NULL;
+        d = h_xmalloc(len + 1);
+        memcpy(d, p, len);
+        d[len] = '\0';
+        return d;
+}
+
+static char *h_vformat(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+static char *h_vformat(const char *fmt, va_list ap)
+{
+        va_list ap2;
+        int n;
+        char *s;
+
+        if (!fmt)
+                tap_bail("h_vformat: NULL format");
+        va_copy(ap2, ap);
+        n = vsnprintf(NULL, 0, fmt, ap2);
+        va_end(ap2);
+        if (n < 0)
+                tap_bail("bad format string \"%s\"", fmt);
+        s = h_xmalloc((size_t)n + 1);
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+        return s;
+}
+
+static char *h_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *h_format(const char *fmt, ...)
+{
+        va_list ap;
+        char *s;
+        va_start(ap, fmt);
+        s = h_vformat(fmt, ap);
+        va_end(ap);
+        return s;
+}
+
+/* Strip trailing newlines in place (libpq messages end in one). */
+static const char *h_chomp(char *s)
+{
+        size_t n = strlen(s);
+        while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+                s[--n] = '\0';
+        return s;
+}
+
+/* Whole file as a NUL-terminated string (caller frees); NULL if unreadable. */
+static char *h_read_file(const char *path, size_t *len_out)
+{
+        FILE *f = fopen(path, "rb");
+        char *buf = NULL;
+        size_t len = 0, cap = 0, n;
+
+        if (!f)
+                return NULL;
+        do {
+                if (cap - len < 4096) {
+                        cap = cap ? cap * 2 : 8192;
+                        buf = h_xrealloc(buf, cap);
+                }
+                n = fread(buf + len, 1, cap - len - 1, f);
+                len += n;
+        } while (n > 0);
+        fclose(f);
+        buf[len] = '\0';
+        if (len_out)
+                *len_out = len;
+        return buf;
+}
+
+int64_t h_now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void h_sleep_ms(int ms)
+{
+        struct timespec ts, rem;
+        if (ms <= 0)
+                return;
+        ts.tv_sec = ms / 1000;
+        ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+        while (nanosleep(&ts, &rem) != 0 && errno == EINTR)
+                ts = rem;
+}
+
+/* --- environment ------------------------------------------------------ */
+
+const char *h_env(const char *name)
+{
+        const char *v = getenv(name);
+        if (!v || !*v)
+                tap_bail("%s is not set: start the environment with tests/env/up and source "
+                         "its env.sh (or run bash tests/run)",
+                         name);
+        return v;
+}
+
+const char *h_kafka_bootstrap(void)
+{
+        return h_env("RELAY_TEST_KAFKA");
+}
+
+char *h_unique_name(const char *prefix)
+{
+        /* Counter seeded from the clock: the release and the ASan run share
+         * one Kafka broker, whose topics outlive a test, and pids repeat. */
+        static unsigned long counter;
+        char *s;
+
+        if (counter == 0) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                counter = (unsigned long)(ts.tv_sec % 100000) * 10 + 1;
+        }
+        s = h_format("%s_%ld_%lu", prefix, (long)getpid(), counter++);
+        for (char *p = s; *p; p++)
+                if (*p >= 'A' && *p <= 'Z')
+                        *p = (char)(*p - 'A' + 'a');
+        return s;
+}
+
+/* --- PostgreSQL -------------------------------------------------------- */
+
+/* Append " key='value'" with libpq's quoting (backslash before ' and \). */
+static char *h_conninfo_add(char *ci, const char *key, const char *value)
+{
+        size_t n = strlen(ci), vlen = strlen(value), k = strlen(key);
+        char *out = h_xrealloc(ci, n + k + 2 * vlen + 6);
+        char *p = out + n;
+
+        if (n > 0)
+                *p++ = ' ';
+        memcpy(p, key, k);
+        p += k;
+        *p++ = '=';
+        *p++ = '\'';
+        for (const char *v = value; *v; v++) {
+                if (*v == '\'' || *v == '\\')
+                        *p++ = '\\';
+                *p++ = *v;
+        }
+        *p++ = '\'';
+        *p = '\0';
+        return out;
+}
+
+char *h_pg_conninfo(const char *dbname)
+{
+        char *ci = h_xstrdup("");
+        ci = h_conninfo_add(ci, "host", h_env("RELAY_TEST_PGHOST"));
+        ci = h_conninfo_add(ci, "port", h_env("RELAY_TEST_PGPORT"));
+        ci = h_conninfo_add(ci, "user", h_env("RELAY_TEST_PGUSER"));
+        ci = h_conninfo_add(ci, "dbname", dbname);
+        return ci;
+}
+
+PGconn *h_pg_connect(const char *dbname)
+{
+        char *ci = h_pg_conninfo(dbname);
+        char *full = h_format("%s connect_timeout=10 application_name='relay_test_harness'", ci);
+        PGconn *c = PQconnectdb(full);
+
+        free(full);
+        free(ci);
+        if (!c)
+                tap_bail("could not connect to database \"%s\": out of memory", dbname);
+        if (PQstatus(c) != CONNECTION_OK) {
+                char *msg = h_xstrdup(PQerrorMessage(c));
+                PQfinish(c);
+                tap_bail("could not connect to database \"%s\" on %s:%s: %s (is tests/env/up "
+                         "running?)",
+                         dbname, h_env("RELAY_TEST_PGHOST"), h_env("RELAY_TEST_PGPORT"),
+                         h_chomp(msg));
+        }
+        return c;
+}
+
+/* Run sql; 0 when it succeeded (any result is discarded), -1 with the
+ * server's message in err. */
+static int h_pg_run(PGconn *c, const char *sql, char *err, size_t errlen)
+{
+        PGresult *res = PQexec(c, sql);
+        ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+        int rc = 0;
+
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+                if (err && errlen > 0) {
+                        snprintf(err, errlen, "%s",
+                                 res ? PQresultErrorMessage(res) : PQerrorMessage(c));
+                        h_chomp(err);
+                }
+                rc = -1;
+        }
+        PQclear(res);
+        return rc;
+}
+
+void h_pg_exec(PGconn *c, const char *fmt, ...)
+{
+        va_list ap;
+        char *sql;
+        char err[1024];
+
+        va_start(ap, fmt);
+        sql = h_vformat(fmt, ap);
+        va_end(ap);
+        if (h_pg_run(c, sql, err, sizeof(err)) != 0) {
+                tap_diag("SQL: %.500s", sql);
+                free(sql);
+                tap_bail("SQL failed: %s", err);
+        }
+        free(sql);
+}
+
+int h_pg_try(PGconn *c, char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+        char *sql;
+        int rc;
+
+        va_start(ap, fmt);
+        sql = h_vformat(fmt, ap);
+        va_end(ap);
+        if (err && errlen > 0)
+                err[0] = '\0';
+        rc = h_pg_run(c, sql, err, errlen);
+        free(sql);
+        return rc;
+}
+
+char *h_pg_value(PGconn *c, const char *fmt, ...)
+{
+        va_list ap;
+        char *sql, *val = NULL;
+        PGresult *res;
+
+        va_start(ap, fmt);
+        sql = h_vformat(fmt, ap);
+        va_end(ap);
+        res = PQexec(c, sql);
+        if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+                char *msg = h_xstrdup(res ? PQresultErrorMessage(res) : PQerrorMessage(c));
+                PQclear(res);
+                tap_diag("SQL: %.500s", sql);
+                free(sql);
+                tap_bail("query failed: %s", h_chomp(msg));
+        }
+        if (PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0))
+                val = h_xstrdup(PQgetvalue(res, 0, 0));
+        PQclear(res);
+        free(sql);
+        return val;
+}
+
+void h_pg_exec_file(PGconn *c, const char *sql_file_name)
+{
+        char *path = h_format("%s/%s", h_env("RELAY_SQL_DIR"), sql_file_name);
+        char *sql = h_read_file(path, NULL);
+        PGresult *res;
+        char *first_err = NULL;
+
+        if (!sql)
+                tap_bail("could not read \"%s\": %s", path, strerror(errno));
+        /* Simple query protocol: every statement of the file in one message;
+         * the server stops at the first error. Read every result. */
+        if (!PQsendQuery(c, sql)) {
+                char *msg = h_xstrdup(PQerrorMessage(c));
+                tap_bail("could not send \"%s\": %s", path, h_chomp(msg));
+        }
+        while ((res = PQgetResult(c)) != NULL) {
+                ExecStatusType st = PQresultStatus(res);
+                if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY &&
+                    !first_err)
+                        first_err = h_xstrdup(PQresultErrorMessage(res));
+                PQclear(res);
+        }
+        free(sql);
+        if (first_err) {
+                h_chomp(first_err);
+                tap_bail("SQL file \"%s\" failed: %s", path, first_err);
+        }
+        free(path);
+}
+
+void h_pg_create_outbox(PGconn *c, const char *table_name)
+{
+        /* Keep identical to sql/001_outbox.sql (0001-environment compares
+         * the two). table_name is used verbatim: it may be schema-qualified. */
+        h_pg_exec(c,
+                  "CREATE TABLE %s ("
+                  " id uuid PRIMARY KEY,"
+                  " aggregatetype varchar(255) NOT NULL,"
+                  " aggregateid varchar(255) NOT NULL,"
+                  " type varchar(255) NOT NULL,"
+                  " payload jsonb,"
+                  " created_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+                  table_name);
+}
+
+char *h_pg_create_db(const char *prefix)
+{
+        char *name = h_unique_name(prefix);
+        PGconn *c = h_pg_connect("postgres");
+        char *ident = PQescapeIdentifier(c, name, strlen(name));
+
+        if (!ident)
+                tap_bail("could not quote \"%s\": %s", name, PQerrorMessage(c));
+        h_pg_exec(c, "CREATE DATABASE %s", ident);
+        PQfreemem(ident);
+        PQfinish(c);
+        return name;
+}
+
+/* Number of rows of a one-parameter query's count, or -1 on error. */
+static long h_pg_count_param(PGconn *c, const char *sql, const char *param, char *err,
+                             size_t errlen)
+{
+        const char *params[1] = {param};
+        PGresult *res = PQexecParams(c, sql, 1, NULL, params, NULL, NULL, 0);
+        long n = -1;
+
+        if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
+                n = PQntuples(res) > 0 ? strtol(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+        } else if (err && errlen > 0) {
+                snprintf(err, errlen, "%s", res ? PQresultErrorMessage(res) : PQerrorMessage(c));
+                h_chomp(err);
+        }
+        PQclear(res);
+        return n;
+}
+
+void h_pg_drop_db(const char *dbname)
+{
+        PGconn *c = h_pg_connect("postgres");
+        char *ident = PQescapeIdentifier(c, dbname, strlen(dbname));
+        char err[1024] = "";
+        int64_t deadline = h_now_ms() + 30000;
+        long left;
+
+        if (!ident)
+                tap_bail("could not quote \"%s\": %s", dbname, PQerrorMessage(c));
+        /* Terminate sessions and walsenders of the database, then drop its
+         * slots; a walsender takes a moment to release its slot, so retry. */
+        for (;;) {
+                h_pg_count_param(c,
+                                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                 " WHERE datname = $1 AND pid <> pg_backend_pid()",
+                                 dbname, NULL, 0);
+                h_pg_count_param(c,
+                                 "SELECT count(pg_terminate_backend(active_pid))"
+                                 " FROM pg_replication_slots"
+                                 " WHERE database = $1 AND active_pid IS NOT NULL",
+                                 dbname, NULL, 0);
+                h_pg_count_param(c,
+                                 "SELECT count(pg_drop_replication_slot(slot_name))"
+                                 " FROM pg_replication_slots WHERE database = $1 AND NOT active",
+                                 dbname, err, sizeof(err));
+                left = h_pg_count_param(c,
+                                        "SELECT count(*) FROM pg_replication_slots"
+                                        " WHERE database = $1",
+                                        dbname, err, sizeof(err));
+                if (left == 0)
+                        break;
+                if (h_now_ms() > deadline)
+                        tap_bail("could not drop the replication slots of database \"%s\": %s",
+                                 dbname, err[0] ? err : "still active");
+                h_sleep_ms(100);
+        }
+        h_pg_exec(c, "DROP DATABASE IF EXISTS %s WITH (FORCE)", ident);
+        PQfreemem(ident);
+        PQfinish(c);
+}
+
+/* --- Kafka -------------------------------------------------------------- */
+
+static rd_kafka_t *g_rk; /* shared producer: admin, metadata, watermarks, produce */
+
+static void h_kafka_atexit(void)
+{
+        if (g_rk) {
+                rd_kafka_flush(g_rk, 5000);
+                rd_kafka_destroy(g_rk);
+                g_rk = NULL;
+        }
+}
+
+static void h_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value)
+{
+        char errstr[512];
+        if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+                tap_bail("librdkafka configuration %s=%s: %s", name, value, errstr);
+}
+
+/* Delivery report: the message's opaque is the caller's result slot. */
+static void h_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+        (void)rk;
+        (void)opaque;
+        if (m->_private)
+                *(rd_kafka_resp_err_t *)m->_private = m->err;
+}
+
+static rd_kafka_t *h_rk(void)
+{
+        rd_kafka_conf_t *conf;
+        char errstr[512];
+
+        if (g_rk)
+                return g_rk;
+        conf = rd_kafka_conf_new();
+        h_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap());
+        h_conf_set(conf, "client.id", "relay-test-harness");
+        h_conf_set(conf, "acks", "all");
+        h_conf_set(conf, "linger.ms", "0");
+        h_conf_set(conf, "message.timeout.ms", "30000");
+        h_conf_set(conf, "log.connection.close", "false");
+        rd_kafka_conf_set_dr_msg_cb(conf, h_dr_cb);
+        g_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+        if (!g_rk) {
+                rd_kafka_conf_destroy(conf);
+                tap_bail("could not create a Kafka client: %s", errstr);
+        }
+        atexit(h_kafka_atexit);
+        return g_rk;
+}
+
+/* Metadata of every topic (a request for all topics never auto-creates one). */
+static const struct rd_kafka_metadata *h_metadata(void)
+{
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+        int64_t deadline = h_now_ms() + H_KAFKA_TIMEOUT_MS;
+
+        for (;;) {
+                err = rd_kafka_metadata(h_rk(), 1, NULL, &md, H_METADATA_TIMEOUT_MS);
+                if (!err)
+                        return md;
+                if (h_now_ms() > deadline)
+                        break;
+                h_sleep_ms(200);
+        }
+        tap_bail("could not get Kafka metadata from %s: %s (is tests/env/up running?)",
+                 h_kafka_bootstrap(), rd_kafka_err2str(err));
+}
+
+static const struct rd_kafka_metadata_topic *h_md_topic(const struct rd_kafka_metadata *md,
+                                                        const char *topic)
+{
+        for (int i = 0; i < md->topic_cnt; i++)
+                if (strcmp(md->topics[i].topic, topic) == 0)
+                        return &md->topics[i];
+        return NULL;
+}
+
+/* Partition count once every partition has a leader; 0 when the topic does
+ * not exist; -1 when it exists but is not ready. */
+static int h_topic_partitions(const char *topic)
+{
+        const struct rd_kafka_metadata *md = h_metadata();
+        const struct rd_kafka_metadata_topic *t = h_md_topic(md, topic);
+        int n = 0;
+
+        if (t && t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                t = NULL;
+        if (t) {
+                n = t->err || t->partition_cnt == 0 ? -1 : t->partition_cnt;
+                for (int i = 0; n > 0 && i < t->partition_cnt; i++)
+                        if (t->partitions[i].err || t->partitions[i].leader < 0)
+                                n = -1;
+        }
+        rd_kafka_metadata_destroy(md);
+        return n;
+}
+
+int h_kafka_broker_count(void)
+{
+        const struct rd_kafka_metadata *md = h_metadata();
+        int n = md->broker_cnt;
+        rd_kafka_metadata_destroy(md);
+        return n;
+}
+
+void h_kafka_create_topic(const char *topic, int partitions)
+{
+        rd_kafka_t *rk = h_rk();
+        rd_kafka_NewTopic_t *nt;
+        rd_kafka_AdminOptions_t *opts;
+        rd_kafka_queue_t *q;
+        rd_kafka_event_t *ev;
+        char errstr[512];
+        rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+        char *msg = NULL;
+        int64_t deadline;
+        int n;
+
+        nt = rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof(errstr));
+        if (!nt)
+                tap_bail("could not describe topic \"%s\": %s", topic, errstr);
+        opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+        if (rd_kafka_AdminOptions_set_request_timeout(opts, H_KAFKA_TIMEOUT_MS, errstr,
+                                                      sizeof(errstr)) ||
+            rd_kafka_AdminOptions_set_operation_timeout(opts, H_KAFKA_TIMEOUT_MS - 5000, errstr,
+                                                        sizeof(errstr)))
+                tap_bail("admin options: %s", errstr);
+        q = rd_kafka_queue_new(rk);
+        rd_kafka_CreateTopics(rk, &nt, 1, opts, q);
+        ev = rd_kafka_queue_poll(q, H_KAFKA_TIMEOUT_MS + 5000);
+        if (!ev) {
+                msg = h_xstrdup("no answer from the broker");
+        } else if (rd_kafka_event_error(ev)) {
+                msg = h_xstrdup(rd_kafka_event_error_string(ev));
+        } else {
+                const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+                size_t cnt = 0;
+                const rd_kafka_topic_result_t **trs = rd_kafka_CreateTopics_result_topics(res, &cnt);
+                for (size_t i = 0; i < cnt; i++) {
+                        err = rd_kafka_topic_result_error(trs[i]);
+                        if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS && !msg) {
+                                const char *es = rd_kafka_topic_result_error_string(trs[i]);
+                                msg = h_xstrdup(es ? es : rd_kafka_err2str(err));
+                        }
+                }
+        }
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_AdminOptions_destroy(opts);
+        rd_kafka_NewTopic_destroy(nt);
+        if (msg)
+                tap_bail("could not create topic \"%s\": %s", topic, msg);
+
+        deadline = h_now_ms() + H_KAFKA_TIMEOUT_MS;
+        while ((n = h_topic_partitions(topic)) != partitions) {
+                if (n > 0 && n != partitions)
+                        tap_bail("topic \"%s\" exists with %d partitions, not %d", topic, n,
+                                 partitions);
+                if (h_now_ms() > deadline)
+                        tap_bail("topic \"%s\" has no leader for every partition after %d s",
+                                 topic, H_KAFKA_TIMEOUT_MS / 1000);
+                h_sleep_ms(100);
+        }
+}
+
+/* Partition count of topic from metadata: 0 when missing; bails when it is
+ * not ready within the timeout. */
+static int h_topic_partitions_wait(const char *topic)
+{
+        int64_t deadline = h_now_ms() + H_KAFKA_TIMEOUT_MS;
+        int n;
+        while ((n = h_topic_partitions(topic)) < 0) {
+                if (h_now_ms() > deadline)
+                        tap_bail("topic \"%s\" has no leader for every partition", topic);
+                h_sleep_ms(100);
+        }
+        return n;
+}
+
+/* Low and high watermark of one partition, retried for a while. */
+static void h_watermarks(const char *topic, int32_t partition, int64_t *lo, int64_t *hi)
+{
+        int64_t deadline = h_now_ms() + H_KAFKA_TIMEOUT_MS;
+        rd_kafka_resp_err_t err;
+
+        while ((err = rd_kafka_query_watermark_offsets(h_rk(), topic, partition, lo, hi,
+                                                       H_METADATA_TIMEOUT_MS)) != 0) {
+                if (h_now_ms() > deadline)
+                        tap_bail("could not query the offsets of %s [%d]: %s", topic,
+                                 (int)partition, rd_kafka_err2str(err));
+                h_sleep_ms(200);
+        }
+}
+
+int64_t h_kafka_count(const char *topic)
+{
+        int n = h_topic_partitions_wait(topic);
+        int64_t sum = 0, lo, hi;
+
+        for (int p = 0; p < n; p++) {
+                h_watermarks(topic, p, &lo, &hi);
+                sum += hi;
+        }
+        return sum;
+}
+
+int64_t h_kafka_wait_count(const char *topic, int64_t n, int timeout_ms)
+{
+        int64_t deadline = h_now_ms() + timeout_ms;
+        int64_t got;
+
+        while ((got = h_kafka_count(topic)) < n && h_now_ms() < deadline)
+                h_sleep_ms(100);
+        return got;
+}
+
+static void h_msg_copy(h_msg_t *d, const rd_kafka_message_t *m)
+{
+        rd_kafka_headers_t *hdrs = NULL;
+        rd_kafka_timestamp_type_t tstype;
+
+        memset(d, 0, sizeof(*d));
+        d->topic = h_xstrdup(rd_kafka_topic_name(m->rkt));
+        d->partition = m->partition;
+        d->offset = m->offset;
+        d->key = h_xmemdup(m->key, m->key_len);
+        d->key_len = m->key ? m->key_len : 0;
+        /* A NULL value (tombstone) stays NULL. */
+        d->value = h_xmemdup(m->payload, m->len);
+        d->value_len = m->payload ? m->len : 0;
+        d->timestamp = rd_kafka_message_timestamp(m, &tstype);
+        d->timestamp_type = (int)tstype;
+        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
+                size_t n = rd_kafka_header_cnt(hdrs);
+                d->header_names = h_xmalloc(n * sizeof(char *));
+                d->header_values = h_xmalloc(n * sizeof(char *));
+                d->header_lens = h_xmalloc(n * sizeof(size_t));
+                for (size_t i = 0; i < n; i++) {
+                        const char *name = NULL;
+                        const void *val = NULL;
+                        size_t size = 0;
+                        if (rd_kafka_header_get_all(hdrs, i, &name, &val, &size))
+                                break;
+                        d->header_names[i] = h_xstrdup(name);
+                        d->header_values[i] = h_xmemdup(val, size);
+                        d->header_lens[i] = val ? size : 0;
+                        d->nheaders = i + 1;
+                }
+        }
+}
+
+static int h_msg_cmp(const void *a, const void *b)
+{
+        const h_msg_t *x = a, *y = b;
+        if (x->partition != y->partition)
+                return x->partition < y->partition ? -1 : 1;
+        if (x->offset != y->offset)
+                return x->offset < y->offset ? -1 : 1;
+        return 0;
+}
+
+size_t h_kafka_consume_all(const char *topic, h_msg_t **out)
+{
+        int np = h_topic_partitions_wait(topic);
+        int64_t *hi, lo;
+        char *done;
+        int remaining = 0;
+        h_msg_t *msgs = NULL;
+        size_t n = 0, cap = 0;
+        rd_kafka_conf_t *conf;
+        rd_kafka_t *rk;
+        rd_kafka_topic_partition_list_t *parts;
+        char errstr[512];
+        char *group;
+        int64_t deadline;
+        rd_kafka_resp_err_t err;
+
+        *out = NULL;
+        if (np == 0)
+                return 0;
+        hi = h_xmalloc((size_t)np * sizeof(*hi));
+        done = h_xmalloc((size_t)np);
+        for (int p = 0; p < np; p++) {
+                h_watermarks(topic, p, &lo, &hi[p]);
+                done[p] = hi[p] <= lo;
+                remaining += !done[p];
+        }
+        if (remaining == 0) {
+                free(hi);
+                free(done);
+                return 0;
+        }
+
+        /* A consumer of no group: a random group.id (required by librdkafka),
+         * assign() rather than subscribe(), no commits. */
+        group = h_unique_name("relay_test_consumer");
+        conf = rd_kafka_conf_new();
+        h_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap());
+        h_conf_set(conf, "group.id", group);
+        h_conf_set(conf, "enable.auto.commit", "false");
+        h_conf_set(conf, "enable.auto.offset.store", "false");
+        h_conf_set(conf, "enable.partition.eof", "true");
+        h_conf_set(conf, "auto.offset.reset", "earliest");
+        h_conf_set(conf, "log.connection.close", "false");
+        free(group);
+        rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+        if (!rk) {
+                rd_kafka_conf_destroy(conf);
+                tap_bail("could not create a Kafka consumer: %s", errstr);
+        }
+        rd_kafka_poll_set_consumer(rk);
+        parts = rd_kafka_topic_partition_list_new(np);
+        for (int p = 0; p < np; p++)
+                rd_kafka_topic_partition_list_add(parts, topic, p)->offset =
+                        RD_KAFKA_OFFSET_BEGINNING;
+        err = rd_kafka_assign(rk, parts);
+        rd_kafka_topic_partition_list_destroy(parts);
+        if (err)
+                tap_bail("could not assign %s: %s", topic, rd_kafka_err2str(err));
+
+        deadline = h_now_ms() + 60000;
+        while (remaining > 0) {
+                rd_kafka_message_t *m;
+                int32_t p;
+
+                if (h_now_ms() > deadline) {
+                        for (int i = 0; i < np; i++)
+                                if (!done[i])
+                                        tap_diag("%s [%d]: not read up to offset %" PRId64,
+                                                 topic, i, hi[i]);
+                        tap_bail("timed out reading %s from Kafka", topic);
+                }
+                m = rd_kafka_consumer_poll(rk, 200);
+                if (!m)
+                        continue;
+                p = m->partition;
+                if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                        if (p >= 0 && p < np && !done[p] && m->offset >= hi[p]) {
+                                done[p] = 1;
+                                remaining--;
+                        }
+                } else if (m->err) {
+                        tap_diag("consumer: %s", rd_kafka_message_errstr(m));
+                } else if (p >= 0 && p < np && m->offset < hi[p]) {
+                        if (n == cap) {
+                                cap = cap ? cap * 2 : 64;
+                                msgs = h_xrealloc(msgs, cap * sizeof(*msgs));
+                        }
+                        h_msg_copy(&msgs[n++], m);
+                        if (!done[p] && m->offset >= hi[p] - 1) {
+                                done[p] = 1;
+                                remaining--;
+                        }
+                }
+                rd_kafka_message_destroy(m);
+        }
+        rd_kafka_consumer_close(rk);
+        rd_kafka_destroy(rk);
+        free(hi);
+        free(done);
+        if (n > 1)
+                qsort(msgs, n, sizeof(*msgs), h_msg_cmp);
+        *out = msgs;
+        return n;
+}
+
+void h_msgs_free(h_msg_t *msgs, size_t n)
+{
+        if (!msgs)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                h_msg_t *m = &msgs[i];
+                free(m->topic);
+                free(m->key);
+                free(m->value);
+                for (size_t j = 0; j < m->nheaders; j++) {
+                        free(m->header_names[j]);
+                        free(m->header_values[j]);
+                }
+                free(m->header_names);
+                free(m->header_values);
+                free(m->header_lens);
+        }
+        free(msgs);
+}
+
+const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len)
+{
+        for (size_t i = 0; i < m->nheaders; i++) {
+                if (strcmp(m->header_names[i], name) == 0) {
+                        if (len)
+                                *len = m->header_lens[i];
+                        return m->header_values[i];
+                }
+        }
+        return NULL;
+}
+
+void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
+                          const char *const *headers)
+{
+        rd_kafka_t *rk = h_rk();
+        rd_kafka_headers_t *hdrs = NULL;
+        rd_kafka_resp_err_t result = RD_KAFKA_RESP_ERR__IN_PROGRESS;
+        rd_kafka_error_t *error;
+        rd_kafka_vu_t vus[6];
+        size_t nh = 0, nv = 0;
+        char *kcopy, *vcopy;
+
+        if (headers) {
+                while (headers[nh]) {
+                        if (!headers[nh + 1])
+                                tap_bail("h_kafka_produce_hdrs: header \"%s\" has no value",
+                                         headers[nh]);
+                        nh += 2;
+                }
+                hdrs = rd_kafka_headers_new(nh / 2);
+                for (size_t i = 0; i < nh; i += 2)
+                        rd_kafka_header_add(hdrs, headers[i], -1, headers[i + 1], -1);
+        }
+        /* rd_kafka_produceva() rather than the producev() macros, which are
+         * GNU statement expressions and take non-const buffers. Key and value
+         * go as private copies with RD_KAFKA_MSG_F_COPY (librdkafka copies
+         * them again); on success the headers belong to the message, on
+         * failure they are still ours. */
+        kcopy = key ? h_xmemdup(key, strlen(key)) : NULL;
+        vcopy = value ? h_xmemdup(value, strlen(value)) : NULL;
+        vus[nv].vtype = RD_KAFKA_VTYPE_TOPIC;
+        vus[nv++].u.cstr = topic;
+        vus[nv].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+        vus[nv++].u.i = RD_KAFKA_MSG_F_COPY;
+        vus[nv].vtype = RD_KAFKA_VTYPE_KEY;
+        vus[nv].u.mem.ptr = kcopy;
+        vus[nv++].u.mem.size = key ? strlen(key) : 0;
+        vus[nv].vtype = RD_KAFKA_VTYPE_VALUE;
+        vus[nv].u.mem.ptr = vcopy;
+        vus[nv++].u.mem.size = value ? strlen(value) : 0;
+        if (hdrs) {
+                vus[nv].vtype = RD_KAFKA_VTYPE_HEADERS;
+                vus[nv++].u.headers = hdrs;
+        }
+        vus[nv].vtype = RD_KAFKA_VTYPE_OPAQUE;
+        vus[nv++].u.ptr = &result;
+        error = rd_kafka_produceva(rk, vus, nv);
+        free(kcopy);
+        free(vcopy);
+        if (error) {
+                char *msg = h_xstrdup(rd_kafka_error_string(error));
+                rd_kafka_error_destroy(error);
+                if (hdrs)
+                        rd_kafka_headers_destroy(hdrs);
+                tap_bail("could not produce to %s: %s", topic, msg);
+        }
+        rd_kafka_flush(rk, H_KAFKA_TIMEOUT_MS + 5000);
+        if (result == RD_KAFKA_RESP_ERR__IN_PROGRESS)
+                tap_bail("no delivery report for a message to %s", topic);
+        if (result)
+                tap_bail("could not produce to %s: %s", topic, rd_kafka_err2str(result));
+}
+
+void h_kafka_produce(const char *topic, const char *key, const char *value)
+{
+        h_kafka_produce_hdrs(topic, key, value, NULL);
+}
+
+/* --- the relay process --------------------------------------------------- */
+
+struct h_relay {
+        pid_t pid;
+        char *log_path;
+        bool reaped;
+        int exit_code;
+        h_relay_t *next; /* list of relays not yet freed */
+};
+
+static h_relay_t *g_relays;
+
+/* At exit (a bail-out included): kill what is still running, keep its log. */
+static void h_relay_atexit(void)
+{
+        for (h_relay_t *r = g_relays; r; r = r->next) {
+                kill(-r->pid, SIGKILL);
+                if (!r->reaped) {
+                        waitpid(r->pid, NULL, 0);
+                        r->reaped = true;
+                        fprintf(stdout, "# relay pid %ld killed at exit; its log: %s\n",
+                                (long)r->pid, r->log_path);
+                }
+        }
+        fflush(stdout);
+}
+
+h_relay_t *h_relay_start(const char *const *sets)
+{
+        static bool atexit_done;
+        const char *bin = h_env("RELAY_BIN");
+        const char *logdir = getenv("RELAY_TEST_LOGDIR");
+        char *name = h_unique_name("relay");
+        h_relay_t *r = h_xmalloc(sizeof(*r));
+        size_t nsets = 0, argc = 0;
+        char **argv;
+        int logfd, nullfd;
+        pid_t pid;
+
+        if (!logdir || !*logdir)
+                logdir = "/tmp";
+        memset(r, 0, sizeof(*r));
+        r->log_path = h_format("%s/%s.log", logdir, name);
+        free(name);
+
+        while (sets && sets[nsets])
+                nsets++;
+        /* Copies: execv() wants char *const[] and the sets are const. */
+        argv = h_xmalloc((2 * nsets + 2) * sizeof(char *));
+        argv[argc++] = h_xstrdup(bin);
+        for (size_t i = 0; i < nsets; i++) {
+                argv[argc++] = h_xstrdup("--set");
+                argv[argc++] = h_xstrdup(sets[i]);
+        }
+        argv[argc] = NULL;
+
+        logfd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (logfd < 0)
+                tap_bail("could not open relay log \"%s\": %s", r->log_path, strerror(errno));
+        nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (nullfd < 0)
+                tap_bail("could not open /dev/null: %s", strerror(errno));
+        fflush(stdout);
+        fflush(stderr);
+
+        pid = fork();
+        if (pid < 0)
+                tap_bail("could not fork: %s", strerror(errno));
+        if (pid == 0) {
+                /* Child: only async-signal-safe calls until execv. */
+                setpgid(0, 0);
+                prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed test takes its relay along */
+                if (dup2(nullfd, STDIN_FILENO) < 0 || dup2(logfd, STDOUT_FILENO) < 0 ||
+                    dup2(logfd, STDERR_FILENO) < 0)
+                        _exit(127);
+                execv(bin, argv);
+                {
+                        static const char msg[] = "harness: could not execute RELAY_BIN\n";
+                        ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+                        (void)w;
+                }
+                _exit(127);
+        }
+        setpgid(pid, pid); /* also in the parent: no race with h_relay_free */
+        close(logfd);
+        close(nullfd);
+        for (size_t i = 0; i < argc; i++)
+                free(argv[i]);
+        free(argv);
+
+        r->pid = pid;
+        r->next = g_relays;
+        g_relays = r;
+        if (!atexit_done) {
+                atexit(h_relay_atexit);
+                atexit_done = true;
+        }
+        return r;
+}
+
+void h_relay_signal(h_relay_t *r, int sig)
+{
+        if (!r->reaped && kill(r->pid, sig) != 0)
+                tap_diag("kill(%ld, %d): %s", (long)r->pid, sig, strerror(errno));
+}
+
+pid_t h_relay_pid(const h_relay_t *r)
+{
+        return r->pid;
+}
+
+/* Reap without blocking; true when the process has exited. */
+static bool h_relay_poll(h_relay_t *r)
+{
+        int status;
+        pid_t got;
+
+        if (r->reaped)
+                return true;
+        got = waitpid(r->pid, &status, WNOHANG);
+        if (got == r->pid) {
+                r->reaped = true;
+                if (WIFEXITED(status))
+                        r->exit_code = WEXITSTATUS(status);
+                else if (WIFSIGNALED(status))
+                        r->exit_code = 128 + WTERMSIG(status);
+                else
+                        r->exit_code = 255;
+                return true;
+        }
+        if (got < 0 && errno == ECHILD) {
+                r->reaped = true;
+                r->exit_code = 255;
+                return true;
+        }
+        return false;
+}
+
+int h_relay_wait(h_relay_t *r, int timeout_ms)
+{
+        int64_t deadline = h_now_ms() + timeout_ms;
+        for (;;) {
+                if (h_relay_poll(r))
+                        return r->exit_code;
+                if (h_now_ms() >= deadline)
+                        return -1;
+                h_sleep_ms(20);
+        }
+}
+
+char *h_relay_log(const h_relay_t *r)
+{
+        char *s = h_read_file(r->log_path, NULL);
+        return s ? s : h_xstrdup("");
+}
+
+bool h_relay_wait_log(h_relay_t *r, const char *needle, int timeout_ms)
+{
+        int64_t deadline = h_now_ms() + timeout_ms;
+        for (;;) {
+                /* Check for exit before reading, so a line written just
+                 * before exiting is still seen. */
+                bool exited = h_relay_poll(r);
+                char *log = h_relay_log(r);
+                bool found = strstr(log, needle) != NULL;
+                free(log);
+                if (found)
+                        return true;
+                if (exited || h_now_ms() >= deadline)
+                        return false;
+                h_sleep_ms(50);
+        }
+}
+
+void h_relay_diag_log(const h_relay_t *r)
+{
+        char *log = h_relay_log(r);
+        char *line = log, *nl;
+
+        tap_diag("---- relay log %s ----", r->log_path);
+        while (*line) {
+                nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                tap_diag("relay| %s", line);
+                if (!nl)
+                        break;
+                line = nl + 1;
+        }
+        tap_diag("---- end of relay log ----");
+        free(log);
+}
+
+void h_relay_free(h_relay_t *r)
+{
+        h_relay_t **pp;
+
+        if (!r)
+                return;
+        /* The whole group: whatever the relay started goes too, even when
+         * the relay itself has exited (the group id cannot be reused while
+         * a member is left). */
+        kill(-r->pid, SIGKILL);
+        if (!h_relay_poll(r)) {
+                kill(r->pid, SIGKILL);
+                while (!h_relay_poll(r))
+                        h_sleep_ms(10);
+        }
+        for (pp = &g_relays; *pp; pp = &(*pp)->next) {
+                if (*pp == r) {
+                        *pp = r->next;
+                        break;
+                }
+        }
+        unlink(r->log_path);
+        free(r->log_path);
+        free(r);
+}

@@ -1,0 +1,164 @@
+/*
+ * harness.h - helpers shared by the integration tests: the environment that
+ * tests/env/up started (PostgreSQL 15 and Kafka on loopback), SQL, Kafka
+ * topics and consumption, and the outbox-relay process under test.
+ *
+ * Every helper that cannot do its job bails out of the test (TAP "Bail out!")
+ * with the reason: an integration test never skips because the environment
+ * is missing.
+ *
+ * Environment read: RELAY_TEST_PGHOST, RELAY_TEST_PGPORT, RELAY_TEST_PGUSER,
+ * RELAY_TEST_KAFKA (bootstrap servers), RELAY_TEST_DATADIR (the PostgreSQL
+ * data directory, for pg_ctl), RELAY_TEST_PGBIN (PostgreSQL's bin directory),
+ * RELAY_BIN (the relay binary), RELAY_SQL_DIR.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_TEST_HARNESS_H
+#define RELAY_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <libpq-fe.h>
+
+#include "tap.h"
+
+/* --- environment ------------------------------------------------------ */
+
+/** Required variable, or bail out naming it and tests/env/up. Borrowed. */
+const char *h_env(const char *name);
+
+/** Kafka bootstrap servers (RELAY_TEST_KAFKA). Borrowed. */
+const char *h_kafka_bootstrap(void);
+
+/** A name unique to this process and call: prefix_<pid>_<n>, lower case. Caller frees. */
+char *h_unique_name(const char *prefix);
+
+/* --- PostgreSQL -------------------------------------------------------- */
+
+/** conninfo ("host=... port=... user=... dbname=...") for dbname on the test cluster. Caller frees. */
+char *h_pg_conninfo(const char *dbname);
+
+/** Create a fresh database; returns its name (caller frees). */
+char *h_pg_create_db(const char *prefix);
+
+/** Drop a database and every replication slot in it (terminating walsenders). */
+void h_pg_drop_db(const char *dbname);
+
+/** Connect or bail. Caller PQfinish()es. */
+PGconn *h_pg_connect(const char *dbname);
+
+/** Run SQL (printf-style) that must succeed, or bail with the server's message. */
+void h_pg_exec(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** Run SQL; return 0 or -1 (error text into err). Never bails. */
+int h_pg_try(PGconn *c, char *err, size_t errlen, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+/** First column of the first row as a malloc'd string, NULL for SQL NULL or no row; bails on error. */
+char *h_pg_value(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** Run every statement of a file under RELAY_SQL_DIR (psql-free: simple query protocol). */
+void h_pg_exec_file(PGconn *c, const char *sql_file_name);
+
+/** Create the Debezium-compatible outbox table (sql/001_outbox.sql) as table_name. */
+void h_pg_create_outbox(PGconn *c, const char *table_name);
+
+/* --- Kafka -------------------------------------------------------------- */
+
+/** Create a topic (partitions, RF 1) and wait until its metadata shows it; bails on failure. */
+void h_kafka_create_topic(const char *topic, int partitions);
+
+typedef struct {
+        char *topic;
+        int32_t partition;
+        int64_t offset;
+        char *key;    /* NULL for a NULL key; NUL-terminated copy */
+        size_t key_len;
+        char *value;  /* NUL-terminated copy */
+        size_t value_len;
+        int64_t timestamp; /* ms */
+        int timestamp_type; /* rd_kafka_timestamp_type_t */
+        size_t nheaders;
+        char **header_names;
+        char **header_values; /* NUL-terminated copies */
+        size_t *header_lens;
+} h_msg_t;
+
+/** Sum of high watermarks over every partition of topic (0 when it does not exist). */
+int64_t h_kafka_count(const char *topic);
+
+/** Wait until h_kafka_count(topic) >= n or timeout_ms passed; returns the last count. */
+int64_t h_kafka_wait_count(const char *topic, int64_t n, int timeout_ms);
+
+/**
+ * Read every message of every partition of topic from the beginning up to
+ * the high watermark seen at call time, partition by partition in offset
+ * order. Returns the count; *out is caller-freed with h_msgs_free().
+ */
+size_t h_kafka_consume_all(const char *topic, h_msg_t **out);
+
+void h_msgs_free(h_msg_t *msgs, size_t n);
+
+/** Value of header name in m (first match) or NULL; *len set when found. Borrowed. */
+const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len);
+
+/** Produce one message synchronously (acks=all) or bail. */
+void h_kafka_produce(const char *topic, const char *key, const char *value);
+
+/**
+ * As h_kafka_produce(), with headers: a NULL-terminated list of name, value
+ * pairs ({"id", "42", "type", "OrderPlaced", NULL}); NULL for none.
+ */
+void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
+                          const char *const *headers);
+
+/** Number of brokers in the cluster's metadata; bails when Kafka does not answer. */
+int h_kafka_broker_count(void);
+
+/* --- the relay process --------------------------------------------------- */
+
+typedef struct h_relay h_relay_t;
+
+/**
+ * Start RELAY_BIN with "--set k=v" for each of sets (NULL-terminated) and
+ * stdout+stderr appended to a log file of its own. Bails if fork/exec fails.
+ */
+h_relay_t *h_relay_start(const char *const *sets);
+
+/** Send a signal. */
+void h_relay_signal(h_relay_t *r, int sig);
+
+/** pid of the process. */
+pid_t h_relay_pid(const h_relay_t *r);
+
+/**
+ * Wait up to timeout_ms for exit; returns the exit code (128+signal when
+ * killed by a signal) or -1 on timeout (process left running).
+ */
+int h_relay_wait(h_relay_t *r, int timeout_ms);
+
+/** Wait up to timeout_ms until the log contains needle; true when it did. */
+bool h_relay_wait_log(h_relay_t *r, const char *needle, int timeout_ms);
+
+/** Whole log so far (caller frees). */
+char *h_relay_log(const h_relay_t *r);
+
+/** Print the log as TAP diagnostics (for failures). */
+void h_relay_diag_log(const h_relay_t *r);
+
+/** SIGKILL if still running, reap, remove the log; accepts NULL. */
+void h_relay_free(h_relay_t *r);
+
+/* --- misc ------------------------------------------------------------- */
+
+/** Monotonic milliseconds. */
+int64_t h_now_ms(void);
+
+/** Sleep ms milliseconds. */
+void h_sleep_ms(int ms);
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * test_outbox.c - outbox rows become events with Debezium's defaults: topic
+ * from the template, key = aggregate id, value = payload as stored, headers
+ * id and type plus extras, timestamp = commit time; rows that cannot become
+ * events are refused with a message naming the column.
+ *
+ * Relation and Insert messages are built byte by byte in pgoutput's v1
+ * layout and go through the real decoder.
+ */
+#include "relay/outbox.h"
+#include "relay/pgoutput.h"
+
+#include "tap.h"
+
+typedef struct {
+        char b[4096];
+        size_t n;
+} buf_t;
+
+static void put8(buf_t *b, uint8_t v)
+{
+        b->b[b->n++] = (char)v;
+}
+static void put16(buf_t *b, uint16_t v)
+{
+        put8(b, (uint8_t)(v >> 8));
+        put8(b, (uint8_t)v);
+}
+static void put32(buf_t *b, uint32_t v)
+{
+        put16(b, (uint16_t)(v >> 16));
+        put16(b, (uint16_t)v);
+}
+static void putstr(buf_t *b, const char *s)
+{
+        size_t n = strlen(s) + 1;
+        memcpy(b->b + b->n, s, n);
+        b->n += n;
+}
+
+/* Relation: 'R', relid, nspname, relname, replident, ncols, (flags, name, typoid, typmod)* */
+static void relation(buf_t *b, uint32_t relid, const char *nsp, const char *rel, int ncols,
+                     const char *const *names, const uint32_t *types)
+{
+        b->n = 0;
+        put8(b, 'R');
+        put32(b, relid);
+        putstr(b, nsp);
+        putstr(b, rel);
+        put8(b, 'd');
+        put16(b, (uint16_t)ncols);
+        for (int i = 0; i < ncols; i++) {
+                put8(b, i == 0);
+                putstr(b, names[i]);
+                put32(b, types[i]);
+                put32(b, 0xffffffffu);
+        }
+}
+
+/* Insert: 'I', relid, 'N', ncols, ('n' | 't' len bytes)* ; NULL string = SQL NULL */
+static void insert(buf_t *b, uint32_t relid, int ncols, const char *const *vals)
+{
+        b->n = 0;
+        put8(b, 'I');
+        put32(b, relid);
+        put8(b, 'N');
+        put16(b, (uint16_t)ncols);
+        for (int i = 0; i < ncols; i++) {
+                if (!vals[i]) {
+                        put8(b, 'n');
+                        continue;
+                }
+                put8(b, 't');
+                put32(b, (uint32_t)strlen(vals[i]));
+                memcpy(b->b + b->n, vals[i], strlen(vals[i]));
+                b->n += strlen(vals[i]);
+        }
+}
+
+static const char *const cols[] = {"id", "aggregatetype", "aggregateid", "type", "payload", "tenant"};
+static const uint32_t types_json[] = {2950, 1043, 1043, 1043, 3802, 25};
+static const uint32_t types_bytea[] = {2950, 1043, 1043, 1043, 17, 25};
+
+static relay_outbox_t *mapping(const char *table, const char *headers, const char *tpl)
+{
+        relay_outbox_conf_t c = {table, "id", "aggregatetype", "aggregateid", "type", "payload",
+                                 headers, tpl};
+        relay_outbox_t *o = NULL;
+        char err[RELAY_ERRBUF];
+        if (relay_outbox_new(&o, &c, err, sizeof(err)) != 0)
+                tap_bail("relay_outbox_new: %s", err);
+        return o;
+}
+
+static void test_defaults(void)
+{
+        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_outbox_t *o = mapping("public.outbox", "tenant", "outbox.event.${aggregatetype}");
+        relay_pgo_msg_t m;
+        relay_event_t ev;
+        char err[RELAY_ERRBUF];
+        buf_t b;
+
+        relation(&b, 100, "public", "other", 6, cols, types_json);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode other relation");
+        is_int(relay_outbox_bind(o, m.relation), 0, "another table with the same columns is not the outbox");
+        ok(!relay_outbox_is_outbox(o, 100), "relid 100 is not the outbox");
+
+        relation(&b, 200, "public", "outbox", 6, cols, types_json);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode outbox relation");
+        is_int(relay_outbox_bind(o, m.relation), 1, "outbox table bound");
+        ok(relay_outbox_is_outbox(o, 200), "relid 200 is the outbox");
+
+        const char *row[] = {"8d5c5c6e-0000-4000-8000-000000000001", "order", "order-42",
+                             "OrderCreated", "{\"total\": 12}", "acme"};
+        insert(&b, 200, 6, row);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert");
+        /* 2026-11-29 00:00:00 UTC = 1795910400 Unix seconds */
+        int64_t commit_ts = (INT64_C(1795910400) - INT64_C(946684800)) * 1000000 + 123456;
+        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), 0, "map");
+        is_str(ev.topic, "outbox.event.order", "topic from the template");
+        ok(ev.key_len == 8 && memcmp(ev.key, "order-42", 8) == 0, "key is the aggregate id");
+        ok(ev.value_len == 13 && memcmp(ev.value, "{\"total\": 12}", 13) == 0, "value is the payload verbatim");
+        is_int(ev.timestamp_ms, INT64_C(1795910400123), "timestamp is the commit time in ms");
+        is_int(ev.nheaders, 3, "headers id, type, tenant");
+        is_str(ev.headers[0].name, "id", "first header is id");
+        ok(ev.headers[0].len == 36 && memcmp(ev.headers[0].value, row[0], 36) == 0, "id header value");
+        is_str(ev.headers[1].name, "type", "second header is type");
+        ok(ev.headers[1].len == 12 && memcmp(ev.headers[1].value, "OrderCreated", 12) == 0, "type header value");
+        is_str(ev.headers[2].name, "tenant", "extra header");
+        ok(ev.headers[2].len == 4 && memcmp(ev.headers[2].value, "acme", 4) == 0, "extra header value");
+
+        /* NULL payload: a message with a NULL value, not an error. */
+        const char *nullpayload[] = {"id-2", "order", "order-42", "OrderDeleted", NULL, NULL};
+        insert(&b, 200, 6, nullpayload);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with NULL payload");
+        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), 0, "NULL payload maps");
+        ok(ev.value == NULL, "NULL payload gives a NULL value");
+        ok(ev.headers[2].value == NULL, "NULL extra header column gives a NULL header value");
+
+        /* Refusals. */
+        const char *nullkey[] = {"id-3", "order", NULL, "T", "{}", "x"};
+        insert(&b, 200, 6, nullkey);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with NULL aggregate id");
+        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "NULL aggregate id refused");
+        ok(strstr(err, "NULL aggregate id") && strstr(err, "aggregateid"), "message names the column: %s", err);
+        ok(ev.id && ev.id_len == 4 && memcmp(ev.id, "id-3", 4) == 0, "the event id is known for the caller's message");
+
+        const char *nullid[] = {NULL, "order", "o", "T", "{}", "x"};
+        insert(&b, 200, 6, nullid);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with NULL id");
+        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "NULL id refused");
+        ok(strstr(err, "NULL event id") != NULL, "message says so: %s", err);
+
+        const char *badtopic[] = {"id-4", "ord er/1", "o", "T", "{}", "x"};
+        insert(&b, 200, 6, badtopic);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with a bad aggregate type");
+        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "invalid topic name refused");
+        ok(strstr(err, "outbox.event.ord er/1") != NULL, "message names the topic: %s", err);
+
+        /* ALTER TABLE: a re-sent Relation without the type column; remapped by name. */
+        const char *const cols2[] = {"aggregateid", "id", "aggregatetype", "payload"};
+        const uint32_t types2[] = {1043, 2950, 1043, 3802};
+        relation(&b, 200, "public", "outbox", 4, cols2, types2);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode re-sent relation");
+        is_int(relay_outbox_bind(o, m.relation), 1, "rebound");
+        const char *row2[] = {"agg-9", "id-9", "order", "{}"};
+        insert(&b, 200, 4, row2);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert in new layout");
+        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "missing type column refused");
+        ok(strstr(err, "no column \"type\"") && strstr(err, "outbox.column.type"), "message names column and key: %s", err);
+        relay_outbox_free(o);
+
+        /* The same layout maps once the template and columns allow it. */
+        o = mapping("outbox", "", "events-${aggregatetype}-${aggregateid}");
+        is_int(relay_outbox_bind(o, m.relation), 1, "\"outbox\" means public.outbox");
+        ok(relay_outbox_is_outbox(o, 200), "bound");
+        relay_outbox_free(o);
+        relay_pgoutput_free(d);
+}
+
+static void test_bytea_and_template(void)
+{
+        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_outbox_t *o = mapping("app.events", "", "${aggregatetype}.v1-${type}");
+        relay_pgo_msg_t m;
+        relay_event_t ev;
+        char err[RELAY_ERRBUF];
+        buf_t b;
+
+        relation(&b, 7, "app", "events", 6, cols, types_bytea);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode relation");
+        is_int(relay_outbox_bind(o, m.relation), 1, "schema-qualified outbox bound");
+        const char *row[] = {"e1", "cust", "c-1", "Created", "\\x00ff41", "t"};
+        insert(&b, 7, 6, row);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert");
+        is_int(relay_outbox_map(o, &m, 0, &ev, err, sizeof(err)), 0, "map bytea row");
+        is_str(ev.topic, "cust.v1-Created", "template with two columns and literals");
+        ok(ev.value_len == 3 && (unsigned char)ev.value[0] == 0 && (unsigned char)ev.value[1] == 0xff &&
+                   ev.value[2] == 'A',
+           "bytea payload arrives as raw bytes");
+        is_int(ev.timestamp_ms, INT64_C(946684800000), "PostgreSQL epoch maps to 2000-01-01");
+        relay_outbox_free(o);
+        relay_pgoutput_free(d);
+
+        relay_outbox_conf_t bad = {"public.outbox", "id", "aggregatetype", "aggregateid", "type", "payload",
+                                   "", "outbox.${aggregatetype"};
+        is_int(relay_outbox_new(&o, &bad, err, sizeof(err)), RELAY_EINVAL, "unclosed ${ refused");
+        ok(strstr(err, "topic.template") != NULL, "message names topic.template: %s", err);
+        relay_outbox_free(NULL);
+}
+
+int main(void)
+{
+        test_defaults();
+        test_bytea_and_template();
+        return done_testing();
+}
