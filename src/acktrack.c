@@ -16,7 +16,8 @@
 #include <string.h>
 
 typedef struct {
-        relay_lsn_t end_lsn; /* 0 while open */
+        relay_lsn_t end_lsn;    /* 0 while open */
+        relay_lsn_t commit_lsn; /* from Begin: names the transaction */
         uint64_t pending;
 } txn_t;
 
@@ -73,7 +74,7 @@ static int grow(relay_acktrack_t *t)
         return 0;
 }
 
-int relay_acktrack_begin(relay_acktrack_t *t)
+int relay_acktrack_begin(relay_acktrack_t *t, relay_lsn_t commit_lsn)
 {
         if (t->open)
                 return RELAY_EPROTO;
@@ -84,9 +85,17 @@ int relay_acktrack_begin(relay_acktrack_t *t)
         }
         txn_t *x = slot_of(t, t->tail++);
         x->end_lsn = 0;
+        x->commit_lsn = commit_lsn;
         x->pending = 0;
         t->open = true;
         return 0;
+}
+
+relay_lsn_t relay_acktrack_commit_lsn(const relay_acktrack_t *t, uint64_t seq)
+{
+        if (seq < t->head || seq >= t->tail)
+                return 0;
+        return t->ring[seq & t->mask].commit_lsn;
 }
 
 uint64_t relay_acktrack_add(relay_acktrack_t *t)

@@ -65,9 +65,28 @@ typedef struct {
 
 static const char *const log_levels[] = {"debug", "info", "warning", "error", NULL};
 static const char *const log_formats[] = {"text", "json", NULL};
+static const char *const error_policies[] = {"dlq", "stop", NULL};
+static const char *const booleans[] = {"false", "true", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
 static const key_def_t keys[] = {
+        {.name = "errors.backoff.max.ms", .type = KT_INT, .def = "30000", .min = 10,
+         .max = MAX_MS, .unit = "milliseconds",
+         .desc = "longest wait between two attempts at an event Kafka rejected"},
+        {.name = "errors.backoff.ms", .type = KT_INT, .def = "1000", .min = 10, .max = MAX_MS,
+         .unit = "milliseconds",
+         .desc = "first wait before resending an event Kafka rejected (doubles per attempt)"},
+        {.name = "errors.dlq.topic", .type = KT_TEMPLATE, .def = "outbox.dlq",
+         .desc = "dead-letter topic for events that cannot be delivered (errors.policy = dlq)"},
+        {.name = "errors.policy", .type = KT_ENUM, .def = "dlq", .choices = error_policies,
+         .desc = "an event Kafka rejects for good or that cannot be mapped: dlq (retry, then "
+                 "dead-letter topic) or stop (halt before it)"},
+        {.name = "errors.retries", .type = KT_INT, .def = "3", .min = 0, .max = 1000,
+         .unit = "attempts",
+         .desc = "resends of an event Kafka rejected before the error policy applies"},
+        {.name = "errors.skip.ids", .type = KT_STRING, .def = "",
+         .desc = "event ids to skip (logged and counted), comma-separated: the operator's "
+                 "way past a known poison event"},
         {.name = "log.format", .type = KT_ENUM, .def = "text", .choices = log_formats,
          .desc = "log line format on stderr: text (PostgreSQL-like) or json (one object per line)"},
         {.name = "log.level", .type = KT_ENUM, .def = "info", .choices = log_levels,
@@ -101,6 +120,9 @@ static const key_def_t keys[] = {
          .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},
         {.name = "slot.name", .type = KT_SLOT, .def = "outbox_relay",
          .desc = "logical replication slot (pgoutput) to stream from"},
+        {.name = "slot.recreate", .type = KT_ENUM, .def = "false", .choices = booleans,
+         .desc = "when the slot was dropped or invalidated, create it anew instead of "
+                 "stopping (events written in between may be missing)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
         {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
@@ -1279,7 +1301,7 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
                                               "outbox.column.aggregate_id", "outbox.column.type",
                                               "outbox.column.payload"};
         size_t ncol = sizeof(columns) / sizeof(columns[0]);
-        size_t lo, hi;
+        size_t lo = 0, hi = 0;
         const char *bootstrap = relay_config_get(c, "kafka.bootstrap.servers");
 
         if (bootstrap == NULL || bootstrap[0] == '\0') {
@@ -1290,22 +1312,38 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
                 return RELAY_EINVAL;
         }
 
-        find_key("reconnect.backoff.ms", &lo);
-        find_key("reconnect.backoff.max.ms", &hi);
-        if (c->num[hi] < c->num[lo]) {
+        /* Each backoff's ceiling must not be below its first step. */
+        static const char *const backoffs[][2] = {
+                {"reconnect.backoff.ms", "reconnect.backoff.max.ms"},
+                {"errors.backoff.ms", "errors.backoff.max.ms"},
+        };
+        for (size_t i = 0; i < sizeof(backoffs) / sizeof(backoffs[0]); i++) {
+                find_key(backoffs[i][0], &lo);
+                find_key(backoffs[i][1], &hi);
+                if (c->num[hi] < c->num[lo]) {
+                        relay_err_set(err, errlen,
+                                      "%s = %lld (at %s) is less than %s = %lld (at %s); raise %s "
+                                      "or lower %s",
+                                      backoffs[i][1], (long long)c->num[hi], c->origin[hi],
+                                      backoffs[i][0], (long long)c->num[lo], c->origin[lo],
+                                      backoffs[i][1], backoffs[i][0]);
+                        return RELAY_EINVAL;
+                }
+        }
+
+        find_key("errors.dlq.topic", &lo);
+        if (strstr(c->value[lo], "${") || c->value[lo][0] == '\0') {
                 relay_err_set(err, errlen,
-                              "reconnect.backoff.max.ms = %lld (at %s) is less than "
-                              "reconnect.backoff.ms = %lld (at %s); raise "
-                              "reconnect.backoff.max.ms or lower reconnect.backoff.ms",
-                              (long long)c->num[hi], c->origin[hi], (long long)c->num[lo],
-                              c->origin[lo]);
+                              "errors.dlq.topic = \"%s\" (at %s) must be one literal topic name "
+                              "without ${column}",
+                              c->value[lo], c->origin[lo]);
                 return RELAY_EINVAL;
         }
 
         /* Two roles on one column would make the event ambiguous (key = payload?). */
         for (size_t a = 0; a < ncol; a++) {
                 for (size_t b = a + 1; b < ncol; b++) {
-                        size_t ia, ib;
+                        size_t ia = 0, ib = 0;
                         find_key(columns[a], &ia);
                         find_key(columns[b], &ib);
                         if (strcmp(c->value[ia], c->value[ib]) == 0) {

@@ -344,49 +344,64 @@ static int text_col(relay_outbox_t *o, const relay_pgo_msg_t *m, const named_col
         return 0;
 }
 
+/* Keep the first failure: its message is the one the caller reports. */
+static void first_error(int *first, int rc, char *err, size_t errlen, const char *msg)
+{
+        if (*first == 0) {
+                *first = rc;
+                relay_err_set(err, errlen, "%s", msg);
+        }
+}
+
+/*
+ * Every field is filled as far as the row allows even when the row is
+ * refused, so a dead-letter copy carries the id, key, payload and headers
+ * that exist; the first problem found is the one returned.
+ */
 int relay_outbox_map(relay_outbox_t *o, const relay_pgo_msg_t *m, int64_t commit_ts,
                      relay_event_t *ev, char *err, size_t errlen)
 {
+        char msg[RELAY_ERRBUF];
         bool present;
-        int rc;
+        int rc, first = 0;
 
         memset(ev, 0, sizeof(*ev));
+        /* PostgreSQL epoch microseconds -> Unix epoch milliseconds. */
+        ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
+
         rc = text_col(o, m, &o->cols[COL_ID], col_keys[COL_ID], &ev->id, &ev->id_len, &present,
-                      err, errlen);
+                      msg, sizeof(msg));
         if (rc)
-                return rc;
-        if (!present) {
-                relay_err_set(err, errlen,
+                first_error(&first, rc, err, errlen, msg);
+        else if (!present) {
+                relay_err_set(msg, sizeof(msg),
                               "outbox row has a NULL event id (column \"%s\"); every event needs "
                               "an id for consumers to deduplicate: make the column NOT NULL",
                               o->cols[COL_ID].name);
-                return RELAY_EMAP;
+                first_error(&first, RELAY_EMAP, err, errlen, msg);
         }
         rc = text_col(o, m, &o->cols[COL_AGGID], col_keys[COL_AGGID], &ev->key, &ev->key_len,
-                      &present, err, errlen);
+                      &present, msg, sizeof(msg));
         if (rc)
-                return rc;
-        if (!present) {
-                relay_err_set(err, errlen,
+                first_error(&first, rc, err, errlen, msg);
+        else if (!present) {
+                relay_err_set(msg, sizeof(msg),
                               "outbox row has a NULL aggregate id (column \"%s\"), which is the "
                               "Kafka key that keeps an aggregate's events in order: make the "
                               "column NOT NULL",
                               o->cols[COL_AGGID].name);
-                return RELAY_EMAP;
+                first_error(&first, RELAY_EMAP, err, errlen, msg);
         }
 
         const relay_pgo_value_t *pv = value_at(m, o->cols[COL_PAYLOAD].col);
         if (!pv) {
-                relay_err_set(err, errlen,
+                relay_err_set(msg, sizeof(msg),
                               "outbox table \"%s.%s\" has no column \"%s\" (%s); add the column "
                               "or set %s",
                               o->nspname, o->relname, o->cols[COL_PAYLOAD].name,
                               col_keys[COL_PAYLOAD], col_keys[COL_PAYLOAD]);
-                return RELAY_EMAP;
-        }
-        if (pv->kind == 'n') {
-                ev->value = NULL;
-        } else if (o->payload_bytea && pv->kind == 't') {
+                first_error(&first, RELAY_EMAP, err, errlen, msg);
+        } else if (pv->kind == 't' && o->payload_bytea) {
                 size_t n;
                 rc = decode_bytea(o, pv, &n);
                 if (rc == RELAY_ENOMEM) {
@@ -394,39 +409,44 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_msg_t *m, int64_t commit
                         return rc;
                 }
                 if (rc) {
-                        relay_err_set(err, errlen,
-                                      "bytea payload is not in hex format; set bytea_output = "
-                                      "'hex' for the relay's role");
-                        return rc;
+                        first_error(&first, rc, err, errlen,
+                                    "bytea payload is not in hex format; set bytea_output = "
+                                    "'hex' for the relay's role");
+                } else {
+                        ev->value = o->bytes;
+                        ev->value_len = n;
                 }
-                ev->value = o->bytes;
-                ev->value_len = n;
-        } else {
+        } else if (pv->kind == 't' || pv->kind == 'b') {
                 ev->value = pv->data;
                 ev->value_len = pv->len;
         }
 
         /* Topic: literal segments and column values. */
         size_t tlen = 0;
-        for (size_t i = 0; i < o->nsegs; i++) {
+        bool topic_ok = true;
+        for (size_t i = 0; topic_ok && i < o->nsegs; i++) {
                 const segment_t *sg = &o->segs[i];
                 const char *s = sg->text;
                 size_t n = sg->len;
                 if (sg->is_column) {
                         const relay_pgo_value_t *v = value_at(m, sg->col);
                         if (!v) {
-                                relay_err_set(err, errlen,
+                                relay_err_set(msg, sizeof(msg),
                                               "topic.template refers to column \"%s\", which "
                                               "outbox table \"%s.%s\" does not have",
                                               sg->text, o->nspname, o->relname);
-                                return RELAY_EMAP;
+                                first_error(&first, RELAY_EMAP, err, errlen, msg);
+                                topic_ok = false;
+                                break;
                         }
                         if (v->kind != 't') {
-                                relay_err_set(err, errlen,
+                                relay_err_set(msg, sizeof(msg),
                                               "column \"%s\" used in topic.template is NULL; "
                                               "make it NOT NULL",
                                               sg->text);
-                                return RELAY_EMAP;
+                                first_error(&first, RELAY_EMAP, err, errlen, msg);
+                                topic_ok = false;
+                                break;
                         }
                         s = v->data;
                         n = v->len;
@@ -438,43 +458,50 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_msg_t *m, int64_t commit
                 memcpy(o->topic + tlen, s, n);
                 tlen += n;
         }
-        o->topic[tlen] = '\0';
-        if (!valid_topic(o->topic, tlen)) {
-                relay_err_set(err, errlen,
-                              "invalid Kafka topic name \"%.*s\" from topic.template: topic names "
-                              "are 1 to 249 characters of a-z, A-Z, 0-9, '.', '_' and '-'",
-                              (int)(tlen > 300 ? 300 : tlen), o->topic);
-                return RELAY_EMAP;
+        if (topic_ok) {
+                o->topic[tlen] = '\0';
+                if (valid_topic(o->topic, tlen)) {
+                        ev->topic = o->topic;
+                } else {
+                        relay_err_set(msg, sizeof(msg),
+                                      "invalid Kafka topic name \"%.*s\" from topic.template: "
+                                      "topic names are 1 to 249 characters of a-z, A-Z, 0-9, "
+                                      "'.', '_' and '-'",
+                                      (int)(tlen > 300 ? 300 : tlen), o->topic);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                }
         }
-        ev->topic = o->topic;
 
         /* Headers: id, type, then the extra columns (NULL values stay NULL). */
         size_t nh = 0;
-        o->headers[nh].name = "id";
-        o->headers[nh].value = ev->id;
-        o->headers[nh++].len = ev->id_len;
-        const char *ts;
-        size_t tl;
-        rc = text_col(o, m, &o->cols[COL_TYPE], col_keys[COL_TYPE], &ts, &tl, &present, err,
-                      errlen);
-        if (rc)
-                return rc;
-        o->headers[nh].name = "type";
-        o->headers[nh].value = ts;
-        o->headers[nh++].len = tl;
+        const char *hv;
+        size_t hl;
+        if (ev->id) {
+                o->headers[nh].name = "id";
+                o->headers[nh].value = ev->id;
+                o->headers[nh++].len = ev->id_len;
+        }
+        rc = text_col(o, m, &o->cols[COL_TYPE], col_keys[COL_TYPE], &hv, &hl, &present, msg,
+                      sizeof(msg));
+        if (rc) {
+                first_error(&first, rc, err, errlen, msg);
+        } else {
+                o->headers[nh].name = "type";
+                o->headers[nh].value = hv;
+                o->headers[nh++].len = hl;
+        }
         for (size_t i = 0; i < o->nextra; i++) {
-                rc = text_col(o, m, &o->extra[i], "outbox.headers", &ts, &tl, &present, err,
-                              errlen);
-                if (rc)
-                        return rc;
+                rc = text_col(o, m, &o->extra[i], "outbox.headers", &hv, &hl, &present, msg,
+                              sizeof(msg));
+                if (rc) {
+                        first_error(&first, rc, err, errlen, msg);
+                        continue;
+                }
                 o->headers[nh].name = o->extra[i].name;
-                o->headers[nh].value = ts;
-                o->headers[nh++].len = tl;
+                o->headers[nh].value = hv;
+                o->headers[nh++].len = hl;
         }
         ev->headers = o->headers;
         ev->nheaders = nh;
-
-        /* PostgreSQL epoch microseconds -> Unix epoch milliseconds. */
-        ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
-        return 0;
+        return first;
 }

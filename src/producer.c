@@ -33,18 +33,76 @@ struct relay_producer {
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
 };
 
+/*
+ * Errors that concern one event and will not go away by resending the same
+ * bytes to the same topic: the error policy (retry, dead-letter, stop)
+ * decides. Every other error (timeouts, brokers down, fencing) fails the
+ * session, which restarts from the slot.
+ */
+static bool is_rejection(rd_kafka_resp_err_t e)
+{
+        switch (e) {
+        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+        case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+        case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+        case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+        case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+        case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+        case RD_KAFKA_RESP_ERR__INVALID_ARG:
+                return true;
+        default:
+                return false;
+        }
+}
+
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
         relay_producer_t *p = opaque;
-        char buf[RELAY_ERRBUF];
         (void)rk;
-        if (m->err) {
-                relay_err_set(buf, sizeof(buf), "%s (topic \"%s\", partition %d)", rd_kafka_err2str(m->err),
-                         m->rkt ? rd_kafka_topic_name(m->rkt) : "?", (int)m->partition);
-                p->dr(p->ctx, m->_private, RELAY_EKAFKA, buf);
-        } else {
-                p->dr(p->ctx, m->_private, 0, NULL);
+        if (!m->err) {
+                relay_delivery_t ok = {0, NULL, NULL};
+                p->dr(p->ctx, m->_private, &ok);
+                return;
         }
+        /* Failures are rare: rebuild the event so the policy can resend it. */
+        char buf[RELAY_ERRBUF];
+        relay_header_t hdrs[64];
+        relay_event_t ev;
+        rd_kafka_headers_t *kh = NULL;
+        rd_kafka_timestamp_type_t tstype;
+        const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
+
+        relay_err_set(buf, sizeof(buf), "%s (topic \"%s\", partition %d)", rd_kafka_err2str(m->err),
+                      topic, (int)m->partition);
+        memset(&ev, 0, sizeof(ev));
+        ev.topic = topic;
+        ev.key = m->key;
+        ev.key_len = m->key_len;
+        ev.value = m->payload;
+        ev.value_len = m->len;
+        ev.timestamp_ms = rd_kafka_message_timestamp(m, &tstype);
+        if (rd_kafka_message_headers(m, &kh) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                const char *name;
+                const void *val;
+                size_t len;
+                for (size_t i = 0; ev.nheaders < 64 &&
+                                   rd_kafka_header_get_all(kh, i, &name, &val, &len) == 0;
+                     i++) {
+                        hdrs[ev.nheaders].name = name;
+                        hdrs[ev.nheaders].value = val;
+                        hdrs[ev.nheaders].len = len;
+                        if (strcmp(name, "id") == 0 && val) {
+                                ev.id = val;
+                                ev.id_len = len;
+                        }
+                        ev.nheaders++;
+                }
+        }
+        ev.headers = hdrs;
+        relay_delivery_t d = {is_rejection(m->err) ? RELAY_EREJECTED : RELAY_EKAFKA, buf, &ev};
+        p->dr(p->ctx, m->_private, &d);
 }
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -208,7 +266,7 @@ int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, void *msg_
                 return RELAY_EAGAIN;
         relay_err_set(err, errlen, "could not enqueue message for topic \"%s\": %s", ev->topic,
                       rd_kafka_err2str(e));
-        return RELAY_EKAFKA;
+        return is_rejection(e) ? RELAY_EREJECTED : RELAY_EKAFKA;
 }
 
 void relay_producer_poll(relay_producer_t *p, int timeout_ms)

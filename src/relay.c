@@ -18,6 +18,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -73,9 +75,45 @@ typedef struct {
         bool reply_pending;
 
         int64_t commit_ts; /* of the open transaction, PostgreSQL epoch us */
-        uint64_t events, txns;
+        uint64_t events, txns, skipped, dead_lettered;
         bool streaming;
+
+        /* Error policy (errors.*): events Kafka rejected or that could not
+         * be mapped, waiting for a resend or a dead-letter write. Each holds
+         * one pending message of its transaction until it is resolved. */
+        struct poison *poisons;
+        bool policy_stop;
+        int64_t retries, backoff_ms, backoff_max_ms;
+        const char *dlq_topic;
+        char **skip_ids;
+        size_t nskip;
+        bool halt; /* stop before an event (policy stop, or the dead-letter write failed) */
+        char halt_err[RELAY_ERRBUF];
 } session_t;
+
+typedef enum { POISON_RETRY, POISON_DLQ } poison_state_t;
+
+typedef struct poison {
+        struct poison *next;
+        uint64_t seq;         /* the transaction it belongs to */
+        poison_state_t state;
+        bool in_flight;
+        int attempts;         /* deliveries Kafka rejected so far */
+        int64_t due_ms;
+        relay_lsn_t lsn;      /* the change (mapping) or its transaction's commit (rejection) */
+        char *topic;          /* "" when the mapping failed before a topic existed */
+        char *key, *value, *id;
+        size_t key_len, value_len, id_len;
+        relay_header_t *headers; /* names and values owned */
+        size_t nheaders;
+        int64_t timestamp_ms;
+        char cause[RELAY_ERRBUF];
+} poison_t;
+
+/* Messages carry their transaction's sequence shifted left (even), or a
+ * poison record's address with the low bit set (odd; malloc aligns). */
+#define OPAQUE_SEQ(seq) ((void *)(uintptr_t)((seq) << 1))
+#define OPAQUE_POISON(p) ((void *)((uintptr_t)(p) | 1u))
 
 static int64_t now_ms(void)
 {
@@ -84,17 +122,208 @@ static int64_t now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void on_delivery(void *ctx, void *opaque, int err, const char *errstr)
+static char *dup_bytes(const char *b, size_t n)
 {
-        session_t *s = ctx;
-        if (err) {
-                if (!s->dr_failed)
-                        relay_err_set(s->dr_err, sizeof(s->dr_err), "%s", errstr);
-                s->dr_failed = true;
+        char *d = malloc(n + 1);
+        if (d) {
+                if (n)
+                        memcpy(d, b, n);
+                d[n] = '\0';
+        }
+        return d;
+}
+
+static void poison_free(poison_t *p)
+{
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->nheaders; i++) {
+                free((char *)(uintptr_t)p->headers[i].name);
+                free((char *)(uintptr_t)p->headers[i].value);
+        }
+        free(p->headers);
+        free(p->topic);
+        free(p->key);
+        free(p->value);
+        free(p->id);
+        free(p);
+}
+
+/* Copy an event (as produced, or as far as the mapping got) into a record
+ * the session owns, so it outlives the Kafka message and the WAL buffer. */
+static poison_t *poison_new(session_t *s, uint64_t seq, const relay_event_t *ev, relay_lsn_t lsn,
+                            const char *cause)
+{
+        poison_t *p = calloc(1, sizeof(*p));
+        if (!p)
+                return NULL;
+        p->seq = seq;
+        p->lsn = lsn;
+        p->timestamp_ms = ev->timestamp_ms;
+        relay_err_set(p->cause, sizeof(p->cause), "%s", cause);
+        p->topic = dup_bytes(ev->topic ? ev->topic : "", ev->topic ? strlen(ev->topic) : 0);
+        if (ev->key) {
+                p->key = dup_bytes(ev->key, ev->key_len);
+                p->key_len = ev->key_len;
+        }
+        if (ev->value) {
+                p->value = dup_bytes(ev->value, ev->value_len);
+                p->value_len = ev->value_len;
+        }
+        if (ev->id) {
+                p->id = dup_bytes(ev->id, ev->id_len);
+                p->id_len = ev->id_len;
+        }
+        p->headers = calloc(ev->nheaders + 1, sizeof(relay_header_t));
+        bool oom = !p->topic || (ev->key && !p->key) || (ev->value && !p->value) ||
+                   (ev->id && !p->id) || !p->headers;
+        for (size_t i = 0; !oom && i < ev->nheaders; i++) {
+                relay_header_t *h = &p->headers[p->nheaders++];
+                h->name = dup_bytes(ev->headers[i].name, strlen(ev->headers[i].name));
+                if (ev->headers[i].value) {
+                        h->value = dup_bytes(ev->headers[i].value, ev->headers[i].len);
+                        h->len = ev->headers[i].len;
+                        oom = !h->value;
+                }
+                oom = oom || !h->name;
+        }
+        if (oom) {
+                poison_free(p);
+                return NULL;
+        }
+        p->next = s->poisons;
+        s->poisons = p;
+        return p;
+}
+
+static void poison_unlink(session_t *s, poison_t *p)
+{
+        for (poison_t **pp = &s->poisons; *pp; pp = &(*pp)->next) {
+                if (*pp == p) {
+                        *pp = p->next;
+                        return;
+                }
+        }
+}
+
+static int64_t poison_backoff(const session_t *s, int attempts)
+{
+        int64_t d = s->backoff_ms;
+        for (int i = 1; i < attempts && d < s->backoff_max_ms; i++)
+                d *= 2;
+        return d < s->backoff_max_ms ? d : s->backoff_max_ms;
+}
+
+static void session_halt(session_t *s, const char *fmt, ...) RELAY_PRINTF(2, 3);
+static void session_halt(session_t *s, const char *fmt, ...)
+{
+        va_list ap;
+        if (s->halt)
+                return;
+        s->halt = true;
+        va_start(ap, fmt);
+        vsnprintf(s->halt_err, sizeof(s->halt_err), fmt, ap);
+        va_end(ap);
+}
+
+/* An id for messages: at most 64 bytes of it, or "<unknown>". */
+#define ID_ARGS(id, len) (int)((id) ? ((len) > 64 ? 64 : (len)) : 9), ((id) ? (id) : "<unknown>")
+
+/* Kafka rejected p once more (or for the first time): schedule a resend,
+ * or hand it to the dead-letter topic once the retries are spent. */
+static void poison_rejected(session_t *s, poison_t *p, const char *cause)
+{
+        p->attempts++;
+        relay_err_set(p->cause, sizeof(p->cause), "%s", cause);
+        if (p->attempts > s->retries) {
+                p->state = POISON_DLQ;
+                p->due_ms = now_ms();
+        } else {
+                p->due_ms = now_ms() + poison_backoff(s, p->attempts);
+                relay_log_warning("Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
+                                  ": %s; resending in %lld ms (attempt %d of %lld)",
+                                  (int)(p->id_len > 64 ? 64 : p->id_len), p->id ? p->id : "?",
+                                  RELAY_LSN_ARGS(p->lsn), cause,
+                                  (long long)poison_backoff(s, p->attempts), p->attempts + 1,
+                                  (long long)s->retries + 1);
+        }
+}
+
+static void on_poison_delivery(session_t *s, poison_t *p, const relay_delivery_t *d)
+{
+        int idl = (int)(p->id_len > 64 ? 64 : p->id_len);
+        const char *id = p->id ? p->id : "<unknown>";
+        p->in_flight = false;
+        if (!d->err) {
+                if (relay_acktrack_ack(s->ack, p->seq) != 0)
+                        s->ack_bug = true;
+                if (p->state == POISON_RETRY) {
+                        relay_log_info("event \"%.*s\" delivered to \"%s\" after %d attempts", idl,
+                                       id, p->topic, p->attempts + 1);
+                } else {
+                        s->dead_lettered++;
+                        relay_log_warning("event \"%.*s\" at " RELAY_LSN_FMT
+                                          " written to dead-letter topic \"%s\": %s",
+                                          idl, id, RELAY_LSN_ARGS(p->lsn), s->dlq_topic, p->cause);
+                }
+                poison_unlink(s, p);
+                poison_free(p);
                 return;
         }
-        if (relay_acktrack_ack(s->ack, (uint64_t)(uintptr_t)opaque) != 0)
-                s->ack_bug = true;
+        if (p->state == POISON_RETRY && d->err == RELAY_EREJECTED) {
+                poison_rejected(s, p, d->errstr);
+                return;
+        }
+        if (p->state == POISON_DLQ && d->err == RELAY_EREJECTED) {
+                session_halt(s,
+                             "could not write event \"%.*s\" at " RELAY_LSN_FMT
+                             " to the dead-letter topic: %s; stopping before it (fix the topic "
+                             "or its permissions, or list the id in errors.skip.ids)",
+                             ID_ARGS(p->id, p->id_len), RELAY_LSN_ARGS(p->lsn), d->errstr);
+                return;
+        }
+        if (!s->dr_failed)
+                relay_err_set(s->dr_err, sizeof(s->dr_err), "%s", d->errstr);
+        s->dr_failed = true;
+}
+
+static void on_delivery(void *ctx, void *opaque, const relay_delivery_t *d)
+{
+        session_t *s = ctx;
+        uintptr_t op = (uintptr_t)opaque;
+        if (op & 1u) {
+                on_poison_delivery(s, (poison_t *)(op & ~(uintptr_t)1u), d);
+                return;
+        }
+        uint64_t seq = (uint64_t)(op >> 1);
+        if (!d->err) {
+                if (relay_acktrack_ack(s->ack, seq) != 0)
+                        s->ack_bug = true;
+                return;
+        }
+        if (d->err == RELAY_EREJECTED) {
+                relay_lsn_t lsn = relay_acktrack_commit_lsn(s->ack, seq);
+                const relay_event_t *ev = d->event;
+                if (s->policy_stop) {
+                        session_halt(s,
+                                     "Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
+                                     "): %s; stopping before it (errors.policy = stop): fix the "
+                                     "cause and restart, or list the id in errors.skip.ids",
+                                     ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), d->errstr);
+                        return;
+                }
+                poison_t *p = poison_new(s, seq, ev, lsn, d->errstr);
+                if (!p) {
+                        session_halt(s, "out of memory keeping rejected event \"%.*s\" at " RELAY_LSN_FMT,
+                                     ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn));
+                        return;
+                }
+                poison_rejected(s, p, d->errstr);
+                return;
+        }
+        if (!s->dr_failed)
+                relay_err_set(s->dr_err, sizeof(s->dr_err), "%s", d->errstr);
+        s->dr_failed = true;
 }
 
 static void session_free(session_t *s)
@@ -105,6 +334,14 @@ static void session_free(session_t *s)
         relay_pgoutput_free(s->dec);
         relay_outbox_free(s->outbox);
         relay_acktrack_free(s->ack);
+        while (s->poisons) {
+                poison_t *p = s->poisons;
+                s->poisons = p->next;
+                poison_free(p);
+        }
+        for (size_t i = 0; i < s->nskip; i++)
+                free(s->skip_ids[i]);
+        free(s->skip_ids);
         memset(s, 0, sizeof(*s));
 }
 
@@ -116,6 +353,10 @@ static int session_kafka_check(session_t *s, char *err, size_t errlen)
         if (s->ack_bug) {
                 relay_err_set(err, errlen, "delivery report for a message that is not in flight");
                 return RELAY_EKAFKA;
+        }
+        if (s->halt) {
+                relay_err_set(err, errlen, "%s", s->halt_err);
+                return RELAY_EMAP;
         }
         if (s->dr_failed) {
                 relay_err_set(err, errlen, "could not deliver event to Kafka: %s", s->dr_err);
@@ -150,20 +391,103 @@ static int session_status(session_t *s, bool force, char *err, size_t errlen)
 
 /* Offer one event to the producer, waiting out a full queue while keeping
  * status updates flowing so wal_sender_timeout cannot fire. */
-static int session_produce(session_t *s, const relay_event_t *ev, char *err, size_t errlen)
+static int session_send(session_t *s, const relay_event_t *ev, void *opaque, char *err, size_t errlen)
 {
         for (;;) {
-                uint64_t seq = relay_acktrack_add(s->ack);
-                int rc = relay_producer_send(s->prod, ev, (void *)(uintptr_t)seq, err, errlen);
-                if (rc == 0)
-                        return 0;
-                relay_acktrack_unadd(s->ack);
+                int rc = relay_producer_send(s->prod, ev, opaque, err, errlen);
                 if (rc != RELAY_EAGAIN)
                         return rc;
                 relay_producer_poll(s->prod, 10);
                 if ((rc = session_kafka_check(s, err, errlen)) || (rc = session_status(s, false, err, errlen)))
                         return rc;
         }
+}
+
+static bool skip_listed(const session_t *s, const char *id, size_t len)
+{
+        for (size_t i = 0; id && i < s->nskip; i++)
+                if (strlen(s->skip_ids[i]) == len && memcmp(s->skip_ids[i], id, len) == 0)
+                        return true;
+        return false;
+}
+
+/* Produce a poison record that is due: a resend to its own topic, or the
+ * dead-letter copy with headers that say what went wrong and where. */
+static int poison_send(session_t *s, poison_t *p, char *err, size_t errlen)
+{
+        relay_header_t hdrs[64 + 5];
+        char lsn[RELAY_LSN_BUFSZ], ts[32], attempts[16];
+        relay_event_t ev = {
+                .topic = p->topic, .key = p->key, .key_len = p->key_len, .value = p->value,
+                .value_len = p->value_len, .id = p->id, .id_len = p->id_len,
+                .headers = p->headers, .nheaders = p->nheaders, .timestamp_ms = p->timestamp_ms,
+        };
+        if (p->state == POISON_DLQ) {
+                size_t n = p->nheaders > 64 ? 64 : p->nheaders;
+                memcpy(hdrs, p->headers, n * sizeof(hdrs[0]));
+                relay_lsn_format(p->lsn, lsn);
+                snprintf(ts, sizeof(ts), "%lld", (long long)p->timestamp_ms);
+                snprintf(attempts, sizeof(attempts), "%d", p->attempts);
+                hdrs[n++] = (relay_header_t){"outbox.error.message", p->cause, strlen(p->cause)};
+                hdrs[n++] = (relay_header_t){"outbox.error.topic", p->topic, strlen(p->topic)};
+                hdrs[n++] = (relay_header_t){"outbox.error.lsn", lsn, strlen(lsn)};
+                hdrs[n++] = (relay_header_t){"outbox.error.commit.time", ts, strlen(ts)};
+                hdrs[n++] = (relay_header_t){"outbox.error.attempts", attempts, strlen(attempts)};
+                ev.topic = s->dlq_topic;
+                ev.headers = hdrs;
+                ev.nheaders = n;
+        }
+        int rc = session_send(s, &ev, OPAQUE_POISON(p), err, errlen);
+        if (rc == 0) {
+                p->in_flight = true;
+                return 0;
+        }
+        if (rc != RELAY_EREJECTED)
+                return rc;
+        if (p->state == POISON_RETRY) {
+                poison_rejected(s, p, err);
+                return 0;
+        }
+        session_halt(s,
+                     "could not write event \"%.*s\" at " RELAY_LSN_FMT " to the dead-letter "
+                     "topic \"%s\": %s; stopping before it",
+                     ID_ARGS(p->id, p->id_len), RELAY_LSN_ARGS(p->lsn), s->dlq_topic, err);
+        return 0;
+}
+
+static int session_poison_work(session_t *s, char *err, size_t errlen)
+{
+        int64_t now = now_ms();
+        for (poison_t *p = s->poisons, *next; p; p = next) {
+                next = p->next;
+                if (p->in_flight || p->due_ms > now || s->halt)
+                        continue;
+                int rc = poison_send(s, p, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        return session_kafka_check(s, err, errlen);
+}
+
+/* An event the policy must handle before it ever reached Kafka (it could
+ * not be mapped, or the producer refused it outright). */
+static int session_poison(session_t *s, const relay_event_t *ev, relay_lsn_t lsn, bool mapped,
+                          char *err, size_t errlen)
+{
+        uint64_t seq = relay_acktrack_add(s->ack);
+        poison_t *p = poison_new(s, seq, ev, lsn, err);
+        if (!p) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        if (mapped) {
+                poison_rejected(s, p, err);
+        } else {
+                /* A row that cannot be mapped now never can: no resends. */
+                p->state = POISON_DLQ;
+                p->due_ms = now_ms();
+        }
+        return 0;
 }
 
 static int session_message(session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
@@ -186,7 +510,7 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                 return rc;
         switch (m.kind) {
         case RELAY_PGO_BEGIN:
-                if (relay_acktrack_begin(s->ack) != 0) {
+                if (relay_acktrack_begin(s->ack, m.lsn) != 0) {
                         relay_err_set(err, errlen, "Begin at " RELAY_LSN_FMT " inside a transaction",
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
@@ -223,6 +547,15 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                         return RELAY_EPROTO;
                 }
                 rc = relay_outbox_map(s->outbox, &m, s->commit_ts, &ev, err, errlen);
+                if (s->nskip && skip_listed(s, ev.id, ev.id_len)) {
+                        s->skipped++;
+                        relay_log_warning("skipping event \"%.*s\" at " RELAY_LSN_FMT
+                                          " as errors.skip.ids says",
+                                          ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(w->wal_start));
+                        return 0;
+                }
+                if (rc == RELAY_EMAP && !s->policy_stop)
+                        return session_poison(s, &ev, w->wal_start, false, err, errlen);
                 if (rc) {
                         char detail[RELAY_ERRBUF];
                         relay_err_set(detail, sizeof(detail), "%s", err);
@@ -234,9 +567,25 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                                       detail);
                         return rc;
                 }
-                rc = session_produce(s, &ev, err, errlen);
-                if (rc == 0)
+                rc = session_send(s, &ev, OPAQUE_SEQ(relay_acktrack_add(s->ack)), err, errlen);
+                if (rc == 0) {
                         s->events++;
+                        return 0;
+                }
+                relay_acktrack_unadd(s->ack);
+                if (rc == RELAY_EREJECTED) {
+                        if (s->policy_stop) {
+                                char detail[RELAY_ERRBUF];
+                                relay_err_set(detail, sizeof(detail), "%s", err);
+                                relay_err_set(err, errlen,
+                                              "Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
+                                              ": %s; stopping before it (errors.policy = stop)",
+                                              ID_ARGS(ev.id, ev.id_len),
+                                              RELAY_LSN_ARGS(w->wal_start), detail);
+                                return RELAY_EMAP;
+                        }
+                        return session_poison(s, &ev, w->wal_start, true, err, errlen);
+                }
                 return rc;
         case RELAY_PGO_UPDATE:
         case RELAY_PGO_DELETE:
@@ -262,7 +611,9 @@ static void session_drain(session_t *s)
         int64_t deadline = now_ms() + relay_config_get_int(s->cfg, "shutdown.timeout.ms");
         while (relay_producer_outq_len(s->prod) > 0 && now_ms() < deadline) {
                 relay_producer_poll(s->prod, 50);
-                if (session_kafka_check(s, err, sizeof(err)) != 0)
+                /* A halt still lets what is in flight finish; a failed
+                 * delivery or a fatal producer ends the wait. */
+                if (s->dr_failed || s->ack_bug || relay_producer_check(s->prod, err, sizeof(err)) != 0)
                         break;
                 if (session_status(s, false, err, sizeof(err)) != 0)
                         break;
@@ -306,6 +657,8 @@ static int session_stream(session_t *s, char *err, size_t errlen)
                 relay_producer_poll(s->prod, 0);
                 if ((rc = session_kafka_check(s, err, errlen)))
                         return rc;
+                if (s->poisons && (rc = session_poison_work(s, err, errlen)))
+                        return rc;
                 if ((rc = session_status(s, false, err, errlen)))
                         return rc;
                 if (stop_requested && !relay_acktrack_in_txn(s->ack))
@@ -332,6 +685,9 @@ static int session_stream(session_t *s, char *err, size_t errlen)
                 int64_t wait = s->status_interval_ms - (now - s->last_status_ms);
                 if (relay_acktrack_confirmable(s->ack) > s->sent_flush)
                         wait = CONFIRM_MIN_GAP_MS - (now - s->last_status_ms);
+                for (const poison_t *p = s->poisons; p; p = p->next)
+                        if (!p->in_flight && p->due_ms - now < wait)
+                                wait = p->due_ms - now;
                 if (wait < 0)
                         wait = 0;
                 if (wait > 1000)
@@ -349,8 +705,38 @@ static int session_stream(session_t *s, char *err, size_t errlen)
         }
 }
 
+static int parse_skip_ids(session_t *s, const char *list, char *err, size_t errlen)
+{
+        for (const char *p = list; *p;) {
+                size_t n = strcspn(p, ",");
+                const char *b = p;
+                size_t m = n;
+                while (m && (*b == ' ' || *b == '\t')) {
+                        b++;
+                        m--;
+                }
+                while (m && (b[m - 1] == ' ' || b[m - 1] == '\t'))
+                        m--;
+                if (m) {
+                        char **ids = realloc(s->skip_ids, (s->nskip + 1) * sizeof(*ids));
+                        if (!ids || !(ids[s->nskip] = dup_bytes(b, m))) {
+                                if (ids)
+                                        s->skip_ids = ids;
+                                relay_err_set(err, errlen, "out of memory");
+                                return RELAY_ENOMEM;
+                        }
+                        s->skip_ids = ids;
+                        s->nskip++;
+                }
+                p += n;
+                if (*p == ',')
+                        p++;
+        }
+        return 0;
+}
+
 static int session_open(session_t *s, const relay_config_t *cfg, bool first, bool may_create_slot,
-                        char *err, size_t errlen)
+                        bool recreate_slot, char *err, size_t errlen)
 {
         int rc;
         const char *slot = relay_config_get(cfg, "slot.name");
@@ -374,6 +760,13 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
 
         memset(s, 0, sizeof(*s));
         s->cfg = cfg;
+        s->policy_stop = strcmp(relay_config_get(cfg, "errors.policy"), "stop") == 0;
+        s->retries = relay_config_get_int(cfg, "errors.retries");
+        s->backoff_ms = relay_config_get_int(cfg, "errors.backoff.ms");
+        s->backoff_max_ms = relay_config_get_int(cfg, "errors.backoff.max.ms");
+        s->dlq_topic = relay_config_get(cfg, "errors.dlq.topic");
+        if ((rc = parse_skip_ids(s, relay_config_get(cfg, "errors.skip.ids"), err, errlen)))
+                return rc;
         if ((rc = relay_outbox_new(&s->outbox, &oconf, err, errlen)))
                 return rc;
         if (!(s->ack = relay_acktrack_new())) {
@@ -415,9 +808,13 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
         if (created)
                 relay_log_info("created publication \"%s\" for table \"%s\" (inserts only)",
                                rconf.publication, rconf.table);
-        if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, &created, err, errlen)))
+        if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, recreate_slot, &created, err, errlen)))
                 return rc;
-        if (created)
+        if (created && recreate_slot)
+                relay_log_warning("created replication slot \"%s\" anew as slot.recreate = true "
+                                  "says: events written while it was gone are not relayed",
+                                  slot);
+        else if (created)
                 relay_log_info("created replication slot \"%s\"", slot);
         if ((rc = relay_repl_start(s->repl, err, errlen)))
                 return rc;
@@ -486,6 +883,7 @@ int relay_run(const relay_config_t *cfg)
         const char *slot = relay_config_get(cfg, "slot.name");
         char err[RELAY_ERRBUF];
         bool first = true, ever_streamed = false, standby_logged = false;
+        bool recreate = strcmp(relay_config_get(cfg, "slot.recreate"), "true") == 0;
         int attempt = 0;
 
         relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", table \"%s\"", slot,
@@ -494,7 +892,7 @@ int relay_run(const relay_config_t *cfg)
         while (!stop_requested) {
                 session_t s;
                 err[0] = '\0';
-                int rc = session_open(&s, cfg, first, !ever_streamed, err, sizeof(err));
+                int rc = session_open(&s, cfg, first, !ever_streamed, recreate, err, sizeof(err));
                 if (rc == 0) {
                         if (standby_logged)
                                 relay_log_info("replication slot \"%s\" is free; taking over", slot);
@@ -507,9 +905,11 @@ int relay_run(const relay_config_t *cfg)
                                         relay_log_error("%s", err);
                                 session_drain(&s);
                                 relay_log_info("stopped after relaying %llu events in %llu "
-                                               "transactions",
+                                               "transactions (%llu dead-lettered, %llu skipped)",
                                                (unsigned long long)s.events,
-                                               (unsigned long long)s.txns);
+                                               (unsigned long long)s.txns,
+                                               (unsigned long long)s.dead_lettered,
+                                               (unsigned long long)s.skipped);
                                 session_free(&s);
                                 return rc ? RELAY_EXIT_EVENT : RELAY_EXIT_OK;
                         }
@@ -528,6 +928,14 @@ int relay_run(const relay_config_t *cfg)
                                                slot);
                         standby_logged = true;
                         nap(STANDBY_RETRY_MS);
+                        continue;
+                case RELAY_ESLOTLOST:
+                        if (!recreate) {
+                                relay_log_fatal("%s", err);
+                                return RELAY_EXIT_SLOTLOST;
+                        }
+                        relay_log_warning("%s; recreating it (slot.recreate = true)", err);
+                        nap(backoff_ms(cfg, attempt++));
                         continue;
                 case RELAY_EIO:
                 case RELAY_EKAFKA:

@@ -329,7 +329,8 @@ out:
         return rc;
 }
 
-int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool *created, char *err,
+                           size_t errlen)
 {
         char sql[1024];
         PGresult *res;
@@ -361,18 +362,42 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool *created, char
                                       "slot.name to a slot of its own",
                                       r->slot, cur, plugin, db);
                         rc = RELAY_ESETUP;
-                } else if (strcmp(wal_status, "lost") == 0) {
+                } else if (strcmp(wal_status, "lost") == 0 && !recreate) {
                         relay_err_set(err, errlen,
                                       "replication slot \"%s\" is invalidated (wal_status = lost): "
                                       "the WAL it needed was removed, so events may be missing; "
-                                      "drop the slot, recreate it and backfill from the outbox",
+                                      "check the outbox for them, then drop the slot or set "
+                                      "slot.recreate = true",
                                       r->slot);
                         rc = RELAY_ESLOTLOST;
+                } else if (strcmp(wal_status, "lost") == 0) {
+                        PQclear(res);
+                        char *qs = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
+                        if (!qs) {
+                                relay_err_set(err, errlen, "out of memory");
+                                return RELAY_ENOMEM;
+                        }
+                        snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", qs);
+                        PQfreemem(qs);
+                        res = PQexec(r->conn, sql);
+                        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                                char what[160];
+                                snprintf(what, sizeof(what),
+                                         "could not drop invalidated replication slot \"%.64s\"",
+                                         r->slot);
+                                result_error(err, errlen, what, res, r->conn);
+                                PQclear(res);
+                                return failed_query_code(r);
+                        }
+                        PQclear(res);
+                        goto create;
                 }
                 PQclear(res);
                 return rc;
         }
         PQclear(res);
+        if (!may_create && recreate)
+                may_create = true;
         if (!may_create) {
                 relay_err_set(err, errlen,
                               "replication slot \"%s\" does not exist any more: it was dropped "
@@ -382,6 +407,7 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool *created, char
                               r->slot);
                 return RELAY_ESLOTLOST;
         }
+create:;
         char *qslot = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
         if (!qslot) {
                 relay_err_set(err, errlen, "out of memory");

@@ -30,11 +30,15 @@ relay_acktrack_t *relay_acktrack_new(void);
 void relay_acktrack_free(relay_acktrack_t *t);
 
 /**
- * @brief Open the next transaction (a Begin arrived). A transaction still
- *        open is a caller bug and is RELAY_EPROTO (Begin without Commit).
+ * @brief Open the next transaction (a Begin arrived, with the LSN of its
+ *        commit record, kept to name the transaction in messages). A
+ *        transaction still open is RELAY_EPROTO (Begin without Commit).
  * @returns 0, RELAY_EPROTO or RELAY_ENOMEM.
  */
-int relay_acktrack_begin(relay_acktrack_t *t) RELAY_MUST_CHECK;
+int relay_acktrack_begin(relay_acktrack_t *t, relay_lsn_t commit_lsn) RELAY_MUST_CHECK;
+
+/** @brief The commit LSN given to begin for transaction seq (0 if not tracked). */
+relay_lsn_t relay_acktrack_commit_lsn(const relay_acktrack_t *t, uint64_t seq);
 
 /**
  * @brief Count one more in-flight message for the open transaction.

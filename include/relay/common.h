@@ -35,6 +35,8 @@ enum {
         RELAY_EAGAIN = -8,   /* queue full: poll, then try again */
         RELAY_EMAP = -9,     /* an outbox row cannot become an event */
         RELAY_ESLOTLOST = -10, /* slot dropped or invalidated: events may be missing */
+        RELAY_EREJECTED = -11, /* Kafka refuses this one event for good (too large,
+                                * invalid or unauthorized topic): the error policy decides */
 };
 
 #if defined(__GNUC__)

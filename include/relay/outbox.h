@@ -85,8 +85,10 @@ bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid);
  * @returns 0 and *ev; RELAY_EMAP when the row cannot become an event (a
  *          needed column is missing from the table, id or aggregate id is
  *          NULL, a topic column is NULL, the topic name is invalid), with a
- *          message naming the column and the fix; *ev->id is set when the id
- *          could be read, so the caller can name the event.
+ *          message naming the column and the fix. Even then *ev holds what
+ *          the row does have (id, key, value, headers, timestamp; topic NULL
+ *          when it could not be built), so the caller can name the event and
+ *          dead-letter it; RELAY_ENOMEM.
  */
 int relay_outbox_map(relay_outbox_t *o, const relay_pgo_msg_t *insert, int64_t commit_ts,
                      relay_event_t *ev, char *err, size_t errlen) RELAY_MUST_CHECK;

@@ -21,12 +21,18 @@
 
 typedef struct relay_producer relay_producer_t;
 
-/**
- * @brief Delivery report: err is 0 when Kafka acknowledged the message,
- *        else RELAY_EKAFKA with errstr describing the broker's or client's
- *        error (borrowed for the call).
- */
-typedef void relay_producer_dr_fn(void *ctx, void *msg_opaque, int err, const char *errstr);
+/** @brief One delivery report. Everything is borrowed for the callback only. */
+typedef struct {
+        int err;            /* 0: acknowledged; RELAY_EREJECTED: Kafka refuses this
+                             * event for good; RELAY_EKAFKA: any other failure
+                             * (retry the session from the slot) */
+        const char *errstr; /* on error: the broker's or client's reason */
+        const relay_event_t *event; /* on error: the message as it was produced
+                                     * (topic, key, value, headers, timestamp);
+                                     * NULL on success */
+} relay_delivery_t;
+
+typedef void relay_producer_dr_fn(void *ctx, void *msg_opaque, const relay_delivery_t *d);
 
 /**
  * @brief Create the producer: our defaults (enable.idempotence=true,
@@ -55,7 +61,9 @@ int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t e
 /**
  * @brief Enqueue one event (key, value and headers are copied).
  * @returns 0; RELAY_EAGAIN when the local queue is full (poll, then offer it
- *          again); RELAY_EKAFKA for any other refusal.
+ *          again); RELAY_EREJECTED when this event can never be produced
+ *          (e.g. larger than message.max.bytes); RELAY_EKAFKA for any other
+ *          refusal.
  */
 int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, void *msg_opaque, char *err,
                         size_t errlen) RELAY_MUST_CHECK;

@@ -61,14 +61,15 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err,
 
 /**
  * @brief Make sure the slot exists (pgoutput, this database), creating it
- *        when missing and may_create is set.
+ *        when missing and may_create is set. With recreate set, a slot whose
+ *        WAL was removed (wal_status = lost) is dropped and created anew.
  * @returns 0 (*created set when it created it); RELAY_ESLOTLOST when it is
- *          missing and may not be created, or its WAL was removed
- *          (wal_status = lost); RELAY_ESETUP when it belongs to another
- *          plugin or database; RELAY_EIO.
+ *          missing and may not be created, or lost and may not be
+ *          recreated; RELAY_ESETUP when it belongs to another plugin or
+ *          database; RELAY_EIO.
  */
-int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool *created, char *err,
-                           size_t errlen) RELAY_MUST_CHECK;
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool *created,
+                           char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /**
  * @brief START_REPLICATION from the slot's confirmed position.

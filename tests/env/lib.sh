@@ -11,6 +11,7 @@
 #   logs/               postgresql.log, kafka.log, kafka.out, relay logs
 #
 # SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source it
 
 ENV_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$ENV_LIB_DIR/../.." && pwd)
@@ -49,8 +50,9 @@ env_config() {
         KAFKA_PORT=${RELAY_TEST_KAFKA_PORT:-19092}
         local p
         for p in "$PG_PORT" "$KAFKA_PORT"; do
-                [[ "$p" =~ ^[0-9]+$ ]] && ((p > 0 && p < 65535)) ||
+                if ! [[ "$p" =~ ^[0-9]+$ ]] || ((p < 1 || p > 65534)); then
                         env_die "port '$p' is not a number between 1 and 65534: fix RELAY_TEST_PGPORT / RELAY_TEST_KAFKA_PORT"
+                fi
         done
         CONTROLLER_PORT=$((KAFKA_PORT + 1))
         PG_BIN=${RELAY_TEST_PGBIN:-/usr/lib/postgresql/15/bin}
@@ -140,7 +142,9 @@ pg_run() {
 }
 
 pg_postmaster_pid() {
-        [ -f "$PG_DATA/postmaster.pid" ] && head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || true
+        if [ -f "$PG_DATA/postmaster.pid" ]; then
+                head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || true
+        fi
 }
 
 pg_is_running() {
@@ -287,10 +291,11 @@ env_teardown() {
         [ -f "$ENV_MARKER" ] ||
                 env_die "$STATE_DIR has no $(basename "$ENV_MARKER") marker, so it is not a test environment: not touching it"
         if [ -n "${RELAY_TEST_KEEP_LOGS:-}" ] && [ -d "$LOG_DIR" ]; then
-                mkdir -p "$RELAY_TEST_KEEP_LOGS" &&
-                        cp -r "$LOG_DIR/." "$RELAY_TEST_KEEP_LOGS/" &&
-                        env_log "logs copied to $RELAY_TEST_KEEP_LOGS" ||
+                if mkdir -p "$RELAY_TEST_KEEP_LOGS" && cp -r "$LOG_DIR/." "$RELAY_TEST_KEEP_LOGS/"; then
+                        env_log "logs copied to $RELAY_TEST_KEEP_LOGS"
+                else
                         env_log "could not copy the logs to $RELAY_TEST_KEEP_LOGS"
+                fi
         fi
         kafka_stop || rc=1
         pg_stop || rc=1

@@ -13,16 +13,17 @@ static void test_prefix_out_of_order(void)
         uint64_t s1[3], s2[2], s3;
 
         ok(relay_acktrack_confirmable(t) == 0, "empty tracker confirms nothing");
-        is_int(relay_acktrack_begin(t), 0, "begin txn 1");
+        is_int(relay_acktrack_begin(t, 0), 0, "begin txn 1");
         for (int i = 0; i < 3; i++)
                 s1[i] = relay_acktrack_add(t);
         is_int(relay_acktrack_commit(t, 0x100), 0, "commit txn 1 at 0/100");
-        is_int(relay_acktrack_begin(t), 0, "begin txn 2");
+        is_int(relay_acktrack_begin(t, 0), 0, "begin txn 2");
         s2[0] = relay_acktrack_add(t);
         s2[1] = relay_acktrack_add(t);
         is_int(relay_acktrack_commit(t, 0x200), 0, "commit txn 2 at 0/200");
-        is_int(relay_acktrack_begin(t), 0, "begin txn 3");
+        is_int(relay_acktrack_begin(t, 0x2f0), 0, "begin txn 3");
         s3 = relay_acktrack_add(t);
+        is_int(relay_acktrack_commit_lsn(t, s3), 0x2f0, "txn 3 is named by its commit LSN");
         ok(relay_acktrack_in_txn(t), "txn 3 is open");
         is_int(relay_acktrack_pending(t), 6, "six messages in flight");
 
@@ -53,14 +54,14 @@ static void test_errors(void)
 {
         relay_acktrack_t *t = relay_acktrack_new();
         is_int(relay_acktrack_commit(t, 0x10), RELAY_EPROTO, "commit without begin");
-        is_int(relay_acktrack_begin(t), 0, "begin");
-        is_int(relay_acktrack_begin(t), RELAY_EPROTO, "begin inside a transaction");
+        is_int(relay_acktrack_begin(t, 0), 0, "begin");
+        is_int(relay_acktrack_begin(t, 0), RELAY_EPROTO, "begin inside a transaction");
         uint64_t s = relay_acktrack_add(t);
         is_int(relay_acktrack_commit(t, 0x10), 0, "commit");
         is_int(relay_acktrack_ack(t, s + 1), RELAY_EINVAL, "ack for an unknown transaction");
         is_int(relay_acktrack_ack(t, s), 0, "ack");
         is_int(relay_acktrack_ack(t, s), RELAY_EINVAL, "second ack of the only message");
-        is_int(relay_acktrack_begin(t), 0, "begin");
+        is_int(relay_acktrack_begin(t, 0), 0, "begin");
         is_int(relay_acktrack_commit(t, 0x10), RELAY_EPROTO, "end_lsn not increasing");
         relay_acktrack_free(t);
         relay_acktrack_free(NULL);
@@ -75,7 +76,7 @@ static void test_growth(void)
         relay_acktrack_t *t = relay_acktrack_new();
         int bad = 0;
         for (int i = 0; i < N; i++) {
-                bad |= relay_acktrack_begin(t);
+                bad |= relay_acktrack_begin(t, 0);
                 seqs[i] = relay_acktrack_add(t);
                 bad |= relay_acktrack_commit(t, (relay_lsn_t)(i + 1) * 16);
         }
@@ -94,11 +95,11 @@ static void test_growth(void)
 static void test_empty_txn(void)
 {
         relay_acktrack_t *t = relay_acktrack_new();
-        int rc = relay_acktrack_begin(t);
+        int rc = relay_acktrack_begin(t, 0);
         rc |= relay_acktrack_commit(t, 0x42);
         is_int(rc, 0, "empty transaction");
         is_int(relay_acktrack_confirmable(t), 0x42, "confirmable with nothing to ack");
-        is_int(relay_acktrack_begin(t), 0, "begin");
+        is_int(relay_acktrack_begin(t, 0), 0, "begin");
         (void)relay_acktrack_add(t);
         relay_acktrack_unadd(t);
         is_int(relay_acktrack_pending(t), 0, "unadd undoes add");

@@ -783,9 +783,12 @@ static void test_versions_and_streams(void)
         is_error(decode(d2, cur, len), NULL, "Stream Abort inside a block");
         free(cur);
         cur = load("v3-twophase", "1016-StreamPrepare.bin", &len);
-        is_error(decode(d4, "S\0\0\0\1\1", 6) == RELAY_OK ? decode(d4, cur, len) : RELAY_OK,
-                 "invalid pgoutput Stream Prepare message: inside a stream block",
+        is_int(decode(d4, "S\0\0\0\1\1", 6), RELAY_OK, "Stream Start under protocol 4");
+        is_error(decode(d4, cur, len), "invalid pgoutput Stream Prepare message: inside a stream block",
                  "Stream Prepare inside a block");
+        is_int(decode(d4, "E", 1), RELAY_OK, "Stream Stop under protocol 4");
+        is_int(decode(d4, cur, len), RELAY_OK, "Stream Prepare after the block");
+        is_str(m.name, "gid-stream", "its gid");
         is_error(decode(d2, "E\0", 2), NULL, "Stream Stop with a trailing byte");
         is_int(decode(d2, "E", 1), RELAY_OK, "Stream Stop still closes the block");
         ok(!m.in_stream || m.kind == 'E', "state intact after the failures");

@@ -1,0 +1,226 @@
+/*
+ * benchtool - small helpers for tests/bench (built by tests/bench/lib.sh):
+ *
+ *   benchtool topics BROKERS MAX_MESSAGE_BYTES TOPIC...
+ *       create single-partition topics with message.timestamp.type=LogAppendTime
+ *       (already existing ones are fine)
+ *   benchtool wait BROKERS TOPIC COUNT TIMEOUT_S [PID]
+ *       poll the end offset of TOPIC partition 0 every millisecond until it
+ *       reaches COUNT; print "<end offset> <epoch ms when seen>"; exit 1 on the
+ *       deadline, 2 when PID (the relay under test) has died meanwhile
+ *   benchtool load CONNINFO AGGREGATETYPE RATE SECONDS
+ *       insert RATE outbox events per second for SECONDS, one multi-row INSERT
+ *       (one transaction) per 10 ms tick on an absolute schedule; a late tick
+ *       inserts what is owed. Each payload carries "t0", clock_timestamp() of the
+ *       insert in epoch microseconds. Prints "<rows> <seconds> <late ticks>".
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(clockid_t clk)
+{
+        struct timespec ts;
+        clock_gettime(clk, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static rd_kafka_t *kafka_client(const char *brokers, rd_kafka_type_t type)
+{
+        char err[512];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof(err)) != RD_KAFKA_CONF_OK ||
+            rd_kafka_conf_set(conf, "log_level", "3", err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+                fprintf(stderr, "benchtool: %s\n", err);
+                exit(3);
+        }
+        rd_kafka_t *rk = rd_kafka_new(type, conf, err, sizeof(err));
+        if (rk == NULL) {
+                fprintf(stderr, "benchtool: rd_kafka_new: %s\n", err);
+                exit(3);
+        }
+        return rk;
+}
+
+static int cmd_topics(int argc, char **argv)
+{
+        if (argc < 4) {
+                fprintf(stderr, "usage: benchtool topics BROKERS MAX_MESSAGE_BYTES TOPIC...\n");
+                return 3;
+        }
+        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_PRODUCER);
+        int n = argc - 3, rc = 0;
+        rd_kafka_NewTopic_t **nt = calloc((size_t)n, sizeof(*nt));
+        char err[512];
+        for (int i = 0; i < n; i++) {
+                nt[i] = rd_kafka_NewTopic_new(argv[3 + i], 1, 1, err, sizeof(err));
+                if (nt[i] == NULL) {
+                        fprintf(stderr, "benchtool: %s: %s\n", argv[3 + i], err);
+                        return 3;
+                }
+                rd_kafka_NewTopic_set_config(nt[i], "message.timestamp.type", "LogAppendTime");
+                rd_kafka_NewTopic_set_config(nt[i], "max.message.bytes", argv[2]);
+        }
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+        rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, err, sizeof(err));
+        rd_kafka_AdminOptions_set_request_timeout(opt, 30000, err, sizeof(err));
+        rd_kafka_CreateTopics(rk, nt, (size_t)n, opt, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
+        if (ev == NULL) {
+                fprintf(stderr, "benchtool: CreateTopics timed out\n");
+                return 1;
+        }
+        if (rd_kafka_event_error(ev)) {
+                fprintf(stderr, "benchtool: CreateTopics: %s\n", rd_kafka_event_error_string(ev));
+                return 1;
+        }
+        size_t cnt = 0;
+        const rd_kafka_topic_result_t **res =
+                rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
+        for (size_t i = 0; i < cnt; i++) {
+                rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+                if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+                        fprintf(stderr, "benchtool: topic %s: %s\n", rd_kafka_topic_result_name(res[i]),
+                                rd_kafka_topic_result_error_string(res[i]));
+                        rc = 1;
+                }
+        }
+        rd_kafka_event_destroy(ev);
+        rd_kafka_AdminOptions_destroy(opt);
+        rd_kafka_NewTopic_destroy_array(nt, (size_t)n);
+        free(nt);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_destroy(rk);
+        return rc;
+}
+
+static int cmd_wait(int argc, char **argv)
+{
+        if (argc < 5) {
+                fprintf(stderr, "usage: benchtool wait BROKERS TOPIC COUNT TIMEOUT_S [PID]\n");
+                return 3;
+        }
+        int64_t want = strtoll(argv[3], NULL, 10);
+        double deadline = now_s(CLOCK_MONOTONIC) + atof(argv[4]);
+        pid_t pid = argc > 5 ? (pid_t)atol(argv[5]) : 0;
+        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_CONSUMER);
+        int64_t lo = 0, hi = -1;
+        unsigned long polls = 0;
+        for (;;) {
+                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, argv[2], 0, &lo, &hi, 5000);
+                if (e == RD_KAFKA_RESP_ERR_NO_ERROR && hi >= want)
+                        break;
+                if (now_s(CLOCK_MONOTONIC) > deadline) {
+                        fprintf(stderr, "benchtool: %s: end offset %" PRId64 " of %" PRId64 " at the deadline (%s)\n",
+                                argv[2], hi, want, e ? rd_kafka_err2str(e) : "ok");
+                        printf("%" PRId64 " 0\n", hi);
+                        return 1;
+                }
+                if (pid > 0 && (++polls % 100) == 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+                        fprintf(stderr, "benchtool: %s: process %ld exited at end offset %" PRId64 " of %" PRId64 "\n",
+                                argv[2], (long)pid, hi, want);
+                        printf("%" PRId64 " 0\n", hi);
+                        return 2;
+                }
+                usleep(e ? 50000 : 1000);
+        }
+        printf("%" PRId64 " %.0f\n", hi, now_s(CLOCK_REALTIME) * 1000.0);
+        rd_kafka_destroy(rk);
+        return 0;
+}
+
+static volatile sig_atomic_t stop_load;
+static void on_signal(int sig) { (void)sig; stop_load = 1; }
+
+static int cmd_load(int argc, char **argv)
+{
+        if (argc < 5) {
+                fprintf(stderr, "usage: benchtool load CONNINFO AGGREGATETYPE RATE SECONDS\n");
+                return 3;
+        }
+        double rate = atof(argv[3]), secs = atof(argv[4]);
+        PGconn *c = PQconnectdb(argv[1]);
+        if (PQstatus(c) != CONNECTION_OK) {
+                fprintf(stderr, "benchtool: %s", PQerrorMessage(c));
+                return 3;
+        }
+        /* The same ~250-byte event as tests/bench/sql (bench_payload). */
+        PGresult *r = PQprepare(c, "ins",
+                                "INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) "
+                                "SELECT gen_random_uuid(), $1, 'order-' || g, 'OrderPlaced', bench_payload(g) "
+                                "FROM generate_series($2::bigint, $3::bigint) g",
+                                3, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+                fprintf(stderr, "benchtool: prepare: %s", PQerrorMessage(c));
+                return 3;
+        }
+        PQclear(r);
+        signal(SIGTERM, on_signal);
+        signal(SIGINT, on_signal);
+
+        const long tick_ns = 10 * 1000 * 1000;
+        int64_t total = (int64_t)(rate * secs + 0.5), sent = 0;
+        unsigned long late = 0;
+        struct timespec start, next;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        next = start;
+        while (sent < total && !stop_load) {
+                double el = (double)(next.tv_sec - start.tv_sec) + (double)(next.tv_nsec - start.tv_nsec) / 1e9;
+                int64_t due = (int64_t)(rate * (el + 0.010));
+                if (due > total)
+                        due = total;
+                if (due > sent) {
+                        char a[24], b[24];
+                        snprintf(a, sizeof(a), "%" PRId64, sent + 1);
+                        snprintf(b, sizeof(b), "%" PRId64, due);
+                        const char *vals[3] = {argv[2], a, b};
+                        r = PQexecPrepared(c, "ins", 3, vals, NULL, NULL, 0);
+                        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+                                fprintf(stderr, "benchtool: insert: %s", PQerrorMessage(c));
+                                return 1;
+                        }
+                        PQclear(r);
+                        sent = due;
+                }
+                next.tv_nsec += tick_ns;
+                if (next.tv_nsec >= 1000000000L) {
+                        next.tv_nsec -= 1000000000L;
+                        next.tv_sec++;
+                }
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
+                        late++;
+                else
+                        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        }
+        struct timespec end;
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        printf("%" PRId64 " %.3f %lu\n", sent,
+               (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9, late);
+        PQfinish(c);
+        return stop_load ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc >= 2 && strcmp(argv[1], "topics") == 0)
+                return cmd_topics(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "wait") == 0)
+                return cmd_wait(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "load") == 0)
+                return cmd_load(argc - 1, argv + 1);
+        fprintf(stderr, "usage: benchtool topics|wait|load ... (see the comment at the top of benchtool.c)\n");
+        return 3;
+}

@@ -1,0 +1,181 @@
+/*
+ * OutboxBench - the Debezium 3.6 baseline of tests/bench: the embedded engine
+ * with the Postgres connector (pgoutput) and the Outbox EventRouter, producing
+ * to Kafka the way Debezium Server's Kafka sink does: every record of a batch
+ * is sent (topic from the router, key = aggregateid, value = the payload text,
+ * the router's headers), then every send is awaited, each record is marked
+ * processed and the batch finished.
+ *
+ * Usage: java -cp 'target/classes:target/libs/*' dev.outboxrelay.bench.OutboxBench FILE
+ * FILE is a properties file: "engine.<key>" keys go to the engine/connector
+ * (without the prefix), "producer.<key>" keys to the KafkaProducer. Prints
+ * "BENCH streaming <epoch ms>" once the connector's streaming metrics say
+ * Connected=true. SIGTERM closes the engine, then the producer.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+package dev.outboxrelay.bench;
+
+import io.debezium.engine.ChangeEvent;
+import io.debezium.engine.DebeziumEngine;
+import io.debezium.embedded.Connect;
+
+import java.io.FileInputStream;
+import java.io.InputStream;
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
+
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.connect.header.Header;
+import org.apache.kafka.connect.source.SourceRecord;
+
+public final class OutboxBench {
+
+    private OutboxBench() {
+    }
+
+    /** Debezium Server's "simplestring" format: the value's string form, UTF-8. */
+    private static byte[] simpleString(Object o) {
+        return o == null ? null : o.toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** Debezium Server's default "json" header format: a string arrives quoted. */
+    private static byte[] jsonHeader(Object o) {
+        if (o == null) {
+            return null;
+        }
+        if (o instanceof CharSequence) {
+            String s = o.toString().replace("\\", "\\\\").replace("\"", "\\\"");
+            return ("\"" + s + "\"").getBytes(StandardCharsets.UTF_8);
+        }
+        return o.toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 1) {
+            System.err.println("usage: OutboxBench PROPERTIES_FILE");
+            System.exit(2);
+        }
+        Properties all = new Properties();
+        try (InputStream in = new FileInputStream(args[0])) {
+            all.load(in);
+        }
+        Properties engineProps = new Properties();
+        Properties producerProps = new Properties();
+        for (String k : all.stringPropertyNames()) {
+            if (k.startsWith("engine.")) {
+                engineProps.setProperty(k.substring(7), all.getProperty(k));
+            } else if (k.startsWith("producer.")) {
+                producerProps.setProperty(k.substring(9), all.getProperty(k));
+            }
+        }
+        producerProps.putIfAbsent(ProducerConfig.ACKS_CONFIG, "all");
+        producerProps.putIfAbsent(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        producerProps.putIfAbsent(ProducerConfig.LINGER_MS_CONFIG, "5");
+        producerProps.putIfAbsent(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
+        producerProps.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        producerProps.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+
+        final KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps);
+        final CountDownLatch done = new CountDownLatch(1);
+        final int[] exitCode = {0};
+
+        // Connect format: no converters, each event's value is the SourceRecord
+        // as the EventRouter left it.
+        DebeziumEngine<ChangeEvent<SourceRecord, SourceRecord>> engine = DebeziumEngine.create(Connect.class)
+                .using(engineProps)
+                .notifying((List<ChangeEvent<SourceRecord, SourceRecord>> records,
+                        DebeziumEngine.RecordCommitter<ChangeEvent<SourceRecord, SourceRecord>> committer) -> {
+                    List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
+                    for (ChangeEvent<SourceRecord, SourceRecord> ev : records) {
+                        SourceRecord r = ev.value();
+                        if (r == null || r.value() == null) {
+                            sent.add(null); // a tombstone: Debezium Server skips it unless told otherwise
+                            continue;
+                        }
+                        RecordHeaders headers = new RecordHeaders();
+                        for (Header h : r.headers()) {
+                            headers.add(h.key(), jsonHeader(h.value()));
+                        }
+                        sent.add(producer.send(new ProducerRecord<>(r.topic(), null, null,
+                                simpleString(r.key()), simpleString(r.value()), headers)));
+                    }
+                    for (int i = 0; i < records.size(); i++) {
+                        Future<RecordMetadata> f = sent.get(i);
+                        if (f != null) {
+                            try {
+                                f.get();
+                            } catch (java.util.concurrent.ExecutionException e) {
+                                throw new io.debezium.DebeziumException(e.getCause());
+                            }
+                        }
+                        committer.markProcessed(records.get(i));
+                    }
+                    committer.markBatchFinished();
+                })
+                .using((boolean success, String message, Throwable error) -> {
+                    if (!success) {
+                        System.err.println("BENCH engine failed: " + message);
+                        if (error != null) {
+                            error.printStackTrace();
+                        }
+                        exitCode[0] = 1;
+                    }
+                    done.countDown();
+                })
+                .build();
+
+        ExecutorService executor = Executors.newSingleThreadExecutor();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                engine.close();
+                done.await(30, TimeUnit.SECONDS);
+                executor.shutdown();
+                executor.awaitTermination(10, TimeUnit.SECONDS);
+            } catch (Exception e) {
+                e.printStackTrace();
+            }
+            producer.close();
+            System.out.flush();
+        }));
+        executor.execute(engine);
+
+        // Report when streaming starts: the connector's own metric, as in
+        // Debezium's PostgresEndToEndPerf.
+        String server = engineProps.getProperty("topic.prefix", "bench");
+        ObjectName metrics = new ObjectName(
+                "debezium.postgres:type=connector-metrics,context=streaming,server=" + server);
+        MBeanServer mbs = ManagementFactory.getPlatformMBeanServer();
+        while (done.getCount() > 0) {
+            try {
+                if (mbs.isRegistered(metrics) && Boolean.TRUE.equals(mbs.getAttribute(metrics, "Connected"))) {
+                    System.out.println("BENCH streaming " + System.currentTimeMillis());
+                    System.out.flush();
+                    break;
+                }
+            } catch (Exception e) {
+                // not there yet
+            }
+            Thread.sleep(5);
+        }
+        done.await();
+        producer.close();
+        System.exit(exitCode[0]);
+    }
+}

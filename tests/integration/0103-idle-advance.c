@@ -1,0 +1,271 @@
+/*
+ * 0103-idle-advance.c - the slot's confirmed position follows the WAL while
+ * only unpublished tables are written, and never passes an event that Kafka
+ * has not acknowledged.
+ *
+ * 1. With status.interval.ms=1000, some outbox events are relayed; then only
+ *    an unrelated table is written (200 small transactions over ~3 s). The
+ *    slot's confirmed_flush_lsn must reach the WAL position taken after
+ *    those writes (polled for up to 10 s: a bound, not a speed test), so an
+ *    idle outbox does not make PostgreSQL keep WAL forever.
+ * 2. A relay whose producer holds messages back (kafka.linger.ms=60000)
+ *    reads an event that Kafka therefore does not acknowledge for a minute,
+ *    while unrelated writes go on: the confirmed position must stay before
+ *    that event's transaction, also after a clean stop (whose drain gives
+ *    up after shutdown.timeout.ms), and the slot must still hold the event.
+ * 3. The next relay (default linger) sends it once and moves past it.
+ *
+ * (A topic with min.insync.replicas=2 on the one-broker cluster does not
+ * hold messages back: Kafka 4.3 accepts them, so linger.ms it is.)
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define STATUS_INTERVAL_MS 1000
+#define FIRST_EVENTS       10
+#define NOISE_TXNS         200
+
+static rd_kafka_t *admin_client(void)
+{
+        char errstr[512];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
+                              sizeof(errstr)) != RD_KAFKA_CONF_OK)
+                tap_bail("bootstrap.servers: %s", errstr);
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+        if (!rk)
+                tap_bail("could not create a Kafka client: %s", errstr);
+        return rk;
+}
+
+static void delete_topic(const char *topic)
+{
+        rd_kafka_t *rk = admin_client();
+        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+        if (!ev || rd_kafka_event_error(ev))
+                tap_diag("could not delete topic %s: %s", topic,
+                         ev ? rd_kafka_event_error_string(ev) : "no answer");
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        rd_kafka_DeleteTopic_destroy(dt);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_destroy(rk);
+}
+
+static char *confirmed_lsn(PGconn *c, const char *slot)
+{
+        return h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
+                          slot);
+}
+
+/* a >= b as pg_lsn. */
+static bool lsn_ge(PGconn *c, const char *a, const char *b)
+{
+        char *v = h_pg_value(c, "SELECT '%s'::pg_lsn >= '%s'::pg_lsn", a, b);
+        bool r = v && strcmp(v, "t") == 0;
+        free(v);
+        return r;
+}
+
+/* Poll until confirmed_flush_lsn >= lsn; elapsed ms, or -1 after timeout_ms. */
+static int64_t wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms)
+{
+        int64_t t0 = h_now_ms();
+        for (;;) {
+                char *conf = confirmed_lsn(c, slot);
+                bool done = conf && lsn_ge(c, conf, lsn);
+                free(conf);
+                if (done)
+                        return h_now_ms() - t0;
+                if (h_now_ms() - t0 > timeout_ms)
+                        return -1;
+                h_sleep_ms(50);
+        }
+}
+
+/* Unrelated writes: n one-row transactions over about n * gap_ms. */
+static void write_noise(PGconn *c, int n, int gap_ms)
+{
+        for (int i = 0; i < n; i++) {
+                h_pg_exec(c, "INSERT INTO noise (v) VALUES (md5(random()::text))");
+                h_sleep_ms(gap_ms);
+        }
+}
+
+static char *insert_event(PGconn *c, const char *aggtype, int i)
+{
+        return h_pg_value(c,
+                          "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                          "VALUES (gen_random_uuid(), '%s', 'agg-%d', 'Tick', "
+                          "jsonb_build_object('i', %d)) RETURNING id",
+                          aggtype, i, i);
+}
+
+/* Insert messages of the slot's pending changes that carry needle. */
+static long pending_inserts_with(PGconn *c, const char *slot, const char *needle)
+{
+        int64_t deadline = h_now_ms() + 30000;
+        for (;;) {
+                char *active = h_pg_value(c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'",
+                                          slot);
+                bool busy = !active || strcmp(active, "t") == 0;
+                free(active);
+                if (!busy)
+                        break;
+                if (h_now_ms() > deadline)
+                        tap_bail("slot %s is still active 30 s after the relay exited", slot);
+                h_sleep_ms(100);
+        }
+        char *v = h_pg_value(c,
+                             "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('%s', NULL, "
+                             "NULL, 'proto_version', '1', 'publication_names', 'outbox_pub') "
+                             "WHERE get_byte(data, 0) = 73 "
+                             "AND position(convert_to('%s', 'UTF8') in data) > 0",
+                             slot, needle);
+        long n = v ? strtol(v, NULL, 10) : -1;
+        free(v);
+        return n;
+}
+
+int main(void)
+{
+        char *db = h_pg_create_db("idle");
+        char *slot = h_unique_name("slot_idle");
+        char *good_type = h_unique_name("idle");
+        char good_topic[256];
+        char set_conn[512], set_kafka[256], set_slot[128], set_status[64];
+        PGconn *c = h_pg_connect(db);
+
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec(c, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)");
+        snprintf(good_topic, sizeof(good_topic), "outbox.event.%s", good_type);
+        h_kafka_create_topic(good_topic, 1);
+
+        char *conninfo = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
+        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        snprintf(set_status, sizeof(set_status), "status.interval.ms=%d", STATUS_INTERVAL_MS);
+        const char *sets[] = {set_conn, set_kafka, set_slot, set_status, "shutdown.timeout.ms=2000",
+                              NULL};
+        h_relay_t *relay = h_relay_start(sets);
+        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000), "relay streams"))
+                h_relay_diag_log(relay);
+
+        /* --- 1. idle advance ------------------------------------------- */
+        for (int i = 0; i < FIRST_EVENTS; i++)
+                free(insert_event(c, good_type, i));
+        int64_t got = h_kafka_wait_count(good_topic, FIRST_EVENTS, 60000);
+        is_int(got, FIRST_EVENTS, "the %d outbox events are in Kafka", FIRST_EVENTS);
+        char *lsn_events = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+
+        int64_t t_noise = h_now_ms();
+        write_noise(c, NOISE_TXNS, 15);
+        char *wal_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        tap_diag("%d unrelated transactions in %.1f s, WAL %s -> %s", NOISE_TXNS,
+                 (h_now_ms() - t_noise) / 1000.0, lsn_events, wal_after);
+        int64_t took = wait_confirmed(c, slot, wal_after, 10000);
+        char *conf1 = confirmed_lsn(c, slot);
+        ok(took >= 0, "confirmed_flush_lsn %s reached %s, taken after the unrelated writes",
+           conf1 ? conf1 : "(null)", wal_after);
+        if (took >= 0)
+                tap_diag("idle advance: reached %.2f s after the last write (status.interval.ms "
+                         "= %d)",
+                         took / 1000.0, STATUS_INTERVAL_MS);
+        else
+                h_relay_diag_log(relay);
+
+        h_relay_signal(relay, SIGTERM);
+        is_int(h_relay_wait(relay, 60000), 0, "first relay: SIGTERM, exit 0");
+        h_relay_free(relay);
+
+        /* --- 2. an unacknowledged event holds the position back --------- */
+        /* A relay whose producer holds messages for a minute before sending
+         * them (linger.ms): an event it read stays unacknowledged meanwhile. */
+        const char *slow_sets[] = {set_conn,
+                                   set_kafka,
+                                   set_slot,
+                                   set_status,
+                                   "shutdown.timeout.ms=2000",
+                                   "kafka.linger.ms=60000",
+                                   NULL};
+        relay = h_relay_start(slow_sets);
+        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
+                "relay with kafka.linger.ms=60000 streams"))
+                h_relay_diag_log(relay);
+        char *lsn_before = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        char *held_id = insert_event(c, good_type, FIRST_EVENTS);
+        char *lsn_held = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        write_noise(c, NOISE_TXNS, 15);
+        char *lsn_noise = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        /* A negative: give the relay several status intervals to get it wrong. */
+        h_sleep_ms(4 * STATUS_INTERVAL_MS);
+        is_int(h_kafka_count(good_topic), FIRST_EVENTS,
+               "the new event is not in Kafka yet (held by linger.ms)");
+        char *conf2 = confirmed_lsn(c, slot);
+        tap_diag("unacknowledged event %s committed between %s and %s; unrelated writes up to "
+                 "%s; confirmed_flush_lsn %s",
+                 held_id, lsn_before, lsn_held, lsn_noise, conf2 ? conf2 : "(null)");
+        ok(conf2 && !lsn_ge(c, conf2, lsn_held),
+           "while Kafka has not acknowledged it, the slot stays before the event's transaction "
+           "although later WAL was read (%s < %s)",
+           conf2 ? conf2 : "(null)", lsn_held);
+
+        h_relay_signal(relay, SIGTERM);
+        int rc = h_relay_wait(relay, 60000);
+        is_int(rc, 0, "SIGTERM with the event unacknowledged: exit 0 after shutdown.timeout.ms");
+        ok(h_relay_wait_log(relay, "not acknowledged by Kafka within shutdown.timeout.ms", 0),
+           "the relay says the unacknowledged event will be sent again");
+        if (rc != 0)
+                h_relay_diag_log(relay);
+        h_relay_free(relay);
+        is_int(h_kafka_count(good_topic), FIRST_EVENTS, "the stopped relay did not send it");
+        char *conf3 = confirmed_lsn(c, slot);
+        ok(conf3 && !lsn_ge(c, conf3, lsn_held),
+           "after the stop the slot is still confirmed only before it (%s < %s)",
+           conf3 ? conf3 : "(null)", lsn_held);
+        is_int(pending_inserts_with(c, slot, held_id), 1,
+               "the slot still holds the unacknowledged event for the next relay");
+
+        /* --- 3. the next relay sends it and moves on -------------------- */
+        relay = h_relay_start(sets);
+        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
+                "a relay with the default linger streams"))
+                h_relay_diag_log(relay);
+        got = h_kafka_wait_count(good_topic, FIRST_EVENTS + 1, 60000);
+        ok(got >= FIRST_EVENTS + 1, "the held event is delivered by the next relay");
+        took = wait_confirmed(c, slot, lsn_noise, 10000);
+        ok(took >= 0, "and the slot is confirmed past the unrelated writes after it (%s)",
+           lsn_noise);
+        is_int(h_kafka_count(good_topic), FIRST_EVENTS + 1, "Kafka holds every event once");
+        h_relay_signal(relay, SIGTERM);
+        is_int(h_relay_wait(relay, 60000), 0, "SIGTERM, exit 0");
+
+        h_relay_free(relay);
+        PQfinish(c);
+        h_pg_drop_db(db);
+        delete_topic(good_topic);
+        free(lsn_events);
+        free(wal_after);
+        free(conf1);
+        free(conf2);
+        free(conf3);
+        free(lsn_before);
+        free(lsn_held);
+        free(lsn_noise);
+        free(held_id);
+        free(conninfo);
+        free(good_type);
+        free(slot);
+        free(db);
+        return done_testing();
+}
