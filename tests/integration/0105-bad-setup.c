@@ -1,0 +1,504 @@
+/*
+ * 0105-bad-setup.c - a relay that cannot work says why in one line and
+ * stops with the documented exit code, instead of retrying forever.
+ *
+ * Each case is one relay run that must exit within a bound with the
+ * expected code and exactly one error line naming the fix:
+ *   - missing outbox table (3), a role without REPLICATION (3), Kafka
+ *     unreachable at start (3), PostgreSQL with wal_level=replica (3; a
+ *     throwaway second cluster started by this test);
+ *   - configuration: unknown key (2, "did you mean"), no
+ *     kafka.bootstrap.servers (2), a bad integer (2);
+ *   - with errors.policy = stop, an outbox row that cannot become an event
+ *     (aggregateid NULL in an outbox table without NOT NULL constraints)
+ *     after a good one: exit 4,
+ *     the log names the event id and its LSN, the good event is in Kafka,
+ *     the slot is not confirmed past the bad transaction and still holds
+ *     it, and a restarted relay stops at the same event again: nothing is
+ *     skipped silently.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <errno.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define EXIT_BOUND_MS 60000
+
+/* --- helpers ------------------------------------------------------------ */
+
+static void delete_topic(const char *topic)
+{
+        char errstr[512];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
+                              sizeof(errstr)) != RD_KAFKA_CONF_OK) {
+                rd_kafka_conf_destroy(conf);
+                return;
+        }
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+        if (!rk) {
+                rd_kafka_conf_destroy(conf);
+                return;
+        }
+        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+        if (!ev || rd_kafka_event_error(ev))
+                tap_diag("could not delete topic %s: %s", topic,
+                         ev ? rd_kafka_event_error_string(ev) : "no answer");
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        rd_kafka_DeleteTopic_destroy(dt);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_destroy(rk);
+}
+
+static bool is_error_line(const char *line)
+{
+        return strstr(line, " FATAL:  ") || strstr(line, " ERROR:  ") ||
+               strstr(line, "outbox-relay: error: ");
+}
+
+/*
+ * The log's error lines: their number, and a copy of the first one that
+ * contains every needle (NULL when none does; caller frees).
+ */
+static char *error_line_with(const char *log, const char *const *needles, int *nerrors)
+{
+        char *copy = strdup(log), *line = copy, *found = NULL;
+        *nerrors = 0;
+        while (line && *line) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                if (is_error_line(line)) {
+                        (*nerrors)++;
+                        bool all = true;
+                        for (int i = 0; needles[i]; i++)
+                                if (!strstr(line, needles[i]))
+                                        all = false;
+                        if (all && !found)
+                                found = strdup(line);
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+        free(copy);
+        return found;
+}
+
+/*
+ * Run a relay that must fail: exit code want within EXIT_BOUND_MS and
+ * exactly one error line, containing every needle. Returns the relay's
+ * log (caller frees).
+ */
+static char *expect_failure(const char *what, const char *const *sets, int want,
+                            const char *const *needles)
+{
+        int64_t t0 = h_now_ms();
+        h_relay_t *r = h_relay_start(sets);
+        int rc = h_relay_wait(r, EXIT_BOUND_MS);
+        int64_t took = h_now_ms() - t0;
+        char *log = h_relay_log(r);
+        int nerrors;
+        char *line = error_line_with(log, needles, &nerrors);
+        bool good = true;
+
+        if (rc < 0)
+                tap_diag("%s: still running after %d s", what, EXIT_BOUND_MS / 1000);
+        good &= ok(rc == want, "%s: exit %d (got %d after %.1f s)", what, want, rc, took / 1000.0);
+        good &= ok(line != NULL, "%s: the error line names the problem and the fix", what);
+        is_int(nerrors, 1, "%s: exactly one error line", what);
+        good &= nerrors == 1;
+        if (line)
+                tap_diag("%s: %s", what, line);
+        if (!good) {
+                for (int i = 0; needles[i]; i++)
+                        tap_diag("  wanted: \"%s\"", needles[i]);
+                h_relay_diag_log(r);
+        }
+        free(line);
+        h_relay_free(r);
+        return log;
+}
+
+static bool lsn_ge(PGconn *c, const char *a, const char *b)
+{
+        char *v = h_pg_value(c, "SELECT '%s'::pg_lsn >= '%s'::pg_lsn", a, b);
+        bool r = v && strcmp(v, "t") == 0;
+        free(v);
+        return r;
+}
+
+/* Insert messages among the slot's pending changes that carry needle
+ * (waits until no walsender holds the slot). */
+static long pending_inserts_with(PGconn *c, const char *slot, const char *needle)
+{
+        int64_t deadline = h_now_ms() + 30000;
+        for (;;) {
+                char *active = h_pg_value(
+                        c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'", slot);
+                bool busy = !active || strcmp(active, "t") == 0;
+                free(active);
+                if (!busy)
+                        break;
+                if (h_now_ms() > deadline)
+                        tap_bail("slot %s is still active 30 s after the relay exited", slot);
+                h_sleep_ms(100);
+        }
+        char *v = h_pg_value(c,
+                             "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('%s', NULL, "
+                             "NULL, 'proto_version', '1', 'publication_names', 'outbox_pub') "
+                             "WHERE get_byte(data, 0) = 73 "
+                             "AND position(convert_to('%s', 'UTF8') in data) > 0",
+                             slot, needle);
+        long n = v ? strtol(v, NULL, 10) : -1;
+        free(v);
+        return n;
+}
+
+static long slot_count(PGconn *c, const char *slot)
+{
+        char *v = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'",
+                             slot);
+        long n = v ? strtol(v, NULL, 10) : -1;
+        free(v);
+        return n;
+}
+
+/* --- a second, throwaway cluster with wal_level=replica ------------------ */
+
+static char g_tmpdir[128];
+static bool g_cluster_started;
+
+/* Run a shell command as the postgres OS user when we are root. */
+static int run_as_postgres(const char *cmd)
+{
+        char buf[2048];
+        if (geteuid() == 0)
+                snprintf(buf, sizeof(buf), "runuser -u postgres -- sh -c '%s'", cmd);
+        else
+                snprintf(buf, sizeof(buf), "sh -c '%s'", cmd);
+        fflush(stdout);
+        return system(buf);
+}
+
+static void cluster_cleanup(void)
+{
+        char cmd[1024];
+        if (!g_tmpdir[0])
+                return;
+        if (g_cluster_started) {
+                snprintf(cmd, sizeof(cmd), "%s/pg_ctl stop -D %s/data -m immediate -w >/dev/null 2>&1",
+                         h_env("RELAY_TEST_PGBIN"), g_tmpdir);
+                run_as_postgres(cmd);
+                g_cluster_started = false;
+        }
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmpdir);
+        if (system(cmd) != 0)
+                fprintf(stdout, "# could not remove %s\n", g_tmpdir);
+        g_tmpdir[0] = '\0';
+}
+
+static void on_fatal_signal(int sig)
+{
+        (void)sig;
+        exit(1); /* runs the atexit handlers: relays killed, cluster removed */
+}
+
+/* Start the second cluster; its port, or 0 when it could not start. */
+static int cluster_start(void)
+{
+        const char *bin = h_env("RELAY_TEST_PGBIN");
+        int port = atoi(h_env("RELAY_TEST_PGPORT")) + 7;
+        char cmd[1024];
+
+        snprintf(g_tmpdir, sizeof(g_tmpdir), "/tmp/relay_walrep_XXXXXX");
+        if (!mkdtemp(g_tmpdir)) {
+                g_tmpdir[0] = '\0';
+                tap_diag("mkdtemp: %s", strerror(errno));
+                return 0;
+        }
+        atexit(cluster_cleanup);
+        signal(SIGTERM, on_fatal_signal);
+        signal(SIGINT, on_fatal_signal);
+        signal(SIGHUP, on_fatal_signal);
+        if (geteuid() == 0) {
+                snprintf(cmd, sizeof(cmd), "chown postgres:postgres '%s'", g_tmpdir);
+                if (system(cmd) != 0) {
+                        tap_diag("%s failed", cmd);
+                        return 0;
+                }
+        }
+        chmod(g_tmpdir, 0700);
+        snprintf(cmd, sizeof(cmd),
+                 "%s/initdb -D %s/data -U postgres -A trust -E UTF8 --no-sync >%s/initdb.log 2>&1",
+                 bin, g_tmpdir, g_tmpdir);
+        if (run_as_postgres(cmd) != 0) {
+                tap_diag("initdb failed; see %s/initdb.log", g_tmpdir);
+                return 0;
+        }
+        snprintf(cmd, sizeof(cmd),
+                 "%s/pg_ctl start -D %s/data -l %s/postgresql.log -w -t 60 -o \"-c port=%d "
+                 "-c wal_level=replica -c listen_addresses=127.0.0.1 "
+                 "-c unix_socket_directories=%s -c fsync=off\" >%s/pg_ctl.log 2>&1",
+                 bin, g_tmpdir, g_tmpdir, port, g_tmpdir, g_tmpdir);
+        g_cluster_started = true; /* stop it even if pg_ctl gave up waiting */
+        if (run_as_postgres(cmd) != 0) {
+                tap_diag("pg_ctl start failed; see %s/postgresql.log", g_tmpdir);
+                return 0;
+        }
+        return port;
+}
+
+/* --- cases --------------------------------------------------------------- */
+
+static const char *g_kafka_set; /* "kafka.bootstrap.servers=..." */
+
+static void case_missing_table(void)
+{
+        char *db = h_pg_create_db("bad_notable");
+        char *slot = h_unique_name("slot_bad");
+        char *ci = h_pg_conninfo(db);
+        char set_conn[512], set_slot[128];
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        const char *sets[] = {set_conn, g_kafka_set, set_slot, NULL};
+        const char *needles[] = {"does not exist", "sql/001_outbox.sql", NULL};
+        free(expect_failure("missing outbox table", sets, 3, needles));
+        PGconn *c = h_pg_connect(db);
+        is_int(slot_count(c, slot), 0, "missing outbox table: no slot was left behind");
+        PQfinish(c);
+        h_pg_drop_db(db);
+        free(ci);
+        free(slot);
+        free(db);
+}
+
+static void case_no_replication_role(void)
+{
+        char *db = h_pg_create_db("bad_role");
+        char *role = h_unique_name("norepl");
+        char *slot = h_unique_name("slot_bad");
+        PGconn *c = h_pg_connect(db);
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec(c, "CREATE ROLE %s LOGIN NOREPLICATION", role);
+        h_pg_exec(c, "GRANT ALL ON outbox TO %s", role);
+        char set_conn[512], set_slot[128];
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=host=%s port=%s user=%s dbname=%s",
+                 h_env("RELAY_TEST_PGHOST"), h_env("RELAY_TEST_PGPORT"), role, db);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        const char *sets[] = {set_conn, g_kafka_set, set_slot, NULL};
+        const char *needles[] = {"REPLICATION", role, NULL};
+        free(expect_failure("role without REPLICATION", sets, 3, needles));
+        PQfinish(c);
+        h_pg_drop_db(db);
+        c = h_pg_connect("postgres");
+        h_pg_exec(c, "DROP ROLE IF EXISTS %s", role);
+        PQfinish(c);
+        free(slot);
+        free(role);
+        free(db);
+}
+
+static void case_kafka_unreachable(void)
+{
+        char *db = h_pg_create_db("bad_kafka");
+        char *slot = h_unique_name("slot_bad");
+        PGconn *c = h_pg_connect(db);
+        h_pg_create_outbox(c, "outbox");
+        char *ci = h_pg_conninfo(db);
+        char set_conn[512], set_slot[128];
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        const char *sets[] = {set_conn, "kafka.bootstrap.servers=127.0.0.1:1", set_slot, NULL};
+        const char *needles[] = {"could not reach Kafka", "kafka.bootstrap.servers", NULL};
+        free(expect_failure("Kafka unreachable at start", sets, 3, needles));
+        is_int(slot_count(c, slot), 0, "Kafka unreachable: no slot was created");
+        PQfinish(c);
+        h_pg_drop_db(db);
+        free(ci);
+        free(slot);
+        free(db);
+}
+
+static void case_config(void)
+{
+        /* None of these gets as far as connecting anywhere. */
+        const char *unknown[] = {g_kafka_set, "slot.nmae=x", NULL};
+        const char *n1[] = {"unknown configuration key \"slot.nmae\"", "did you mean \"slot.name\"",
+                            NULL};
+        free(expect_failure("unknown key", unknown, 2, n1));
+
+        const char *nokafka[] = {"slot.name=x", NULL};
+        const char *n2[] = {"kafka.bootstrap.servers is not set", "--set kafka.bootstrap.servers=",
+                            NULL};
+        free(expect_failure("no kafka.bootstrap.servers", nokafka, 2, n2));
+
+        const char *badint[] = {g_kafka_set, "status.interval.ms=10s", NULL};
+        const char *n3[] = {"status.interval.ms", "must be an integer", NULL};
+        free(expect_failure("bad integer", badint, 2, n3));
+}
+
+static void case_wal_level(void)
+{
+        int port = cluster_start();
+        if (!ok(port > 0, "a second cluster with wal_level=replica started")) {
+                cluster_cleanup();
+                return;
+        }
+        char set_conn[512];
+        snprintf(set_conn, sizeof(set_conn),
+                 "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres", port);
+        const char *sets[] = {set_conn, g_kafka_set, "slot.name=never_created", NULL};
+        const char *needles[] = {"wal_level", "logical", "restart", NULL};
+        free(expect_failure("wal_level=replica", sets, 3, needles));
+        char dir[sizeof(g_tmpdir)];
+        snprintf(dir, sizeof(dir), "%s", g_tmpdir);
+        cluster_cleanup();
+        struct stat st;
+        ok(stat(dir, &st) != 0, "the second cluster is stopped and %s removed", dir);
+}
+
+/* "could not turn outbox row (id \"<id>\") at X/X": the LSN, or "" */
+static void logged_lsn(const char *log, const char *id, char *lsn, size_t lsnlen)
+{
+        char prefix[256];
+        unsigned hi, lo;
+        snprintf(prefix, sizeof(prefix), "could not turn outbox row (id \"%s\") at ", id);
+        const char *p = strstr(log, prefix);
+        lsn[0] = '\0';
+        if (p && sscanf(p + strlen(prefix), "%X/%X", &hi, &lo) == 2)
+                snprintf(lsn, lsnlen, "%X/%X", hi, lo);
+}
+
+static void case_bad_event(void)
+{
+        char *db = h_pg_create_db("bad_event");
+        char *slot = h_unique_name("slot_bad");
+        char *aggtype = h_unique_name("badev");
+        char topic[256], set_conn[512], set_slot[128];
+        PGconn *c = h_pg_connect(db);
+        /* An outbox variant without NOT NULL constraints. */
+        h_pg_exec(c, "CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype varchar(255),"
+                     " aggregateid varchar(255), type varchar(255), payload jsonb,"
+                     " created_at timestamptz DEFAULT clock_timestamp())");
+        snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
+        h_kafka_create_topic(topic, 1);
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        /* errors.policy = stop: halt before the row (the default, dlq,
+         * would dead-letter it and go on). */
+        const char *sets[] = {set_conn, g_kafka_set, set_slot, "status.interval.ms=1000",
+                              "errors.policy=stop", NULL};
+
+        h_relay_t *r = h_relay_start(sets);
+        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000),
+                "bad event: relay streams"))
+                h_relay_diag_log(r);
+        char *good_id = h_pg_value(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                      "payload) VALUES (gen_random_uuid(), '%s', 'agg-1', 'Good', "
+                                      "'{\"ok\": true}') RETURNING id",
+                                   aggtype);
+        is_int(h_kafka_wait_count(topic, 1, 60000), 1, "bad event: the good event is in Kafka");
+        char *lsn_before = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        char *bad_id = h_pg_value(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                     "payload) VALUES (gen_random_uuid(), '%s', NULL, 'Bad', "
+                                     "'{\"ok\": false}') RETURNING id",
+                                  aggtype);
+        char *lsn_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        int rc = h_relay_wait(r, EXIT_BOUND_MS);
+        is_int(rc, 4, "bad event: exit 4 (an outbox row could not become an event)");
+        char *log = h_relay_log(r);
+        char needle_id[128], lsn1[64], lsn2[64];
+        snprintf(needle_id, sizeof(needle_id), "(id \"%s\")", bad_id);
+        const char *needles[] = {"could not turn outbox row", needle_id, "NULL aggregate id",
+                                 "NOT NULL", NULL};
+        int nerrors;
+        char *line = error_line_with(log, needles, &nerrors);
+        ok(line != NULL, "bad event: the error names the event id, the NULL column and the fix");
+        is_int(nerrors, 1, "bad event: exactly one error line");
+        logged_lsn(log, bad_id, lsn1, sizeof(lsn1));
+        ok(lsn1[0] != '\0', "bad event: the error names the row's LSN (%s)", lsn1);
+        if (line)
+                tap_diag("bad event: %s", line);
+        if (rc != 4 || !line || !lsn1[0])
+                h_relay_diag_log(r);
+        free(line);
+        free(log);
+        h_relay_free(r);
+        if (lsn1[0])
+                ok(lsn_ge(c, lsn1, lsn_before) && !lsn_ge(c, lsn1, lsn_after),
+                   "bad event: the logged LSN %s lies in the bad transaction (%s .. %s)", lsn1,
+                   lsn_before, lsn_after);
+
+        /* Kafka: the good event, nothing else. */
+        h_msg_t *msgs;
+        size_t n = h_kafka_consume_all(topic, &msgs);
+        const char *hid = n == 1 ? h_msg_header(&msgs[0], "id", NULL) : NULL;
+        ok(n == 1 && hid && strcmp(hid, good_id) == 0,
+           "bad event: Kafka holds exactly the good event (%zu messages)", n);
+        h_msgs_free(msgs, n);
+
+        /* PostgreSQL: not confirmed past the bad transaction, which is still pending. */
+        char *conf = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots "
+                                   "WHERE slot_name = '%s'",
+                                slot);
+        ok(conf && !lsn_ge(c, conf, lsn_after),
+           "bad event: the slot is confirmed only before the bad transaction (%s < %s)",
+           conf ? conf : "(null)", lsn_after);
+        is_int(pending_inserts_with(c, slot, bad_id), 1,
+               "bad event: the slot still holds the bad row");
+        is_int(pending_inserts_with(c, slot, good_id), 0,
+               "bad event: the good event was confirmed (not pending any more)");
+
+        /* A restarted relay must stop at the very same row. */
+        r = h_relay_start(sets);
+        rc = h_relay_wait(r, EXIT_BOUND_MS);
+        is_int(rc, 4, "bad event: a restarted relay stops again with exit 4");
+        log = h_relay_log(r);
+        logged_lsn(log, bad_id, lsn2, sizeof(lsn2));
+        ok(lsn1[0] && strcmp(lsn1, lsn2) == 0,
+           "bad event: at the same event and LSN (%s, first run %s): nothing skipped", lsn2, lsn1);
+        if (rc != 4 || strcmp(lsn1, lsn2) != 0)
+                h_relay_diag_log(r);
+        free(log);
+        h_relay_free(r);
+        is_int(h_kafka_count(topic), 1, "bad event: the restart sent nothing again");
+
+        PQfinish(c);
+        h_pg_drop_db(db);
+        delete_topic(topic);
+        free(conf);
+        free(lsn_before);
+        free(lsn_after);
+        free(good_id);
+        free(bad_id);
+        free(ci);
+        free(aggtype);
+        free(slot);
+        free(db);
+}
+
+int main(void)
+{
+        char set_kafka[256];
+        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
+        g_kafka_set = set_kafka;
+
+        case_config();
+        case_missing_table();
+        case_no_replication_role();
+        case_kafka_unreachable();
+        case_wal_level();
+        case_bad_event();
+        return done_testing();
+}
