@@ -25,7 +25,7 @@
 #define TRUNC 1
 
 /* Initial sizes; both grow on demand from Relation messages. */
-#define INITIAL_SLOTS 16
+#define INITIAL_SLOTS  16
 #define INITIAL_VALUES 16
 
 struct col {
@@ -47,14 +47,14 @@ struct relay_pgo_relation {
 
 struct relay_pgoutput {
         int proto;
-        bool in_stream;              /* between Stream Start and Stream Stop */
+        bool in_stream;               /* between Stream Start and Stream Stop */
         relay_pgo_relation_t **slots; /* NULL = empty; cap is a power of two, never full */
         size_t cap;
         size_t count;
-        relay_pgo_value_t *oldvals;  /* valcap entries each: tuple views of the last message */
+        relay_pgo_value_t *oldvals; /* valcap entries each: tuple views of the last message */
         relay_pgo_value_t *newvals;
         size_t valcap;
-        uint32_t *relids;            /* Truncate scratch */
+        uint32_t *relids; /* Truncate scratch */
         size_t relidcap;
 };
 
@@ -164,26 +164,46 @@ static inline bool rd_bytes(struct rd *r, size_t n, const uint8_t **b)
 static const char *msgname(uint8_t type)
 {
         switch (type) {
-        case 'B': return "Begin";
-        case 'C': return "Commit";
-        case 'O': return "Origin";
-        case 'R': return "Relation";
-        case 'Y': return "Type";
-        case 'I': return "Insert";
-        case 'U': return "Update";
-        case 'D': return "Delete";
-        case 'T': return "Truncate";
-        case 'M': return "Message";
-        case 'S': return "Stream Start";
-        case 'E': return "Stream Stop";
-        case 'c': return "Stream Commit";
-        case 'A': return "Stream Abort";
-        case 'b': return "Begin Prepare";
-        case 'P': return "Prepare";
-        case 'K': return "Commit Prepared";
-        case 'r': return "Rollback Prepared";
-        case 'p': return "Stream Prepare";
-        default: return NULL;
+        case 'B':
+                return "Begin";
+        case 'C':
+                return "Commit";
+        case 'O':
+                return "Origin";
+        case 'R':
+                return "Relation";
+        case 'Y':
+                return "Type";
+        case 'I':
+                return "Insert";
+        case 'U':
+                return "Update";
+        case 'D':
+                return "Delete";
+        case 'T':
+                return "Truncate";
+        case 'M':
+                return "Message";
+        case 'S':
+                return "Stream Start";
+        case 'E':
+                return "Stream Stop";
+        case 'c':
+                return "Stream Commit";
+        case 'A':
+                return "Stream Abort";
+        case 'b':
+                return "Begin Prepare";
+        case 'P':
+                return "Prepare";
+        case 'K':
+                return "Commit Prepared";
+        case 'r':
+                return "Rollback Prepared";
+        case 'p':
+                return "Stream Prepare";
+        default:
+                return NULL;
         }
 }
 
@@ -191,12 +211,27 @@ static const char *msgname(uint8_t type)
 static int minproto(uint8_t type)
 {
         switch (type) {
-        case 'B': case 'C': case 'O': case 'R': case 'Y':
-        case 'I': case 'U': case 'D': case 'T': case 'M':
+        case 'B':
+        case 'C':
+        case 'O':
+        case 'R':
+        case 'Y':
+        case 'I':
+        case 'U':
+        case 'D':
+        case 'T':
+        case 'M':
                 return 1;
-        case 'S': case 'E': case 'c': case 'A':
+        case 'S':
+        case 'E':
+        case 'c':
+        case 'A':
                 return 2;
-        case 'b': case 'P': case 'K': case 'r': case 'p':
+        case 'b':
+        case 'P':
+        case 'K':
+        case 'r':
+        case 'p':
                 return 3;
         default:
                 return 0;
@@ -379,8 +414,9 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
                     !rd_i32(r, &typmod))
                         return TRUNC;
                 if (flags & ~1u)
-                        return bad(err, errlen, 'R', "unknown flags 0x%02x on column %d of relation %u",
-                                   flags, i + 1, m->relid);
+                        return bad(err, errlen, 'R',
+                                   "unknown flags 0x%02x on column %d of relation %u", flags, i + 1,
+                                   m->relid);
                 strbytes += len + 1;
         }
 
@@ -446,8 +482,9 @@ static int parse_tuple(struct rd *r, uint8_t type, const relay_pgo_relation_t *r
         if (!rd_i16(r, &ncols))
                 return TRUNC;
         if (ncols != rel->ncols)
-                return bad(err, errlen, type, "tuple has %d columns, relation \"%s.%s\" (%u) has %d",
-                           ncols, rel->nspname, rel->relname, rel->relid, rel->ncols);
+                return bad(err, errlen, type,
+                           "tuple has %d columns, relation \"%s.%s\" (%u) has %d", ncols,
+                           rel->nspname, rel->relname, rel->relid, rel->ncols);
         for (int i = 0; i < ncols; i++) {
                 relay_pgo_value_t *v = &vals[i];
 
@@ -706,8 +743,8 @@ static int parse_begin_prepare(struct rd *r, relay_pgo_msg_t *m)
  *         Int8 flags (0), Int64 lsn (prepare/commit), Int64 end_lsn,
  *         Int64 ts (prepare/commit), Int32 xid, String gid        (29 bytes + gid)
  */
-static int parse_prepare(const relay_pgoutput_t *d, struct rd *r, uint8_t type,
-                         relay_pgo_msg_t *m, char *err, size_t errlen)
+static int parse_prepare(const relay_pgoutput_t *d, struct rd *r, uint8_t type, relay_pgo_msg_t *m,
+                         char *err, size_t errlen)
 {
         size_t len;
 
@@ -736,8 +773,7 @@ static int parse_rollback_prepared(struct rd *r, relay_pgo_msg_t *m, char *err, 
         if (!rd_has(r, 37))
                 return TRUNC;
         (void)(rd_u8(r, &m->flags) && rd_lsn(r, &m->lsn) && rd_lsn(r, &m->end_lsn) &&
-               rd_i64(r, &m->prepare_timestamp) && rd_i64(r, &m->timestamp) &&
-               rd_u32(r, &m->xid));
+               rd_i64(r, &m->prepare_timestamp) && rd_i64(r, &m->timestamp) && rd_u32(r, &m->xid));
         if (!rd_str(r, &m->name, &len))
                 return TRUNC;
         if (m->flags != 0)
@@ -817,32 +853,68 @@ int relay_pgoutput_decode(relay_pgoutput_t *d, const char *buf, size_t len, rela
         out->in_stream = d->in_stream;
 
         switch (type) {
-        case 'I': rc = parse_insert(d, &r, out, err, errlen); break;
-        case 'B': rc = parse_begin(&r, out); break;
-        case 'C': rc = parse_commit(&r, out, err, errlen); break;
-        case 'U': rc = parse_update(d, &r, out, err, errlen); break;
-        case 'D': rc = parse_delete(d, &r, out, err, errlen); break;
-        case 'R': rc = parse_relation(d, &r, out, &newrel, err, errlen); break;
-        case 'Y': rc = parse_type(d, &r, out); break;
-        case 'O': rc = parse_origin(&r, out); break;
-        case 'T': rc = parse_truncate(d, &r, out, err, errlen); break;
-        case 'M': rc = parse_message(d, &r, out, err, errlen); break;
-        case 'S': rc = parse_stream_start(d, &r, out, err, errlen); break;
-        case 'E': rc = parse_stream_stop(d, err, errlen); break;
-        case 'c': rc = parse_stream_commit(d, &r, out, err, errlen); break;
-        case 'A': rc = parse_stream_abort(d, &r, out, err, errlen); break;
-        case 'b': rc = parse_begin_prepare(&r, out); break;
+        case 'I':
+                rc = parse_insert(d, &r, out, err, errlen);
+                break;
+        case 'B':
+                rc = parse_begin(&r, out);
+                break;
+        case 'C':
+                rc = parse_commit(&r, out, err, errlen);
+                break;
+        case 'U':
+                rc = parse_update(d, &r, out, err, errlen);
+                break;
+        case 'D':
+                rc = parse_delete(d, &r, out, err, errlen);
+                break;
+        case 'R':
+                rc = parse_relation(d, &r, out, &newrel, err, errlen);
+                break;
+        case 'Y':
+                rc = parse_type(d, &r, out);
+                break;
+        case 'O':
+                rc = parse_origin(&r, out);
+                break;
+        case 'T':
+                rc = parse_truncate(d, &r, out, err, errlen);
+                break;
+        case 'M':
+                rc = parse_message(d, &r, out, err, errlen);
+                break;
+        case 'S':
+                rc = parse_stream_start(d, &r, out, err, errlen);
+                break;
+        case 'E':
+                rc = parse_stream_stop(d, err, errlen);
+                break;
+        case 'c':
+                rc = parse_stream_commit(d, &r, out, err, errlen);
+                break;
+        case 'A':
+                rc = parse_stream_abort(d, &r, out, err, errlen);
+                break;
+        case 'b':
+                rc = parse_begin_prepare(&r, out);
+                break;
         case 'P':
         case 'K':
-        case 'p': rc = parse_prepare(d, &r, type, out, err, errlen); break;
-        case 'r': rc = parse_rollback_prepared(&r, out, err, errlen); break;
-        default: rc = bad(err, errlen, type, "no parser"); break; /* minproto() has the same set */
+        case 'p':
+                rc = parse_prepare(d, &r, type, out, err, errlen);
+                break;
+        case 'r':
+                rc = parse_rollback_prepared(&r, out, err, errlen);
+                break;
+        default:
+                rc = bad(err, errlen, type, "no parser");
+                break; /* minproto() has the same set */
         }
 
         if (rc == TRUNC) {
-                relay_err_set(err, errlen, "truncated pgoutput %s message: need %zu bytes, have %zu",
-                              msgname(type), (size_t)(r.p - body) + r.want,
-                              (size_t)(r.end - body));
+                relay_err_set(err, errlen,
+                              "truncated pgoutput %s message: need %zu bytes, have %zu",
+                              msgname(type), (size_t)(r.p - body) + r.want, (size_t)(r.end - body));
                 return RELAY_EPROTO;
         }
         if (rc != RELAY_OK)

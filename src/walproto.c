@@ -13,7 +13,7 @@
 
 #include "relay/walproto.h"
 
-#define XLOGDATA_HDR 25
+#define XLOGDATA_HDR  25
 #define KEEPALIVE_LEN 18
 
 static uint64_t get_u64(const unsigned char *p)
@@ -37,8 +37,7 @@ static void put_u64(unsigned char *p, uint64_t v)
  * Keepalive: Byte1 'k', Int64 walEnd, Int64 sendTime, Byte1 replyRequested
  *                                                            (exactly 18 bytes)
  */
-int relay_walproto_parse(const char *buf, size_t len, relay_walmsg_t *out, char *err,
-                         size_t errlen)
+int relay_walproto_parse(const char *buf, size_t len, relay_walmsg_t *out, char *err, size_t errlen)
 {
         const unsigned char *p = (const unsigned char *)buf;
 

@@ -134,7 +134,8 @@ static void touch(const relay_pgoutput_t *d, const relay_pgo_msg_t *m)
                         abort();
                 if (m->oldkind && m->oldtuple.ncols != ncols)
                         abort();
-                sum += strlen(relay_pgo_relation_namespace(rel)) + strlen(relay_pgo_relation_name(rel));
+                sum += strlen(relay_pgo_relation_namespace(rel)) +
+                       strlen(relay_pgo_relation_name(rel));
                 for (int i = 0; i < ncols; i++)
                         sum += strlen(relay_pgo_relation_colname(rel, i)) +
                                relay_pgo_relation_coltype(rel, i);

@@ -553,6 +553,11 @@ int h_kafka_broker_count(void)
 
 void h_kafka_create_topic(const char *topic, int partitions)
 {
+        h_kafka_create_topic_config(topic, partitions, NULL);
+}
+
+void h_kafka_create_topic_config(const char *topic, int partitions, const char *const *config)
+{
         rd_kafka_t *rk = h_rk();
         rd_kafka_NewTopic_t *nt;
         rd_kafka_AdminOptions_t *opts;
@@ -567,6 +572,9 @@ void h_kafka_create_topic(const char *topic, int partitions)
         nt = rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof(errstr));
         if (!nt)
                 tap_bail("could not describe topic \"%s\": %s", topic, errstr);
+        for (size_t i = 0; config && config[i] && config[i + 1]; i += 2)
+                if (rd_kafka_NewTopic_set_config(nt, config[i], config[i + 1]))
+                        tap_bail("could not set \"%s\" on topic \"%s\"", config[i], topic);
         opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
         if (rd_kafka_AdminOptions_set_request_timeout(opts, H_KAFKA_TIMEOUT_MS, errstr,
                                                       sizeof(errstr)) ||

@@ -72,6 +72,9 @@ void h_pg_create_outbox(PGconn *c, const char *table_name);
 /** Create a topic (partitions, RF 1) and wait until its metadata shows it; bails on failure. */
 void h_kafka_create_topic(const char *topic, int partitions);
 
+/** The same with topic configs: a NULL-terminated list of name, value, name, value... */
+void h_kafka_create_topic_config(const char *topic, int partitions, const char *const *config);
+
 typedef struct {
         char *topic;
         int32_t partition;

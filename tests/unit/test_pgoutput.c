@@ -82,11 +82,26 @@ struct val {
         size_t len;
 };
 
-#define TXT(s) {'t', s, sizeof(s) - 1}
-#define BIN(s) {'b', s, sizeof(s) - 1}
-#define VNULL {'n', NULL, 0}
-#define VUNCH {'u', NULL, 0}
-#define XS(n) {'t', NULL, n}
+#define TXT(s)                                                                                     \
+        {                                                                                          \
+                't', s, sizeof(s) - 1                                                              \
+        }
+#define BIN(s)                                                                                     \
+        {                                                                                          \
+                'b', s, sizeof(s) - 1                                                              \
+        }
+#define VNULL                                                                                      \
+        {                                                                                          \
+                'n', NULL, 0                                                                       \
+        }
+#define VUNCH                                                                                      \
+        {                                                                                          \
+                'u', NULL, 0                                                                       \
+        }
+#define XS(n)                                                                                      \
+        {                                                                                          \
+                't', NULL, n                                                                       \
+        }
 
 struct tup {
         int n;
@@ -178,7 +193,8 @@ static void is_relation(const relay_pgo_relation_t *rel, const struct relspec *w
                 if (!good)
                         tap_diag("  column %d (%s) differs", i + 1, c->name);
         }
-        if (!ok(good, "%s: relation %u \"%s.%s\" replident '%c', %d columns, names/types/typmods/keys",
+        if (!ok(good,
+                "%s: relation %u \"%s.%s\" replident '%c', %d columns, names/types/typmods/keys",
                 what, w->relid, w->nsp, w->name, w->replident, w->ncols))
                 tap_diag("  got %u \"%s.%s\" '%c' %d columns", relay_pgo_relation_id(rel),
                          relay_pgo_relation_namespace(rel), relay_pgo_relation_name(rel),
@@ -210,7 +226,7 @@ static void check(relay_pgoutput_t *d, const char *dir, const struct want *w)
         is_int(m.in_stream, w->in_stream, "%s: in_stream", what);
         if (w->content) {
                 ok(m.content_len == strlen(w->content) &&
-                           memcmp(m.content, w->content, m.content_len) == 0,
+                       memcmp(m.content, w->content, m.content_len) == 0,
                    "%s: content \"%s\"", what, w->content);
         } else {
                 ok(m.content == NULL && m.content_len == 0, "%s: no content", what);
@@ -241,6 +257,9 @@ static void check_sequence(const char *dir, int proto, const struct want *w, siz
 
 /* ---- the captured workloads ------------------------------------------------------------ */
 
+/* Tables laid out by hand, one message per entry. */
+/* clang-format off */
+
 static const struct relspec rel_outbox = {
         16391, "public", "outbox", 'd', 5,
         {{"id", 2950, -1, true},
@@ -266,9 +285,10 @@ static const struct relspec rel_full = {
         {{"id", 23, -1, true}, {"v", 25, -1, true}},
 };
 
-static const struct tup ins_outbox1 = {5, {TXT("6f1c2a9e-8d4b-4c1a-9e57-3b2f0d9a1c01"), TXT("order"),
-                                           TXT("o-1001"), TXT("OrderCreated"),
-                                           TXT("{\"note\": null, \"items\": [1, 2], \"total\": 42.5}")}};
+static const struct tup ins_outbox1 = {5, {
+        TXT("6f1c2a9e-8d4b-4c1a-9e57-3b2f0d9a1c01"), TXT("order"), TXT("o-1001"),
+        TXT("OrderCreated"), TXT("{\"note\": null, \"items\": [1, 2], \"total\": 42.5}")}};
+/* "grüße" in UTF-8, split so that the hex escape \x9f does not swallow the "e". */
 static const struct tup ins_misc = {6, {TXT("1"), TXT("\\x00ff10"), TXT("gr\xc3\xbc\xc3\x9f" "e"),
                                         VNULL, TXT("happy"), XS(3000)}};
 static const struct tup upd_misc_new = {6, {TXT("1"), TXT("\\x00ff10"), TXT("changed"), VNULL,
@@ -279,15 +299,17 @@ static const struct tup upd_misc_new2 = {6, {TXT("2"), TXT("\\x00ff10"), TXT("ch
 static const struct tup ins_full = {2, {TXT("1"), TXT("one")}};
 static const struct tup upd_full_new = {2, {TXT("1"), TXT("uno")}};
 static const struct tup del_misc_key = {6, {TXT("2"), VNULL, VNULL, VNULL, VNULL, VNULL}};
-static const struct tup ins_outbox2 = {5, {TXT("6f1c2a9e-8d4b-4c1a-9e57-3b2f0d9a1c02"), TXT("order"),
-                                           TXT("o-1002"), TXT("OrderShipped"), VNULL}};
+static const struct tup ins_outbox2 = {5, {
+        TXT("6f1c2a9e-8d4b-4c1a-9e57-3b2f0d9a1c02"), TXT("order"), TXT("o-1002"),
+        TXT("OrderShipped"), VNULL}};
 
 /* v1-basic and v3-basic: the same workload, identical bytes under both versions. */
 static const struct want basic[] = {
         {"0001-Begin.bin", 'B', .xid = 733, .lsn = 0x154DB48, .ts = 849300528393356},
         {"0002-Relation.bin", 'R', .relid = 16391, .rel = &rel_outbox},
         {"0003-Insert.bin", 'I', .relid = 16391, .rel = &rel_outbox, .newt = &ins_outbox1},
-        {"0004-Message.bin", 'M', .flags = 1, .lsn = 0x154DB48, .name = "outbox", .content = "hello"},
+        {"0004-Message.bin", 'M', .flags = 1, .lsn = 0x154DB48, .name = "outbox",
+         .content = "hello"},
         {"0005-Commit.bin", 'C', .lsn = 0x154DB48, .end_lsn = 0x154DB78, .ts = 849300528393356},
         {"0006-Begin.bin", 'B', .xid = 734, .lsn = 0x154E9B0, .ts = 849300528396067},
         {"0007-Type.bin", 'Y', .type_oid = 16385, .nspname = "public", .name = "mood"},
@@ -304,8 +326,8 @@ static const struct want basic[] = {
         {"0017-Begin.bin", 'B', .xid = 737, .lsn = 0x154ED08, .ts = 849300528402144},
         {"0018-Relation.bin", 'R', .relid = 16405, .rel = &rel_full},
         {"0019-Insert.bin", 'I', .relid = 16405, .rel = &rel_full, .newt = &ins_full},
-        {"0020-Update.bin", 'U', .relid = 16405, .rel = &rel_full, .oldkind = 'O', .oldt = &ins_full,
-         .newt = &upd_full_new},
+        {"0020-Update.bin", 'U', .relid = 16405, .rel = &rel_full, .oldkind = 'O',
+         .oldt = &ins_full, .newt = &upd_full_new},
         {"0021-Commit.bin", 'C', .lsn = 0x154ED08, .end_lsn = 0x154ED38, .ts = 849300528402144},
         {"0022-Begin.bin", 'B', .xid = 738, .lsn = 0x154EE30, .ts = 849300528403352},
         {"0023-Delete.bin", 'D', .relid = 16398, .rel = &rel_misc, .oldkind = 'K',
@@ -327,8 +349,9 @@ static const struct want basic[] = {
         {"0036-Commit.bin", 'C', .lsn = 0x15508E8, .end_lsn = 0x1550930, .ts = 757479845000000},
 };
 
-static const struct tup ins_misc_bin = {6, {BIN("\0\0\0\7"), BIN("\xde\xad\xbe\xef"), BIN("bin"), VNULL,
-                                            BIN("sad"), BIN("small")}};
+static const struct tup ins_misc_bin = {6, {
+        BIN("\0\0\0\7"), BIN("\xde\xad\xbe\xef"), BIN("bin"), VNULL, BIN("sad"),
+        BIN("small")}};
 static const struct tup ins_outbox_bin = {
         5, {BIN("\x6f\x1c\x2a\x9e\x8d\x4b\x4c\x1a\x9e\x57\x3b\x2f\x0d\x9a\x1c\x03"), BIN("order"),
             BIN("o-1003"), BIN("OrderPaid"), BIN("\x01{\"amount\": 7}")}};
@@ -380,8 +403,9 @@ static const struct want stream[] = {
         {"4586-StreamAbort.bin", 'A', .xid = 745, .subxid = 745},
 };
 
-static const struct tup ins_outbox4 = {5, {TXT("6f1c2a9e-8d4b-4c1a-9e57-3b2f0d9a1c04"), TXT("order"),
-                                           TXT("o-1004"), TXT("OrderCancelled"), TXT("{}")}};
+static const struct tup ins_outbox4 = {5, {
+        TXT("6f1c2a9e-8d4b-4c1a-9e57-3b2f0d9a1c04"), TXT("order"), TXT("o-1004"),
+        TXT("OrderCancelled"), TXT("{}")}};
 static const struct tup row10001 = {2, {TXT("10001"), TXT("two-phase 10001")}};
 
 /*
@@ -414,6 +438,8 @@ static const struct want twophase[] = {
         {"1017-CommitPrepared.bin", 'K', .xid = 749, .lsn = 0x161DEB0, .end_lsn = 0x161DEF0,
          .ts = 849300561947630, .name = "gid-stream"},
 };
+
+/* clang-format on */
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -557,7 +583,11 @@ static void test_messages_and_errors(void)
         w = relation_msg(16391, "public", "outbox", 2, two);
         is_int(decode(d, w.b, w.n), RELAY_OK, "a re-sent Relation with other columns decodes");
         is_relation(relay_pgoutput_relation(d, 16391),
-                    &(struct relspec){16391, "public", "outbox", 'd', 2,
+                    &(struct relspec){16391,
+                                      "public",
+                                      "outbox",
+                                      'd',
+                                      2,
                                       {{"id", 25, -1, true}, {"extra", 25, -1, false}}},
                     "re-sent Relation");
         is_error(decode(d, ins, inslen),
@@ -586,13 +616,15 @@ static void test_messages_and_errors(void)
         ok(relay_pgoutput_relation(d, 16391) == before, "failed Relations left the entry in place");
         is_str(relay_pgo_relation_name(before), "outbox", "and its name unchanged");
         is_int(relay_pgo_relation_ncols(before), 2, "and its columns unchanged");
-        ok(relay_pgo_relation_colname(before, 2) == NULL && relay_pgo_relation_colname(before, -1) == NULL &&
-                   relay_pgo_relation_coltype(before, 9) == 0 && !relay_pgo_relation_colkey(before, 9),
+        ok(relay_pgo_relation_colname(before, 2) == NULL &&
+               relay_pgo_relation_colname(before, -1) == NULL &&
+               relay_pgo_relation_coltype(before, 9) == 0 && !relay_pgo_relation_colkey(before, 9),
            "column accessors out of range answer NULL/0/false");
 
         /* Restore the real relation: the captured Insert decodes again. */
         feed(d, "v1-basic", "0002-Relation.bin");
-        is_int(decode(d, ins, inslen), RELAY_OK, "Insert decodes after the Relation is re-sent again");
+        is_int(decode(d, ins, inslen), RELAY_OK,
+               "Insert decodes after the Relation is re-sent again");
         {
                 const relay_pgo_value_t *first = m.newtuple.values;
 
@@ -610,26 +642,30 @@ static void test_messages_and_errors(void)
         /* Negative lengths and counts. */
         w = insert_msg(16391, 5);
         memcpy(w.b + 1 + 4 + 1 + 2 + 1, "\xff\xff\xff\xff", 4);
-        is_error(decode(d, w.b, w.n), "invalid pgoutput Insert message: column 1 has negative length -1",
+        is_error(decode(d, w.b, w.n),
+                 "invalid pgoutput Insert message: column 1 has negative length -1",
                  "text value with length -1");
         w = insert_msg(16391, 5);
         w.b[1 + 4 + 1 + 2 + 7] = 'x';
-        is_error(decode(d, w.b, w.n), "invalid pgoutput Insert message: column 2 has unknown kind 0x78",
+        is_error(decode(d, w.b, w.n),
+                 "invalid pgoutput Insert message: column 2 has unknown kind 0x78",
                  "unknown column kind");
         w = insert_msg(16391, 5);
         w.b[1 + 4 + 1] = 0xff;
         w.b[1 + 4 + 2] = 0xff;
-        is_error(decode(d, w.b, w.n),
-                 "invalid pgoutput Insert message: tuple has -1 columns, relation \"public.outbox\" "
-                 "(16391) has 5",
-                 "tuple with -1 columns");
+        is_error(
+            decode(d, w.b, w.n),
+            "invalid pgoutput Insert message: tuple has -1 columns, relation \"public.outbox\" "
+            "(16391) has 5",
+            "tuple with -1 columns");
         w = insert_msg(16391, 5);
         w.b[1 + 4] = 'K';
         is_error(decode(d, w.b, w.n), "invalid pgoutput Insert message: expected 'N', got 0x4b",
                  "Insert with 'K'");
         w = insert_msg(16391, 5);
         w.b[0] = 'D';
-        is_error(decode(d, w.b, w.n), "invalid pgoutput Delete message: expected 'K' or 'O', got 0x4e",
+        is_error(decode(d, w.b, w.n),
+                 "invalid pgoutput Delete message: expected 'K' or 'O', got 0x4e",
                  "Delete with 'N'");
         w = insert_msg(16391, 5);
         w.b[0] = 'U';
@@ -653,7 +689,8 @@ static void test_messages_and_errors(void)
         put8(&w, 'T');
         put32(&w, 0xffffffff);
         put8(&w, 0);
-        is_error(decode(d, w.b, w.n), "invalid pgoutput Truncate message: negative relation count -1",
+        is_error(decode(d, w.b, w.n),
+                 "invalid pgoutput Truncate message: negative relation count -1",
                  "Truncate of -1 relations");
         w = (struct wb){.n = 0};
         put8(&w, 'T');
@@ -670,7 +707,8 @@ static void test_messages_and_errors(void)
         put64(&w, 1);
         putstr(&w, "p");
         put32(&w, 0xfffffffe);
-        is_error(decode(d, w.b, w.n), "invalid pgoutput Message message: negative content length -2",
+        is_error(decode(d, w.b, w.n),
+                 "invalid pgoutput Message message: negative content length -2",
                  "Message with length -2");
 
         /* A string must end inside the buffer. */
@@ -767,7 +805,8 @@ static void test_versions_and_streams(void)
         is_error(decode(d2, cur, len), NULL, "Stream Prepare under protocol 2");
 
         /* Block structure. */
-        is_error(decode(d2, "E", 1), "invalid pgoutput Stream Stop message: not inside a stream block",
+        is_error(decode(d2, "E", 1),
+                 "invalid pgoutput Stream Stop message: not inside a stream block",
                  "Stream Stop outside a block");
         free(cur);
         cur = load("v2-stream", "0001-StreamStart.bin", &len);
@@ -784,7 +823,8 @@ static void test_versions_and_streams(void)
         free(cur);
         cur = load("v3-twophase", "1016-StreamPrepare.bin", &len);
         is_int(decode(d4, "S\0\0\0\1\1", 6), RELAY_OK, "Stream Start under protocol 4");
-        is_error(decode(d4, cur, len), "invalid pgoutput Stream Prepare message: inside a stream block",
+        is_error(decode(d4, cur, len),
+                 "invalid pgoutput Stream Prepare message: inside a stream block",
                  "Stream Prepare inside a block");
         is_int(decode(d4, "E", 1), RELAY_OK, "Stream Stop under protocol 4");
         is_int(decode(d4, cur, len), RELAY_OK, "Stream Prepare after the block");
@@ -805,19 +845,22 @@ static void test_versions_and_streams(void)
         put32(&w, 900);
         put32(&w, 901);
         is_int(decode(d4, w.b, w.n), RELAY_OK, "short Stream Abort under protocol 4");
-        ok(m.xid == 900 && m.subxid == 901 && m.lsn == 0 && m.timestamp == 0, "xid, subxid, no LSN");
+        ok(m.xid == 900 && m.subxid == 901 && m.lsn == 0 && m.timestamp == 0,
+           "xid, subxid, no LSN");
         put64(&w, UINT64_C(0x100000002));
         put64(&w, 757479845000000);
         is_int(decode(d4, w.b, w.n), RELAY_OK, "long Stream Abort under protocol 4");
         ok(m.xid == 900 && m.subxid == 901 && m.lsn == UINT64_C(0x100000002) &&
-                   m.timestamp == 757479845000000,
+               m.timestamp == 757479845000000,
            "xid, subxid, abort_lsn 1/2, abort_ts");
         is_error(decode(d2, w.b, w.n),
                  "invalid pgoutput Stream Abort message: has 24 bytes, expected 8",
                  "long Stream Abort under protocol 2");
-        is_error(decode(d4, w.b, 17), "invalid pgoutput Stream Abort message: has 16 bytes, expected 8 or 24",
+        is_error(decode(d4, w.b, 17),
+                 "invalid pgoutput Stream Abort message: has 16 bytes, expected 8 or 24",
                  "16-byte Stream Abort under protocol 4");
-        is_error(decode(d4, w.b, 5), "truncated pgoutput Stream Abort message: need 8 bytes, have 4",
+        is_error(decode(d4, w.b, 5),
+                 "truncated pgoutput Stream Abort message: need 8 bytes, have 4",
                  "4-byte Stream Abort");
 
         relay_pgoutput_free(d1);
@@ -850,7 +893,8 @@ static void touch(const relay_pgoutput_t *d, const relay_pgo_msg_t *msg)
         if (msg->relation) {
                 const relay_pgo_relation_t *rel = msg->relation;
 
-                sum += strlen(relay_pgo_relation_namespace(rel)) + strlen(relay_pgo_relation_name(rel));
+                sum += strlen(relay_pgo_relation_namespace(rel)) +
+                       strlen(relay_pgo_relation_name(rel));
                 for (int i = 0; i < relay_pgo_relation_ncols(rel); i++)
                         sum += strlen(relay_pgo_relation_colname(rel, i)) +
                                relay_pgo_relation_coltype(rel, i);
@@ -865,7 +909,7 @@ struct dirspec {
 };
 
 static const struct dirspec dirs[] = {
-        {"v1-basic", 1}, {"v3-basic", 3}, {"v2-binary", 2}, {"v2-stream", 2}, {"v3-twophase", 3},
+    {"v1-basic", 1}, {"v3-basic", 3}, {"v2-binary", 2}, {"v2-stream", 2}, {"v3-twophase", 3},
 };
 
 static int cmpstr(const void *a, const void *b)

@@ -1,0 +1,233 @@
+# lib.sh - shared functions of tests/bench/run and tests/bench/smoke (sourced).
+#
+# Every side reads the same publication (bench_pub) through a replication
+# slot of its own, created before the events are written, and produces to
+# topics of its own (relay.<tag>, dbz.<tag>), pre-created with
+# message.timestamp.type=LogAppendTime so the broker's append time of the
+# last message is the moment it was acknowledged.
+#
+# Needs: BENCH_DIR (this folder), BENCH_TMP (scratch dir), PGHOST/PGPORT,
+# BENCH_KAFKA (host:port), RELAY_BIN; DBZ_CP for Debezium.
+#
+# SPDX-License-Identifier: Apache-2.0
+
+BENCH_CLK_TCK=$(getconf CLK_TCK)
+BENCH_PIDS=()   # readers started here and still to be stopped on exit
+
+bench_log() { printf '%s bench: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+bench_die() {
+        bench_log "error: $*"
+        exit 1
+}
+
+now_ms() { date +%s%3N; }
+
+# psql on the benchmark database, unaligned, stop on the first error.
+bq() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$PGHOST" -p "$PGPORT" -U "${PGUSER:-postgres}" -d "${PGDATABASE:-postgres}" "$@"; }
+
+bench_conninfo() { printf 'host=%s port=%s dbname=%s user=%s' "$PGHOST" "$PGPORT" "${PGDATABASE:-postgres}" "${PGUSER:-postgres}"; }
+
+# Build benchtool (librdkafka + libpq) into $BENCH_TMP.
+bench_build_tool() {
+        BENCHTOOL=$BENCH_TMP/benchtool
+        # shellcheck disable=SC2046
+        cc -std=c11 -O2 -Wall $(pkg-config --cflags libpq rdkafka) "$BENCH_DIR/benchtool.c" \
+                -o "$BENCHTOOL" $(pkg-config --libs libpq rdkafka) ||
+                bench_die "could not build tests/bench/benchtool.c (needs libpq-dev, librdkafka-dev, pkg-config)"
+}
+
+bench_setup_db() { bq -f "$BENCH_DIR/bench.sql" >/dev/null 2>&1 || bq -f "$BENCH_DIR/bench.sql"; }
+
+bench_topics() { "$BENCHTOOL" topics "$BENCH_KAFKA" 16777216 "$@" || bench_die "could not create topics $*"; }
+
+slot_create() { bq -c "SELECT pg_create_logical_replication_slot('$1', 'pgoutput')" >/dev/null; }
+slot_drop() {
+        local i
+        for i in 1 2 3 4 5 6 7 8 9 10; do
+                bq -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$1'" \
+                        >/dev/null 2>&1 && return 0
+                sleep 1 # still active: its walsender is going away
+        done
+        bench_log "warning: could not drop slot $1"
+}
+wal_lsn() { bq -c "SELECT pg_current_wal_lsn()"; }
+
+# write TAG N PER_TX: N events in transactions of PER_TX rows (0: one).
+# synchronous_commit=off only speeds the writer up; the WAL is the same.
+bench_write() {
+        bq -c "SET synchronous_commit = off" -c "CALL bench_write('$1', $2, $3)"
+}
+
+# /proc figures of a live process.
+proc_cpu_s() { awk -v t="$BENCH_CLK_TCK" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / t }' "/proc/$1/stat" 2>/dev/null || echo NA; }
+proc_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || echo NA; }
+
+# Stop a reader: SIGTERM, up to $2 s (30) for a clean exit, then SIGKILL.
+# Sets STOP_RC to its exit status.
+reader_stop() {
+        local pid=$1 limit=${2:-30} i=0
+        STOP_RC=0
+        if kill -0 "$pid" 2>/dev/null; then
+                kill -TERM "$pid" 2>/dev/null || true
+                while kill -0 "$pid" 2>/dev/null && [ "$i" -lt $((limit * 10)) ]; do
+                        sleep 0.1
+                        i=$((i + 1))
+                done
+                if kill -0 "$pid" 2>/dev/null; then
+                        bench_log "warning: pid $pid ignored SIGTERM for ${limit}s: SIGKILL"
+                        kill -KILL "$pid" 2>/dev/null || true
+                fi
+        fi
+        wait "$pid" 2>/dev/null || STOP_RC=$?
+        local keep=() p
+        for p in "${BENCH_PIDS[@]}"; do [ "$p" = "$pid" ] || keep+=("$p"); done
+        BENCH_PIDS=("${keep[@]}")
+}
+
+bench_stop_all() {
+        local p
+        for p in "${BENCH_PIDS[@]}"; do
+                reader_stop "$p" 10 || true
+        done
+}
+
+# relay_start SLOT LOG [--set k=v]...: start the relay in the background.
+# Sets READER_PID and READER_T0 (epoch ms just before the exec).
+relay_start() {
+        local slot=$1 log=$2
+        shift 2
+        READER_T0=$(now_ms)
+        "$RELAY_BIN" --set postgres.conninfo="$(bench_conninfo)" \
+                --set kafka.bootstrap.servers="$BENCH_KAFKA" \
+                --set slot.name="$slot" --set publication.name=bench_pub \
+                --set 'topic.template=relay.${aggregatetype}' \
+                --set kafka.acks=all --set kafka.enable.idempotence=true \
+                --set kafka.linger.ms=5 --set kafka.compression.type=none \
+                "$@" >"$log" 2>&1 &
+        READER_PID=$!
+        BENCH_PIDS+=("$READER_PID")
+}
+
+# Epoch ms of the relay's "streaming from replication slot" line, or empty.
+relay_streaming_ms() {
+        local line
+        line=$(grep -m1 'streaming from replication slot' "$1" 2>/dev/null | cut -c1-23) || true
+        [ -n "$line" ] || return 0
+        date -u -d "$line" +%s%3N
+}
+
+# dbz_start SLOT LOG POLL_INTERVAL_MS [extra properties line]...
+dbz_start() {
+        local slot=$1 log=$2 poll=$3 props
+        shift 3
+        props=$BENCH_TMP/dbz-$slot.properties
+        cat >"$props" <<EOF
+engine.name=bench-$slot
+engine.connector.class=io.debezium.connector.postgresql.PostgresConnector
+engine.plugin.name=pgoutput
+engine.slot.name=$slot
+engine.slot.drop.on.stop=false
+engine.publication.name=bench_pub
+engine.publication.autocreate.mode=disabled
+engine.database.hostname=$PGHOST
+engine.database.port=$PGPORT
+engine.database.user=${PGUSER:-postgres}
+engine.database.password=
+engine.database.dbname=${PGDATABASE:-postgres}
+engine.topic.prefix=bench
+engine.table.include.list=public.outbox
+engine.snapshot.mode=no_data
+engine.tombstones.on.delete=false
+engine.poll.interval.ms=$poll
+engine.offset.storage=org.apache.kafka.connect.storage.MemoryOffsetBackingStore
+engine.offset.flush.interval.ms=0
+engine.transforms=outbox
+engine.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+engine.transforms.outbox.route.topic.replacement=dbz.\${routedByValue}
+producer.bootstrap.servers=$BENCH_KAFKA
+producer.acks=all
+producer.enable.idempotence=true
+producer.linger.ms=5
+producer.compression.type=none
+producer.max.request.size=16777216
+EOF
+        local extra
+        for extra in "$@"; do printf '%s\n' "$extra" >>"$props"; done
+        READER_T0=$(now_ms)
+        java ${BENCH_DBZ_JAVA_OPTS:-} -cp "$DBZ_CP" dev.outboxrelay.bench.OutboxBench "$props" >"$log" 2>"$log.err" &
+        READER_PID=$!
+        BENCH_PIDS+=("$READER_PID")
+}
+
+dbz_streaming_ms() { awk '$1 == "BENCH" && $2 == "streaming" { print $3; exit }' "$1" 2>/dev/null || true; }
+
+# wait_streaming KIND LOG PID TIMEOUT_S: echo the epoch ms streaming began.
+wait_streaming() {
+        local kind=$1 log=$2 pid=$3 deadline=$((SECONDS + $4)) ms=""
+        while [ "$SECONDS" -lt "$deadline" ]; do
+                ms=$("${kind}_streaming_ms" "$log")
+                [ -z "$ms" ] || {
+                        echo "$ms"
+                        return 0
+                }
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.01
+        done
+        bench_log "$kind (pid $pid) did not start streaming within $4 s; its log:"
+        tail -n 20 "$log" >&2 || true
+        [ ! -f "$log.err" ] || grep -E 'ERROR|Exception|BENCH' "$log.err" | tail -n 20 >&2 || true
+        return 1
+}
+
+# LogAppendTime (epoch ms) of the message at OFFSET of TOPIC (partition 0).
+msg_time_ms() {
+        timeout 30 kcat -C -b "$BENCH_KAFKA" -t "$1" -p 0 -o "$2" -c 1 -e -q -f '%T\n' 2>/dev/null | head -n 1
+}
+
+# recvlogical SLOT ENDPOS TIMEOUT_S: read the slot's WAL into /dev/null;
+# echo "<elapsed ms>"; non-zero when it failed or hit the deadline.
+recvlogical() {
+        local t0 rc=0
+        t0=$(now_ms)
+        timeout "$3" pg_recvlogical -h "$PGHOST" -p "$PGPORT" -U "${PGUSER:-postgres}" -d "${PGDATABASE:-postgres}" \
+                --slot="$1" --start -o proto_version=1 -o publication_names=bench_pub \
+                --endpos="$2" --no-loop -f /dev/null || rc=$?
+        echo $(($(now_ms) - t0))
+        return "$rc"
+}
+
+# catchup_reader KIND SLOT TOPIC N TIMEOUT_S LOG [poll]: start a reader on a
+# slot whose WAL already holds N events, wait for the N-th message, stop it.
+# Sets CU_MS (start to the last LogAppendTime), CU_STREAM_MS (start to
+# streaming), CU_CPU (utime+stime s), CU_HWM (VmHWM kB), CU_RC, CU_COUNT.
+catchup_reader() {
+        local kind=$1 slot=$2 topic=$3 n=$4 limit=$5 log=$6 res off seen last smsg
+        case $kind in
+        relay) relay_start "$slot" "$log" ;;
+        dbz) dbz_start "$slot" "$log" "${7:-500}" ;;
+        esac
+        CU_RC=0
+        res=$("$BENCHTOOL" wait "$BENCH_KAFKA" "$topic" "$n" "$limit" "$READER_PID") || CU_RC=$?
+        read -r off seen <<<"$res"
+        CU_COUNT=${off:-0}
+        CU_CPU=$(proc_cpu_s "$READER_PID")
+        CU_HWM=$(proc_kb "$READER_PID" VmHWM)
+        reader_stop "$READER_PID" 30
+        [ "$CU_RC" -eq 0 ] || {
+                bench_log "$kind on $slot delivered ${CU_COUNT} of $n events (wait rc $CU_RC); log: $log"
+                tail -n 5 "$log" >&2 || true
+                CU_MS=NA CU_STREAM_MS=NA
+                return 1
+        }
+        last=$(msg_time_ms "$topic" $((n - 1)))
+        [ -n "$last" ] || last=$seen
+        CU_MS=$((last - READER_T0))
+        smsg=$("${kind}_streaming_ms" "$log")
+        if [ -n "$smsg" ]; then CU_STREAM_MS=$((smsg - READER_T0)); else CU_STREAM_MS=NA; fi
+        return 0
+}
+
+# rate N MS: events per second, integer.
+rate() { awk -v n="$1" -v ms="$2" 'BEGIN { if (ms == "NA" || ms <= 0) print "NA"; else printf "%.0f", n * 1000 / ms }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "NA" || b == "NA" || b + 0 == 0) print "NA"; else printf "%.2f", a / b }'; }
+per_million() { awk -v c="$1" -v n="$2" 'BEGIN { if (c == "NA" || n + 0 == 0) print "NA"; else printf "%.2f", c * 1000000 / n }'; }
