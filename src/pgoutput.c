@@ -257,9 +257,20 @@ static int nomem(char *err, size_t errlen, uint8_t type)
         return RELAY_ENOMEM;
 }
 
+/*
+ * murmur3's finaliser: every relid bit reaches the low bits the mask keeps, so
+ * relids with equal low bits (OIDs handed out in strides) do not pile up.
+ */
 static inline uint32_t hash_relid(uint32_t relid)
 {
-        return relid * UINT32_C(0x9E3779B1);
+        uint32_t h = relid;
+
+        h ^= h >> 16;
+        h *= UINT32_C(0x85ebca6b);
+        h ^= h >> 13;
+        h *= UINT32_C(0xc2b2ae35);
+        h ^= h >> 16;
+        return h;
 }
 
 /* The slot holding relid, or the empty slot where it would go. */

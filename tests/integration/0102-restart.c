@@ -5,10 +5,12 @@
  *     with the same settings: a clean stop confirms exactly what Kafka
  *     acknowledged, so Kafka ends up with every committed event exactly
  *     once, each aggregate's versions 1..N in partition order.
- * (b) The same with SIGKILL twice at different points: at-least-once, so
- *     every committed event is present (no version missing for any
- *     aggregate) and the first occurrences of each aggregate's versions are
- *     in commit order; duplicates are allowed and reported.
+ * (b) The same with SIGKILL twice (at ~5 000 and ~12 000 events in Kafka):
+ *     at-least-once, so every committed event is present (no version
+ *     missing for any aggregate) and the first occurrences of each
+ *     aggregate's versions are in commit order; duplicates are allowed and
+ *     reported. The last relay starts only after the writer finished, so it
+ *     also shows how fast a backlog is caught up.
  *
  * The writer is one thread with its own connection inserting in
  * transactions of 1 to 20 rows; every event bumps its aggregate's version
@@ -88,13 +90,14 @@ static void *writer_main(void *arg)
                 if (!exec_ok(c, "BEGIN", w->err, sizeof(w->err)))
                         goto fail;
                 for (int i = 0; i < n; i++) {
-                        snprintf(sql, sizeof(sql),
-                                 "WITH v AS (UPDATE aggregates SET version = version + 1 "
-                                 "WHERE id = %d RETURNING version) "
-                                 "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-                                 "SELECT gen_random_uuid(), '%s', 'agg-%d', 'Bumped', "
-                                 "jsonb_build_object('agg', %d, 'v', v.version) FROM v",
-                                 aggs[i], w->aggtype, aggs[i], aggs[i]);
+                        snprintf(
+                            sql, sizeof(sql),
+                            "WITH v AS (UPDATE aggregates SET version = version + 1 "
+                            "WHERE id = %d RETURNING version) "
+                            "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                            "SELECT gen_random_uuid(), '%s', 'agg-%d', 'Bumped', "
+                            "jsonb_build_object('agg', %d, 'v', v.version) FROM v",
+                            aggs[i], w->aggtype, aggs[i], aggs[i]);
                         if (!exec_ok(c, sql, w->err, sizeof(w->err)))
                                 goto fail;
                 }
@@ -166,8 +169,7 @@ static bool wait_confirmed(PGconn *c, const char *slot, const char *lsn, int tim
 static h_relay_t *start_relay(const char *const *sets, const char *what)
 {
         h_relay_t *r = h_relay_start(sets);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "%s streams",
-                what))
+        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "%s streams", what))
                 h_relay_diag_log(r);
         return r;
 }
@@ -190,7 +192,8 @@ static void run(bool kill9)
 
         tap_diag("--- (%s) database %s, slot %s ---", label, db, slot);
         h_pg_create_outbox(c, "outbox");
-        h_pg_exec(c, "CREATE TABLE aggregates (id int PRIMARY KEY, version int NOT NULL DEFAULT 0)");
+        h_pg_exec(c,
+                  "CREATE TABLE aggregates (id int PRIMARY KEY, version int NOT NULL DEFAULT 0)");
         h_pg_exec(c, "INSERT INTO aggregates (id) SELECT g FROM generate_series(0, %d) g",
                   AGGREGATES - 1);
         snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
@@ -200,8 +203,13 @@ static void run(bool kill9)
         snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
         snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn, set_kafka, set_slot, "status.interval.ms=1000",
-                              "reconnect.backoff.ms=100", "reconnect.backoff.max.ms=2000", NULL};
+        const char *sets[] = {set_conn,
+                              set_kafka,
+                              set_slot,
+                              "status.interval.ms=1000",
+                              "reconnect.backoff.ms=100",
+                              "reconnect.backoff.max.ms=2000",
+                              NULL};
 
         h_relay_t *relay = start_relay(sets, "first relay");
 
@@ -237,8 +245,9 @@ static void run(bool kill9)
                 } else {
                         h_relay_signal(relay, SIGTERM);
                         int rc = h_relay_wait(relay, 60000);
-                        is_int(rc, 0, "(%s) SIGTERM at %" PRId64 " events in Kafka, %d committed: "
-                                      "clean exit 0",
+                        is_int(rc, 0,
+                               "(%s) SIGTERM at %" PRId64 " events in Kafka, %d committed: "
+                               "clean exit 0",
                                label, got, written);
                         if (rc != 0)
                                 h_relay_diag_log(relay);
@@ -246,8 +255,8 @@ static void run(bool kill9)
                            "(%s) the stopping relay logs the position it confirmed", label);
                 }
                 int64_t in_kafka = h_kafka_count(topic);
-                tap_diag("(%s) stop %d: %" PRId64 " in Kafka after the stop, writer at %d",
-                         label, k + 1, in_kafka, atomic_load(&w.committed));
+                tap_diag("(%s) stop %d: %" PRId64 " in Kafka after the stop, writer at %d", label,
+                         k + 1, in_kafka, atomic_load(&w.committed));
                 h_relay_free(relay);
                 if (kill9 && k == nstops - 1) {
                         /* The last restart catches up a backlog: the writer
@@ -294,7 +303,7 @@ static void run(bool kill9)
                          "(%.0f events/s)",
                          label, backlog, (t_confirmed - t_restart) / 1000.0,
                          backlog * 1000.0 /
-                                 (double)(t_confirmed - t_restart > 0 ? t_confirmed - t_restart : 1));
+                             (double)(t_confirmed - t_restart > 0 ? t_confirmed - t_restart : 1));
         /* Late duplicates would show up here. */
         h_sleep_ms(3000);
 
@@ -413,8 +422,9 @@ static void run(bool kill9)
                 is_int(n, EVENTS, "(%s) exactly %d messages: no loss, no duplicates", label,
                        EVENTS);
                 is_int(dup_ids, 0, "(%s) no event id twice", label);
-                is_int(strict_bad, 0, "(%s) every aggregate's versions are 1, 2, 3, ... in "
-                                      "partition order, each once",
+                is_int(strict_bad, 0,
+                       "(%s) every aggregate's versions are 1, 2, 3, ... in "
+                       "partition order, each once",
                        label);
         } else {
                 ok(n >= (size_t)EVENTS, "(%s) at least %d messages (%zu)", label, EVENTS, n);

@@ -8,8 +8,8 @@
  *    slot's confirmed_flush_lsn must reach the WAL position taken after
  *    those writes (polled for up to 10 s: a bound, not a speed test), so an
  *    idle outbox does not make PostgreSQL keep WAL forever.
- * 2. A relay whose producer holds messages back (kafka.linger.ms=60000)
- *    reads an event that Kafka therefore does not acknowledge for a minute,
+ * 2. A relay whose producer holds messages back (kafka.linger.ms=120000)
+ *    reads an event that Kafka therefore does not acknowledge for minutes,
  *    while unrelated writes go on: the confirmed position must stay before
  *    that event's transaction, also after a clean stop (whose drain gives
  *    up after shutdown.timeout.ms), and the slot must still hold the event.
@@ -63,8 +63,8 @@ static void delete_topic(const char *topic)
 
 static char *confirmed_lsn(PGconn *c, const char *slot)
 {
-        return h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
-                          slot);
+        return h_pg_value(
+            c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '%s'", slot);
 }
 
 /* a >= b as pg_lsn. */
@@ -115,8 +115,8 @@ static long pending_inserts_with(PGconn *c, const char *slot, const char *needle
 {
         int64_t deadline = h_now_ms() + 30000;
         for (;;) {
-                char *active = h_pg_value(c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'",
-                                          slot);
+                char *active = h_pg_value(
+                    c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'", slot);
                 bool busy = !active || strcmp(active, "t") == 0;
                 free(active);
                 if (!busy)
@@ -189,18 +189,19 @@ int main(void)
         h_relay_free(relay);
 
         /* --- 2. an unacknowledged event holds the position back --------- */
-        /* A relay whose producer holds messages for a minute before sending
-         * them (linger.ms): an event it read stays unacknowledged meanwhile. */
+        /* A relay whose producer holds messages for two minutes before
+         * sending them (linger.ms, below message.timeout.ms): an event it
+         * read stays unacknowledged meanwhile. */
         const char *slow_sets[] = {set_conn,
                                    set_kafka,
                                    set_slot,
                                    set_status,
                                    "shutdown.timeout.ms=2000",
-                                   "kafka.linger.ms=60000",
+                                   "kafka.linger.ms=120000",
                                    NULL};
         relay = h_relay_start(slow_sets);
         if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
-                "relay with kafka.linger.ms=60000 streams"))
+                "relay with kafka.linger.ms=120000 streams"))
                 h_relay_diag_log(relay);
         char *lsn_before = h_pg_value(c, "SELECT pg_current_wal_lsn()");
         char *held_id = insert_event(c, good_type, FIRST_EVENTS);

@@ -5,12 +5,12 @@
  * Two relays start together on one slot: exactly one streams, the other
  * stands by, and the slot is held by the streaming relay's walsender.
  * Events arrive once. SIGTERM the active relay (exit 0): the standby takes
- * over and streams, and events written around the switch arrive. Then the
- * new active relay is killed with SIGKILL right after a batch of events
- * (some still in flight) while a third relay stands by: it must take over,
- * also relaying what was written while no relay streamed. Every committed event must be in
- * Kafka (none lost); duplicates are reported, not failed (at-least-once:
- * kill -9 may repeat what was sent but not yet confirmed).
+ * over and streams the events written next. Then that relay is killed with
+ * SIGKILL right after a batch of events (some still in flight) while a third
+ * relay stands by: it must take over, also relaying what was written while
+ * no relay streamed. A standby stops cleanly on SIGTERM. Every committed
+ * event must be in Kafka (none lost); duplicates are reported, not failed
+ * (at-least-once: kill -9 may repeat what was sent but not yet confirmed).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -81,8 +81,8 @@ static bool pid_owns_local_port(pid_t pid, int port)
                 unsigned local_port, d_uid;
                 unsigned long inode;
                 char local_addr[64];
-                if (sscanf(line, " %*d: %63[0-9A-Fa-f]:%x %*s %*x %*s %*s %*s %u %*d %lu", local_addr,
-                           &local_port, &d_uid, &inode) == 4 &&
+                if (sscanf(line, " %*d: %63[0-9A-Fa-f]:%x %*s %*x %*s %*s %*s %u %*d %lu",
+                           local_addr, &local_port, &d_uid, &inode) == 4 &&
                     (int)local_port == port && inode != 0)
                         inodes[ninodes++] = inode;
         }
@@ -130,10 +130,12 @@ static bool slot_held_by(PGconn *c, const char *slot, h_relay_t *r, char *desc, 
                 int port = 0;
                 if (v)
                         sscanf(v, "%7s %ld %d", active, &wpid, &port);
-                snprintf(desc, desclen, "active=%s walsender pid %ld, client port %d, relay pid %ld",
-                         active, wpid, port, (long)h_relay_pid(r));
+                snprintf(desc, desclen,
+                         "active=%s walsender pid %ld, client port %d, relay pid %ld", active, wpid,
+                         port, (long)h_relay_pid(r));
                 free(v);
-                if (strcmp(active, "t") == 0 && port > 0 && pid_owns_local_port(h_relay_pid(r), port))
+                if (strcmp(active, "t") == 0 && port > 0 &&
+                    pid_owns_local_port(h_relay_pid(r), port))
                         return true;
                 if (h_now_ms() > deadline)
                         return false;
@@ -209,8 +211,13 @@ int main(void)
         snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
         snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn, set_kafka, set_slot, "status.interval.ms=1000",
-                              "reconnect.backoff.ms=100", "reconnect.backoff.max.ms=2000", NULL};
+        const char *sets[] = {set_conn,
+                              set_kafka,
+                              set_slot,
+                              "status.interval.ms=1000",
+                              "reconnect.backoff.ms=100",
+                              "reconnect.backoff.max.ms=2000",
+                              NULL};
 
         /* --- two relays, one slot ---------------------------------------- */
         h_relay_t *r1 = h_relay_start(sets);
@@ -332,6 +339,17 @@ int main(void)
                  n - (size_t)distinct);
         is_int(missing, 0, "no committed event is missing");
         is_int(unknown, 0, "every message is a committed event");
+
+        /* A standby stops cleanly too, without ever having streamed. */
+        h_relay_t *r4 = h_relay_start(sets);
+        ok(h_relay_wait_log(r4, "standing by", 30000), "a fourth relay stands by");
+        h_relay_signal(r4, SIGTERM);
+        rc = h_relay_wait(r4, 30000);
+        is_int(rc, 0, "the standby: SIGTERM, exit 0");
+        ok(!log_has(r4, "streaming from replication slot"), "and it never streamed");
+        if (rc != 0)
+                h_relay_diag_log(r4);
+        h_relay_free(r4);
 
         h_relay_signal(active, SIGTERM);
         rc = h_relay_wait(active, 60000);

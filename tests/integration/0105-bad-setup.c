@@ -144,7 +144,7 @@ static long pending_inserts_with(PGconn *c, const char *slot, const char *needle
         int64_t deadline = h_now_ms() + 30000;
         for (;;) {
                 char *active = h_pg_value(
-                        c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'", slot);
+                    c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'", slot);
                 bool busy = !active || strcmp(active, "t") == 0;
                 free(active);
                 if (!busy)
@@ -166,8 +166,8 @@ static long pending_inserts_with(PGconn *c, const char *slot, const char *needle
 
 static long slot_count(PGconn *c, const char *slot)
 {
-        char *v = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'",
-                             slot);
+        char *v =
+            h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'", slot);
         long n = v ? strtol(v, NULL, 10) : -1;
         free(v);
         return n;
@@ -196,7 +196,8 @@ static void cluster_cleanup(void)
         if (!g_tmpdir[0])
                 return;
         if (g_cluster_started) {
-                snprintf(cmd, sizeof(cmd), "%s/pg_ctl stop -D %s/data -m immediate -w >/dev/null 2>&1",
+                snprintf(cmd, sizeof(cmd),
+                         "%s/pg_ctl stop -D %s/data -m immediate -w >/dev/null 2>&1",
                          h_env("RELAY_TEST_PGBIN"), g_tmpdir);
                 run_as_postgres(cmd);
                 g_cluster_started = false;
@@ -338,8 +339,8 @@ static void case_config(void)
         free(expect_failure("unknown key", unknown, 2, n1));
 
         const char *nokafka[] = {"slot.name=x", NULL};
-        const char *n2[] = {"kafka.bootstrap.servers is not set", "--set kafka.bootstrap.servers=",
-                            NULL};
+        const char *n2[] = {"kafka.bootstrap.servers is not set",
+                            "--set kafka.bootstrap.servers=", NULL};
         free(expect_failure("no kafka.bootstrap.servers", nokafka, 2, n2));
 
         const char *badint[] = {g_kafka_set, "status.interval.ms=10s", NULL};
@@ -397,22 +398,24 @@ static void case_bad_event(void)
         snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
         /* errors.policy = stop: halt before the row (the default, dlq,
          * would dead-letter it and go on). */
-        const char *sets[] = {set_conn, g_kafka_set, set_slot, "status.interval.ms=1000",
-                              "errors.policy=stop", NULL};
+        const char *sets[] = {
+            set_conn, g_kafka_set, set_slot, "status.interval.ms=1000", "errors.policy=stop", NULL};
 
         h_relay_t *r = h_relay_start(sets);
         if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000),
                 "bad event: relay streams"))
                 h_relay_diag_log(r);
-        char *good_id = h_pg_value(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
-                                      "payload) VALUES (gen_random_uuid(), '%s', 'agg-1', 'Good', "
-                                      "'{\"ok\": true}') RETURNING id",
+        char *good_id = h_pg_value(c,
+                                   "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                   "payload) VALUES (gen_random_uuid(), '%s', 'agg-1', 'Good', "
+                                   "'{\"ok\": true}') RETURNING id",
                                    aggtype);
         is_int(h_kafka_wait_count(topic, 1, 60000), 1, "bad event: the good event is in Kafka");
         char *lsn_before = h_pg_value(c, "SELECT pg_current_wal_lsn()");
-        char *bad_id = h_pg_value(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
-                                     "payload) VALUES (gen_random_uuid(), '%s', NULL, 'Bad', "
-                                     "'{\"ok\": false}') RETURNING id",
+        char *bad_id = h_pg_value(c,
+                                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                  "payload) VALUES (gen_random_uuid(), '%s', NULL, 'Bad', "
+                                  "'{\"ok\": false}') RETURNING id",
                                   aggtype);
         char *lsn_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
         int rc = h_relay_wait(r, EXIT_BOUND_MS);
@@ -449,8 +452,9 @@ static void case_bad_event(void)
         h_msgs_free(msgs, n);
 
         /* PostgreSQL: not confirmed past the bad transaction, which is still pending. */
-        char *conf = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots "
-                                   "WHERE slot_name = '%s'",
+        char *conf = h_pg_value(c,
+                                "SELECT confirmed_flush_lsn FROM pg_replication_slots "
+                                "WHERE slot_name = '%s'",
                                 slot);
         ok(conf && !lsn_ge(c, conf, lsn_after),
            "bad event: the slot is confirmed only before the bad transaction (%s < %s)",

@@ -10,7 +10,8 @@
  * that bails out leaves no relay behind).
  *
  * The harness never calls ok()/is_*(): tap.h's counters are per translation
- * unit, so it only prints diagnostics and bails out.
+ * unit, so it only prints diagnostics and bails out. Its shared state is
+ * behind g_lock, so writer threads of a test may call it too.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +36,8 @@
 
 #define H_KAFKA_TIMEOUT_MS 30000
 #define H_METADATA_TIMEOUT_MS 5000
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* g_rk, g_relays, names */
 
 /* --- small utilities ---------------------------------------------------- */
 
@@ -176,14 +180,18 @@ char *h_unique_name(const char *prefix)
         /* Counter seeded from the clock: the release and the ASan run share
          * one Kafka broker, whose topics outlive a test, and pids repeat. */
         static unsigned long counter;
+        unsigned long n;
         char *s;
 
+        pthread_mutex_lock(&g_lock);
         if (counter == 0) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 counter = (unsigned long)(ts.tv_sec % 100000) * 10 + 1;
         }
-        s = h_format("%s_%ld_%lu", prefix, (long)getpid(), counter++);
+        n = counter++;
+        pthread_mutex_unlock(&g_lock);
+        s = h_format("%s_%ld_%lu", prefix, (long)getpid(), n);
         for (char *p = s; *p; p++)
                 if (*p >= 'A' && *p <= 'Z')
                         *p = (char)(*p - 'A' + 'a');
@@ -475,9 +483,14 @@ static rd_kafka_t *h_rk(void)
 {
         rd_kafka_conf_t *conf;
         char errstr[512];
+        rd_kafka_t *rk;
 
-        if (g_rk)
-                return g_rk;
+        pthread_mutex_lock(&g_lock);
+        if (g_rk) {
+                rk = g_rk;
+                pthread_mutex_unlock(&g_lock);
+                return rk;
+        }
         conf = rd_kafka_conf_new();
         h_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap());
         h_conf_set(conf, "client.id", "relay-test-harness");
@@ -486,13 +499,16 @@ static rd_kafka_t *h_rk(void)
         h_conf_set(conf, "message.timeout.ms", "30000");
         h_conf_set(conf, "log.connection.close", "false");
         rd_kafka_conf_set_dr_msg_cb(conf, h_dr_cb);
-        g_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!g_rk) {
+        rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+        if (!rk) {
                 rd_kafka_conf_destroy(conf);
+                pthread_mutex_unlock(&g_lock);
                 tap_bail("could not create a Kafka client: %s", errstr);
         }
+        g_rk = rk;
         atexit(h_kafka_atexit);
-        return g_rk;
+        pthread_mutex_unlock(&g_lock);
+        return rk;
 }
 
 /* Metadata of every topic (a request for all topics never auto-creates one). */
@@ -1011,12 +1027,14 @@ h_relay_t *h_relay_start(const char *const *sets)
         free(argv);
 
         r->pid = pid;
+        pthread_mutex_lock(&g_lock);
         r->next = g_relays;
         g_relays = r;
         if (!atexit_done) {
                 atexit(h_relay_atexit);
                 atexit_done = true;
         }
+        pthread_mutex_unlock(&g_lock);
         return r;
 }
 
@@ -1128,12 +1146,14 @@ void h_relay_free(h_relay_t *r)
                 while (!h_relay_poll(r))
                         h_sleep_ms(10);
         }
+        pthread_mutex_lock(&g_lock);
         for (pp = &g_relays; *pp; pp = &(*pp)->next) {
                 if (*pp == r) {
                         *pp = r->next;
                         break;
                 }
         }
+        pthread_mutex_unlock(&g_lock);
         unlink(r->log_path);
         free(r->log_path);
         free(r);

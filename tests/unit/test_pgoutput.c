@@ -8,8 +8,9 @@
  *   - hand-built messages for what PG15 cannot send (protocol version 4) or
  *     never sends (malformed input);
  *   - sweeps over every fixture: each truncation, single-byte corruptions and
- *     trailing garbage, plus the inputs the fuzzer once crashed on.
- * Run it under ASan/UBSan: the sweeps are there to find bad reads.
+ *     trailing garbage.
+ * Run it under ASan/UBSan: the sweeps are there to find bad reads. A crash the
+ * fuzzer (tests/fuzz) finds belongs here as a hand-built case; none so far.
  *
  * SPDX-License-Identifier: Apache-2.0
  */

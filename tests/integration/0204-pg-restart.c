@@ -1,0 +1,142 @@
+/*
+ * 0204-pg-restart.c - PostgreSQL restarts mid-load: pg_ctl restart -m fast,
+ * then -m immediate (a crash: the slot's position goes back to what the
+ * last checkpoint saved). Writers reconnect and carry on; the relay loses
+ * its replication connection, retries with backoff ("retrying in" in its
+ * log) and streams again from the slot.
+ *
+ * Asserts: after each restart the relay retried and streams again, and
+ * Kafka ends up with every committed event, each aggregate's first
+ * occurrences in commit order. Duplicates (events in flight or not yet
+ * confirmed when the connection went, and after the crash whatever the
+ * slot had not yet saved) are allowed and reported.
+ *
+ * Short variant (CI): fast then immediate; long (RELAY_FAULTS_LONG=1): three
+ * rounds of both. PostgreSQL is restarted as tests/env/up started it (same
+ * data directory and log file) and started again however the test ends.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faults/faults.h"
+#include "harness.h"
+#include "workload.h"
+
+int main(void)
+{
+        const bool lng = fx_long();
+        const int rounds = lng ? 3 : 1;
+        fx_restore_pg_running();
+
+        char *db = h_pg_create_db("pgrestart");
+        char *suffix = h_unique_name("pr");
+        char *slot = h_unique_name("slot_pr");
+        PGconn *c = h_pg_connect(db);
+        h_workload_conf_t wc = {
+                .db = db, .suffix = suffix, .writers = 4, .aggregates = 100, .events = 0,
+                .max_txn = 10, .pause_ms = 10, .partitions = 4,
+        };
+        tap_diag("variant: %s, %d round(s) of restart -m fast and -m immediate",
+                 lng ? "long" : "short", rounds);
+        h_workload_setup(c, &wc);
+
+        fx_sets_t sets;
+        fx_sets_init(&sets, db, slot, NULL);
+        h_relay_t *r = h_relay_start(sets.v);
+        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "relay streams"))
+                h_relay_diag_log(r);
+
+        fx_writers_t *ws = fx_writers_start(&wc);
+        h_sleep_ms(3000);
+        ok(h_workload_wait_count(&wc, 1, 60000) > 0, "events flow before the restarts");
+
+        int restarts = 0, recovered = 0;
+        double rec_max = 0, rec_sum = 0;
+        for (int round = 0; round < rounds; round++) {
+                for (int m = 0; m < 2; m++) {
+                        const char *mode = m == 0 ? "fast" : "immediate";
+                        int streams = fx_log_count(r, "streaming from replication slot");
+                        int retries = fx_log_count(r, "retrying in");
+                        int committed0 = fx_writers_committed(ws);
+                        char action[64];
+                        snprintf(action, sizeof(action), "restart -m %s", mode);
+                        int64_t t0 = h_now_ms();
+                        int rc = fx_pg_ctl(action);
+                        int64_t t_up = h_now_ms();
+                        restarts++;
+                        if (rc != 0)
+                                tap_bail("pg_ctl %s failed with status %d", action, rc);
+                        bool back = fx_wait_log_n(r, "streaming from replication slot", streams + 1,
+                                                  120000);
+                        int64_t t_stream = h_now_ms();
+                        bool retried = fx_log_count(r, "retrying in") > retries;
+                        if (!ok(back && retried,
+                                "restart -m %s (round %d): the relay retried with backoff and "
+                                "streams again",
+                                mode, round + 1))
+                                h_relay_diag_log(r);
+                        if (back) {
+                                recovered++;
+                                double rec = (t_stream - t_up) / 1000.0;
+                                rec_sum += rec;
+                                if (rec > rec_max)
+                                        rec_max = rec;
+                                tap_diag("restart -m %s: pg_ctl took %.1f s; relay streaming "
+                                         "%.1f s after the server was back",
+                                         mode, (t_up - t0) / 1000.0, rec);
+                        }
+                        /* Our own session did not survive the restart either. */
+                        PQfinish(c);
+                        c = h_pg_connect(db);
+                        /* Let the writers reconnect and the load flow again. */
+                        int64_t deadline = h_now_ms() + 60000;
+                        while (fx_writers_committed(ws) < committed0 + 500 && h_now_ms() < deadline)
+                                h_sleep_ms(100);
+                        h_sleep_ms(2000);
+                }
+        }
+
+        fx_writer_stats_t st;
+        fx_writers_stop(ws, false, &st);
+        tap_diag("writers: %d events committed, %d transactions failed, %d reconnects",
+                 st.committed, st.failed_txns, st.reconnects);
+        ok(st.reconnects > 0, "the writers had to reconnect (%d times)", st.reconnects);
+
+        long long expected = 0;
+        long long got = fx_wait_all_in_kafka(c, &wc, 180000, &expected);
+        ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected, got);
+
+        h_relay_signal(r, SIGTERM);
+        int rc = h_relay_wait(r, 60000);
+        is_int(rc, 0, "SIGTERM: exit 0");
+        if (rc != 0)
+                h_relay_diag_log(r);
+        int retries_total = fx_log_count(r, "retrying in");
+
+        h_verify_t v;
+        h_workload_verify(c, &wc, &v);
+        fx_diag_verify("pg restart", &v);
+        is_int(v.missing, 0, "no committed event is missing");
+        is_int(v.out_of_order, 0, "each aggregate's first occurrences are in commit order");
+        is_int(v.bad_key + v.bad_partition + v.bad_headers + v.bad_value, 0,
+               "keys, partitions, headers and values as written");
+        tap_diag("FIGURES pg-restart: restarts=%d recovered=%d recovery_avg=%.1fs "
+                 "recovery_max=%.1fs relay_retries=%d events=%zu duplicates=%zu missing=%zu "
+                 "writer_reconnects=%d",
+                 restarts, recovered, recovered ? rec_sum / recovered : 0.0, rec_max,
+                 retries_total, v.expected, v.duplicates, v.missing, st.reconnects);
+        is_int(recovered, restarts, "the relay came back after every restart");
+
+        h_relay_free(r);
+        PQfinish(c);
+        h_pg_drop_db(db);
+        fx_delete_workload_topics(&wc);
+        fx_sets_free(&sets);
+        free(db);
+        free(suffix);
+        free(slot);
+        return done_testing();
+}
