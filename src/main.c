@@ -59,7 +59,9 @@ static void usage(FILE *out)
               "  2  bad command line or configuration\n"
               "  3  server or broker setup error (version, wal_level, privilege, missing\n"
               "     table or publication, unreachable at start)\n"
-              "  4  an outbox row could not be mapped to an event (stopped before it)\n"
+              "  4  stopped before an event that could not be delivered: it could not be\n"
+              "     mapped or Kafka rejected it (errors.policy = stop), or its dead-letter\n"
+              "     write failed\n"
               "  5  the replication slot was dropped or invalidated\n",
               out);
 }

@@ -18,7 +18,8 @@ enum {
         RELAY_EXIT_CONFIG = 2,   /* bad command line or configuration */
         RELAY_EXIT_SETUP = 3,    /* server or broker not usable: version, wal_level,
                                   * privilege, missing table, unreachable at start */
-        RELAY_EXIT_EVENT = 4,    /* an outbox row could not become an event: stopped before it */
+        RELAY_EXIT_EVENT = 4,    /* stopped before an event that could not be mapped or that
+                                  * Kafka rejected (policy stop, or the dead-letter write failed) */
         RELAY_EXIT_SLOTLOST = 5, /* the replication slot was dropped or invalidated */
 };
 
