@@ -66,7 +66,7 @@ static int exec_ok(PGconn *c, const char *sql, char *err, size_t errlen)
         PGresult *r = PQexec(c, sql);
         int good = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
         if (!good)
-                snprintf(err, errlen, "%s: %s", sql, PQerrorMessage(c));
+                snprintf(err, errlen, "%.100s: %.300s", sql, PQerrorMessage(c));
         PQclear(r);
         return good;
 }
@@ -83,7 +83,7 @@ static int add_event(PGconn *c, writer_t *w, int agg, int del)
                  agg, aggtypes[t], w->conf->suffix, agg, aggtypes[t], agg, w->id);
         PGresult *r = PQexec(c, sql);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-                snprintf(w->err, sizeof(w->err), "insert: %s", PQerrorMessage(c));
+                snprintf(w->err, sizeof(w->err), "insert: %.400s", PQerrorMessage(c));
                 PQclear(r);
                 return 0;
         }
