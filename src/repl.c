@@ -280,7 +280,18 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
                 PQfreemem(qn);
                 PQfreemem(qr);
                 res = PQexec(r->conn, sql);
-                if (PQresultStatus(res) != PGRES_COMMAND_OK && !sqlstate_is(res, "42710")) {
+                /* Another relay created it between our look and our CREATE:
+                 * check the one that won as if it had been there (42710, or
+                 * 23505 when both inserts raced into the catalog). */
+                if (sqlstate_is(res, "42710") || sqlstate_is(res, "23505")) {
+                        PQclear(res);
+                        PQfreemem(nsp);
+                        PQfreemem(rel);
+                        PQfreemem(pub);
+                        PQfreemem(qpub);
+                        return relay_repl_ensure_publication(r, created, err, errlen);
+                }
+                if (PQresultStatus(res) != PGRES_COMMAND_OK) {
                         char what[256];
                         snprintf(what, sizeof(what),
                                  "could not create publication \"%.64s\" (create it as in "
@@ -291,7 +302,7 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
                         rc = failed_query_code(r);
                         goto out;
                 }
-                *created = PQresultStatus(res) == PGRES_COMMAND_OK;
+                *created = true;
                 PQclear(res);
                 rc = 0;
                 goto out;

@@ -59,19 +59,8 @@ int main(void)
                  EVENTS * 1000.0 / (double)(t_done - t0 > 0 ? t_done - t0 : 1));
 
         /* Every transaction acknowledged, then the idle keepalive position. */
-        char *advanced = NULL;
-        int64_t deadline = h_now_ms() + 15000;
-        while (h_now_ms() < deadline) {
-                free(advanced);
-                advanced = h_pg_value(c,
-                                      "SELECT confirmed_flush_lsn >= '%s'::pg_lsn FROM "
-                                      "pg_replication_slots WHERE slot_name = '%s'",
-                                      wal_after, slot);
-                if (advanced && strcmp(advanced, "t") == 0)
-                        break;
-                h_sleep_ms(200);
-        }
-        is_str(advanced, "t", "slot confirmed past the last commit (%s)", wal_after);
+        ok(h_pg_wait_confirmed(c, slot, wal_after, 15000) >= 0, "slot confirmed past the last commit (%s)",
+           wal_after);
 
         h_relay_signal(relay, SIGTERM);
         is_int(h_relay_wait(relay, 30000), 0, "SIGTERM: clean exit 0");
@@ -127,7 +116,6 @@ int main(void)
         h_pg_drop_db(db);
         free(wal_after);
         free(left);
-        free(advanced);
         free(conninfo);
         free(db);
         free(suffix);

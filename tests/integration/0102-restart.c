@@ -117,54 +117,7 @@ fail:
         return NULL;
 }
 
-/* The harness has no topic deletion: the broker outlives the test, so drop
- * what we created (best effort). */
-static void delete_topic(const char *topic)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!rk) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-        if (!ev || rd_kafka_event_error(ev))
-                tap_diag("could not delete topic %s: %s", topic,
-                         ev ? rd_kafka_event_error_string(ev) : "no answer");
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        rd_kafka_DeleteTopic_destroy(dt);
-        rd_kafka_queue_destroy(q);
-        rd_kafka_destroy(rk);
-}
 
-/* confirmed_flush_lsn >= lsn, polled up to timeout_ms. */
-static bool wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms)
-{
-        int64_t deadline = h_now_ms() + timeout_ms;
-        for (;;) {
-                char *v = h_pg_value(c,
-                                     "SELECT confirmed_flush_lsn >= '%s'::pg_lsn FROM "
-                                     "pg_replication_slots WHERE slot_name = '%s'",
-                                     lsn, slot);
-                bool done = v && strcmp(v, "t") == 0;
-                free(v);
-                if (done)
-                        return true;
-                if (h_now_ms() > deadline)
-                        return false;
-                h_sleep_ms(200);
-        }
-}
 
 static h_relay_t *start_relay(const char *const *sets, const char *what)
 {
@@ -287,7 +240,7 @@ static void run(bool kill9)
         bool all = wait_kafka(topic, EVENTS, 300000, &got);
         ok(all, "(%s) Kafka holds %" PRId64 " >= %d messages", label, got, EVENTS);
         int64_t t_kafka = h_now_ms();
-        bool confirmed = wait_confirmed(c, slot, wal_after, 120000);
+        bool confirmed = h_pg_wait_confirmed(c, slot, wal_after, 120000) >= 0;
         ok(confirmed, "(%s) slot confirmed past the writer's last commit (%s)", label, wal_after);
         int64_t t_confirmed = h_now_ms();
         if (!all || !confirmed)
@@ -445,7 +398,7 @@ static void run(bool kill9)
         h_relay_free(relay);
         PQfinish(c);
         h_pg_drop_db(db);
-        delete_topic(topic);
+        h_kafka_delete_topic(topic);
         free(wal_after);
         free(conninfo);
         free(aggtype);

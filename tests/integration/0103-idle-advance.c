@@ -31,66 +31,10 @@
 #define FIRST_EVENTS       10
 #define NOISE_TXNS         200
 
-static rd_kafka_t *admin_client(void)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK)
-                tap_bail("bootstrap.servers: %s", errstr);
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!rk)
-                tap_bail("could not create a Kafka client: %s", errstr);
-        return rk;
-}
 
-static void delete_topic(const char *topic)
-{
-        rd_kafka_t *rk = admin_client();
-        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-        if (!ev || rd_kafka_event_error(ev))
-                tap_diag("could not delete topic %s: %s", topic,
-                         ev ? rd_kafka_event_error_string(ev) : "no answer");
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        rd_kafka_DeleteTopic_destroy(dt);
-        rd_kafka_queue_destroy(q);
-        rd_kafka_destroy(rk);
-}
 
-static char *confirmed_lsn(PGconn *c, const char *slot)
-{
-        return h_pg_value(
-            c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '%s'", slot);
-}
 
-/* a >= b as pg_lsn. */
-static bool lsn_ge(PGconn *c, const char *a, const char *b)
-{
-        char *v = h_pg_value(c, "SELECT '%s'::pg_lsn >= '%s'::pg_lsn", a, b);
-        bool r = v && strcmp(v, "t") == 0;
-        free(v);
-        return r;
-}
 
-/* Poll until confirmed_flush_lsn >= lsn; elapsed ms, or -1 after timeout_ms. */
-static int64_t wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms)
-{
-        int64_t t0 = h_now_ms();
-        for (;;) {
-                char *conf = confirmed_lsn(c, slot);
-                bool done = conf && lsn_ge(c, conf, lsn);
-                free(conf);
-                if (done)
-                        return h_now_ms() - t0;
-                if (h_now_ms() - t0 > timeout_ms)
-                        return -1;
-                h_sleep_ms(50);
-        }
-}
 
 /* Unrelated writes: n one-row transactions over about n * gap_ms. */
 static void write_noise(PGconn *c, int n, int gap_ms)
@@ -173,8 +117,8 @@ int main(void)
         char *wal_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
         tap_diag("%d unrelated transactions in %.1f s, WAL %s -> %s", NOISE_TXNS,
                  (h_now_ms() - t_noise) / 1000.0, lsn_events, wal_after);
-        int64_t took = wait_confirmed(c, slot, wal_after, 10000);
-        char *conf1 = confirmed_lsn(c, slot);
+        int64_t took = h_pg_wait_confirmed(c, slot, wal_after, 10000);
+        char *conf1 = h_pg_confirmed_lsn(c, slot);
         ok(took >= 0, "confirmed_flush_lsn %s reached %s, taken after the unrelated writes",
            conf1 ? conf1 : "(null)", wal_after);
         if (took >= 0)
@@ -212,11 +156,11 @@ int main(void)
         h_sleep_ms(4 * STATUS_INTERVAL_MS);
         is_int(h_kafka_count(good_topic), FIRST_EVENTS,
                "the new event is not in Kafka yet (held by linger.ms)");
-        char *conf2 = confirmed_lsn(c, slot);
+        char *conf2 = h_pg_confirmed_lsn(c, slot);
         tap_diag("unacknowledged event %s committed between %s and %s; unrelated writes up to "
                  "%s; confirmed_flush_lsn %s",
                  held_id, lsn_before, lsn_held, lsn_noise, conf2 ? conf2 : "(null)");
-        ok(conf2 && !lsn_ge(c, conf2, lsn_held),
+        ok(conf2 && !h_pg_lsn_ge(c, conf2, lsn_held),
            "while Kafka has not acknowledged it, the slot stays before the event's transaction "
            "although later WAL was read (%s < %s)",
            conf2 ? conf2 : "(null)", lsn_held);
@@ -230,8 +174,8 @@ int main(void)
                 h_relay_diag_log(relay);
         h_relay_free(relay);
         is_int(h_kafka_count(good_topic), FIRST_EVENTS, "the stopped relay did not send it");
-        char *conf3 = confirmed_lsn(c, slot);
-        ok(conf3 && !lsn_ge(c, conf3, lsn_held),
+        char *conf3 = h_pg_confirmed_lsn(c, slot);
+        ok(conf3 && !h_pg_lsn_ge(c, conf3, lsn_held),
            "after the stop the slot is still confirmed only before it (%s < %s)",
            conf3 ? conf3 : "(null)", lsn_held);
         is_int(pending_inserts_with(c, slot, held_id), 1,
@@ -244,7 +188,7 @@ int main(void)
                 h_relay_diag_log(relay);
         got = h_kafka_wait_count(good_topic, FIRST_EVENTS + 1, 60000);
         ok(got >= FIRST_EVENTS + 1, "the held event is delivered by the next relay");
-        took = wait_confirmed(c, slot, lsn_noise, 10000);
+        took = h_pg_wait_confirmed(c, slot, lsn_noise, 10000);
         ok(took >= 0, "and the slot is confirmed past the unrelated writes after it (%s)",
            lsn_noise);
         is_int(h_kafka_count(good_topic), FIRST_EVENTS + 1, "Kafka holds every event once");
@@ -254,7 +198,7 @@ int main(void)
         h_relay_free(relay);
         PQfinish(c);
         h_pg_drop_db(db);
-        delete_topic(good_topic);
+        h_kafka_delete_topic(good_topic);
         free(lsn_events);
         free(wal_after);
         free(conf1);

@@ -30,33 +30,6 @@ static int cmp_str(const void *a, const void *b)
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void delete_topic(const char *topic)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!rk) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-        if (!ev || rd_kafka_event_error(ev))
-                tap_diag("could not delete topic %s: %s", topic,
-                         ev ? rd_kafka_event_error_string(ev) : "no answer");
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        rd_kafka_DeleteTopic_destroy(dt);
-        rd_kafka_queue_destroy(q);
-        rd_kafka_destroy(rk);
-}
 
 static bool log_has(h_relay_t *r, const char *needle)
 {
@@ -156,23 +129,6 @@ static void insert_events(PGconn *c, const char *aggtype, int phase, int n)
         }
 }
 
-static bool wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms)
-{
-        int64_t deadline = h_now_ms() + timeout_ms;
-        for (;;) {
-                char *v = h_pg_value(c,
-                                     "SELECT confirmed_flush_lsn >= '%s'::pg_lsn FROM "
-                                     "pg_replication_slots WHERE slot_name = '%s'",
-                                     lsn, slot);
-                bool done = v && strcmp(v, "t") == 0;
-                free(v);
-                if (done)
-                        return true;
-                if (h_now_ms() > deadline)
-                        return false;
-                h_sleep_ms(100);
-        }
-}
 
 /* Wait for the events so far: in Kafka and confirmed. */
 static void settle(PGconn *c, const char *slot, const char *topic, int total, h_relay_t *r,
@@ -180,7 +136,7 @@ static void settle(PGconn *c, const char *slot, const char *topic, int total, h_
 {
         char *lsn = h_pg_value(c, "SELECT pg_current_wal_lsn()");
         int64_t got = h_kafka_wait_count(topic, total, 60000);
-        bool conf = wait_confirmed(c, slot, lsn, 60000);
+        bool conf = h_pg_wait_confirmed(c, slot, lsn, 60000) >= 0;
         if (!ok(got >= total && conf, "%s: Kafka holds %lld >= %d, slot confirmed past %s", what,
                 (long long)got, total, lsn))
                 h_relay_diag_log(r);
@@ -365,7 +321,7 @@ int main(void)
         h_relay_free(active);
         PQfinish(c);
         h_pg_drop_db(db);
-        delete_topic(topic);
+        h_kafka_delete_topic(topic);
         free(conninfo);
         free(aggtype);
         free(slot);

@@ -33,33 +33,6 @@
 
 /* --- helpers ------------------------------------------------------------ */
 
-static void delete_topic(const char *topic)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!rk) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-        if (!ev || rd_kafka_event_error(ev))
-                tap_diag("could not delete topic %s: %s", topic,
-                         ev ? rd_kafka_event_error_string(ev) : "no answer");
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        rd_kafka_DeleteTopic_destroy(dt);
-        rd_kafka_queue_destroy(q);
-        rd_kafka_destroy(rk);
-}
 
 static bool is_error_line(const char *line)
 {
@@ -129,13 +102,6 @@ static char *expect_failure(const char *what, const char *const *sets, int want,
         return log;
 }
 
-static bool lsn_ge(PGconn *c, const char *a, const char *b)
-{
-        char *v = h_pg_value(c, "SELECT '%s'::pg_lsn >= '%s'::pg_lsn", a, b);
-        bool r = v && strcmp(v, "t") == 0;
-        free(v);
-        return r;
-}
 
 /* Insert messages among the slot's pending changes that carry needle
  * (waits until no walsender holds the slot). */
@@ -439,7 +405,7 @@ static void case_bad_event(void)
         free(log);
         h_relay_free(r);
         if (lsn1[0])
-                ok(lsn_ge(c, lsn1, lsn_before) && !lsn_ge(c, lsn1, lsn_after),
+                ok(h_pg_lsn_ge(c, lsn1, lsn_before) && !h_pg_lsn_ge(c, lsn1, lsn_after),
                    "bad event: the logged LSN %s lies in the bad transaction (%s .. %s)", lsn1,
                    lsn_before, lsn_after);
 
@@ -456,7 +422,7 @@ static void case_bad_event(void)
                                 "SELECT confirmed_flush_lsn FROM pg_replication_slots "
                                 "WHERE slot_name = '%s'",
                                 slot);
-        ok(conf && !lsn_ge(c, conf, lsn_after),
+        ok(conf && !h_pg_lsn_ge(c, conf, lsn_after),
            "bad event: the slot is confirmed only before the bad transaction (%s < %s)",
            conf ? conf : "(null)", lsn_after);
         is_int(pending_inserts_with(c, slot, bad_id), 1,
@@ -480,7 +446,7 @@ static void case_bad_event(void)
 
         PQfinish(c);
         h_pg_drop_db(db);
-        delete_topic(topic);
+        h_kafka_delete_topic(topic);
         free(conf);
         free(lsn_before);
         free(lsn_after);

@@ -331,6 +331,35 @@ char *h_pg_value(PGconn *c, const char *fmt, ...)
         return val;
 }
 
+char *h_pg_confirmed_lsn(PGconn *c, const char *slot)
+{
+        return h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
+                          slot);
+}
+
+bool h_pg_lsn_ge(PGconn *c, const char *a, const char *b)
+{
+        char *v = h_pg_value(c, "SELECT '%s'::pg_lsn >= '%s'::pg_lsn", a, b);
+        bool r = v && strcmp(v, "t") == 0;
+        free(v);
+        return r;
+}
+
+int64_t h_pg_wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms)
+{
+        int64_t t0 = h_now_ms();
+        for (;;) {
+                char *conf = h_pg_confirmed_lsn(c, slot);
+                bool done = conf && h_pg_lsn_ge(c, conf, lsn);
+                free(conf);
+                if (done)
+                        return h_now_ms() - t0;
+                if (h_now_ms() - t0 > timeout_ms)
+                        return -1;
+                h_sleep_ms(50);
+        }
+}
+
 void h_pg_exec_file(PGconn *c, const char *sql_file_name)
 {
         char *path = h_format("%s/%s", h_env("RELAY_SQL_DIR"), sql_file_name);
@@ -565,6 +594,22 @@ int h_kafka_broker_count(void)
         int n = md->broker_cnt;
         rd_kafka_metadata_destroy(md);
         return n;
+}
+
+void h_kafka_delete_topic(const char *topic)
+{
+        rd_kafka_t *rk = h_rk();
+        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, H_KAFKA_TIMEOUT_MS);
+        if (!ev || rd_kafka_event_error(ev))
+                tap_diag("could not delete topic %s: %s", topic,
+                         ev ? rd_kafka_event_error_string(ev) : "no answer");
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        rd_kafka_DeleteTopic_destroy(dt);
+        rd_kafka_queue_destroy(q);
 }
 
 void h_kafka_create_topic(const char *topic, int partitions)

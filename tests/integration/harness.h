@@ -61,6 +61,18 @@ int h_pg_try(PGconn *c, char *err, size_t errlen, const char *fmt, ...)
 /** First column of the first row as a malloc'd string, NULL for SQL NULL or no row; bails on error. */
 char *h_pg_value(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/** slot's confirmed_flush_lsn (caller frees; NULL when the slot does not exist). */
+char *h_pg_confirmed_lsn(PGconn *c, const char *slot);
+
+/** a >= b, both LSN strings, compared by the server. */
+bool h_pg_lsn_ge(PGconn *c, const char *a, const char *b);
+
+/**
+ * Poll until slot's confirmed_flush_lsn >= lsn, up to timeout_ms.
+ * Returns the milliseconds it took, or -1 on timeout.
+ */
+int64_t h_pg_wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms);
+
 /** Run every statement of a file under RELAY_SQL_DIR (psql-free: simple query protocol). */
 void h_pg_exec_file(PGconn *c, const char *sql_file_name);
 
@@ -90,6 +102,10 @@ typedef struct {
         char **header_values; /* NUL-terminated copies */
         size_t *header_lens;
 } h_msg_t;
+
+/** Delete a topic, best effort: the broker outlives the test and the suite
+ *  runs twice against it. */
+void h_kafka_delete_topic(const char *topic);
 
 /** Sum of high watermarks over every partition of topic (0 when it does not exist). */
 int64_t h_kafka_count(const char *topic);
