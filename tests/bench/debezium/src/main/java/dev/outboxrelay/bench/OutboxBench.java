@@ -10,7 +10,8 @@
  * FILE is a properties file: "engine.<key>" keys go to the engine/connector
  * (without the prefix), "producer.<key>" keys to the KafkaProducer. Prints
  * "BENCH streaming <epoch ms>" once the connector's streaming metrics say
- * Connected=true. SIGTERM closes the engine, then the producer.
+ * Connected=true, and "BENCH batches B records R ack_wait_ms W" at exit.
+ * SIGTERM closes the engine, then the producer.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -95,6 +96,7 @@ public final class OutboxBench {
         final KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps);
         final CountDownLatch done = new CountDownLatch(1);
         final int[] exitCode = {0};
+        final long[] stats = new long[3]; // batches, records, ns spent waiting for acks
 
         // Connect format: no converters, each event's value is the SourceRecord
         // as the EventRouter left it.
@@ -116,6 +118,7 @@ public final class OutboxBench {
                         sent.add(producer.send(new ProducerRecord<>(r.topic(), null, null,
                                 simpleString(r.key()), simpleString(r.value()), headers)));
                     }
+                    long w0 = System.nanoTime();
                     for (int i = 0; i < records.size(); i++) {
                         Future<RecordMetadata> f = sent.get(i);
                         if (f != null) {
@@ -128,6 +131,11 @@ public final class OutboxBench {
                         committer.markProcessed(records.get(i));
                     }
                     committer.markBatchFinished();
+                    synchronized (stats) {
+                        stats[0]++;
+                        stats[1] += records.size();
+                        stats[2] += System.nanoTime() - w0;
+                    }
                 })
                 .using((boolean success, String message, Throwable error) -> {
                     if (!success) {
@@ -152,6 +160,10 @@ public final class OutboxBench {
                 e.printStackTrace();
             }
             producer.close();
+            synchronized (stats) {
+                System.out.println("BENCH batches " + stats[0] + " records " + stats[1]
+                        + " ack_wait_ms " + stats[2] / 1000000);
+            }
             System.out.flush();
         }));
         executor.execute(engine);
