@@ -736,7 +736,7 @@ static int parse_skip_ids(session_t *s, const char *list, char *err, size_t errl
 }
 
 static int session_open(session_t *s, const relay_config_t *cfg, bool first, bool may_create_slot,
-                        bool recreate_slot, char *err, size_t errlen)
+                        bool recreate_slot, relay_lsn_t *resume, char *err, size_t errlen)
 {
         int rc;
         const char *slot = relay_config_get(cfg, "slot.name");
@@ -808,15 +808,21 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
         if (created)
                 relay_log_info("created publication \"%s\" for table \"%s\" (inserts only)",
                                rconf.publication, rconf.table);
-        if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, recreate_slot, &created, err, errlen)))
+        relay_slot_outcome_t outcome;
+        if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, recreate_slot, &outcome, err,
+                                         errlen)))
                 return rc;
-        if (created && recreate_slot)
+        /* Created after this process streamed from an earlier slot of that
+         * name, or after finding it lost: events may be missing. */
+        if (outcome == RELAY_SLOT_RECREATED || (outcome == RELAY_SLOT_CREATED && !may_create_slot))
                 relay_log_warning("created replication slot \"%s\" anew as slot.recreate = true "
                                   "says: events written while it was gone are not relayed",
                                   slot);
-        else if (created)
+        else if (outcome == RELAY_SLOT_CREATED)
                 relay_log_info("created replication slot \"%s\"", slot);
-        if ((rc = relay_repl_start(s->repl, err, errlen)))
+        if (outcome != RELAY_SLOT_EXISTED)
+                *resume = 0; /* a new slot: our old position means nothing to it */
+        if ((rc = relay_repl_start(s->repl, *resume, err, errlen)))
                 return rc;
         if (!(s->dec = relay_pgoutput_new(relay_repl_proto_version(s->repl)))) {
                 relay_err_set(err, errlen, "out of memory");
@@ -884,6 +890,7 @@ int relay_run(const relay_config_t *cfg)
         char err[RELAY_ERRBUF];
         bool first = true, ever_streamed = false, standby_logged = false;
         bool recreate = strcmp(relay_config_get(cfg, "slot.recreate"), "true") == 0;
+        relay_lsn_t resume = 0; /* highest LSN this process confirmed, across sessions */
         int attempt = 0;
 
         relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", table \"%s\"", slot,
@@ -892,7 +899,8 @@ int relay_run(const relay_config_t *cfg)
         while (!stop_requested) {
                 session_t s;
                 err[0] = '\0';
-                int rc = session_open(&s, cfg, first, !ever_streamed, recreate, err, sizeof(err));
+                int rc = session_open(&s, cfg, first, !ever_streamed, recreate, &resume, err,
+                                      sizeof(err));
                 if (rc == 0) {
                         if (standby_logged)
                                 relay_log_info("replication slot \"%s\" is free; taking over", slot);
@@ -913,6 +921,8 @@ int relay_run(const relay_config_t *cfg)
                                 session_free(&s);
                                 return rc ? RELAY_EXIT_EVENT : RELAY_EXIT_OK;
                         }
+                        if (s.sent_flush > resume)
+                                resume = s.sent_flush;
                         if (s.sent_flush > 0)
                                 attempt = 0;
                 }
@@ -931,7 +941,15 @@ int relay_run(const relay_config_t *cfg)
                         continue;
                 case RELAY_ESLOTLOST:
                         if (!recreate) {
-                                relay_log_fatal("%s", err);
+                                /* The server's own words may not say what it means. */
+                                if (!strstr(err, "events may be missing"))
+                                        relay_log_fatal("%s; events may be missing: check the outbox "
+                                                        "for events written since the last one in "
+                                                        "Kafka, then drop the slot or set "
+                                                        "slot.recreate = true",
+                                                        err);
+                                else
+                                        relay_log_fatal("%s", err);
                                 return RELAY_EXIT_SLOTLOST;
                         }
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);

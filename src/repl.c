@@ -340,15 +340,16 @@ out:
         return rc;
 }
 
-int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool *created, char *err,
-                           size_t errlen)
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
+                           relay_slot_outcome_t *outcome, char *err, size_t errlen)
 {
+        bool was_lost = false;
         char sql[1024];
         PGresult *res;
         int rc;
         char *slot = PQescapeLiteral(r->conn, r->slot, strlen(r->slot));
 
-        *created = false;
+        *outcome = RELAY_SLOT_EXISTED;
         if (!slot) {
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
@@ -401,6 +402,7 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                                 return failed_query_code(r);
                         }
                         PQclear(res);
+                        was_lost = true;
                         goto create;
                 }
                 PQclear(res);
@@ -431,7 +433,7 @@ create:;
         PQfreemem(qslot);
         res = PQexec(r->conn, sql);
         if (PQresultStatus(res) == PGRES_TUPLES_OK) {
-                *created = true;
+                *outcome = was_lost ? RELAY_SLOT_RECREATED : RELAY_SLOT_CREATED;
                 rc = 0;
         } else if (sqlstate_is(res, "42710")) {
                 rc = 0; /* another replica created it first */
@@ -445,7 +447,7 @@ create:;
         return rc;
 }
 
-int relay_repl_start(relay_repl_t *r, char *err, size_t errlen)
+int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
 {
         char sql[1024];
         char *qslot = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
@@ -459,11 +461,13 @@ int relay_repl_start(relay_repl_t *r, char *err, size_t errlen)
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
-        /* 0/0: start at the slot's confirmed_flush_lsn. Streaming stays off so
+        /* The server starts at max(start, confirmed_flush_lsn) and skips
+         * transactions that committed before it. Streaming stays off so
          * transactions arrive whole, in commit order. */
         snprintf(sql, sizeof(sql),
-                 "START_REPLICATION SLOT %s LOGICAL 0/0 (proto_version '%d', publication_names %s)",
-                 qslot, r->proto_version, lpub);
+                 "START_REPLICATION SLOT %s LOGICAL " RELAY_LSN_FMT
+                 " (proto_version '%d', publication_names %s)",
+                 qslot, RELAY_LSN_ARGS(start), r->proto_version, lpub);
         PQfreemem(qslot);
         PQfreemem(qpub);
         PQfreemem(lpub);

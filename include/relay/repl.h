@@ -59,24 +59,34 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err,
                                   size_t errlen) RELAY_MUST_CHECK;
 
-/**
- * @brief Make sure the slot exists (pgoutput, this database), creating it
- *        when missing and may_create is set. With recreate set, a slot whose
- *        WAL was removed (wal_status = lost) is dropped and created anew.
- * @returns 0 (*created set when it created it); RELAY_ESLOTLOST when it is
- *          missing and may not be created, or lost and may not be
- *          recreated; RELAY_ESETUP when it belongs to another plugin or
- *          database; RELAY_EIO.
- */
-int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool *created,
-                           char *err, size_t errlen) RELAY_MUST_CHECK;
+typedef enum {
+        RELAY_SLOT_EXISTED = 0,
+        RELAY_SLOT_CREATED,   /* there was none */
+        RELAY_SLOT_RECREATED, /* it was lost (wal_status = lost): dropped and created */
+} relay_slot_outcome_t;
 
 /**
- * @brief START_REPLICATION from the slot's confirmed position.
+ * @brief Make sure the slot exists (pgoutput, this database), creating it
+ *        when missing and may_create or recreate is set. With recreate set, a
+ *        slot whose WAL was removed (wal_status = lost) is dropped and
+ *        created anew.
+ * @returns 0 and *outcome; RELAY_ESLOTLOST when it is missing and may not be
+ *          created, or lost and may not be recreated; RELAY_ESETUP when it
+ *          belongs to another plugin or database; RELAY_EIO.
+ */
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
+                           relay_slot_outcome_t *outcome, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief START_REPLICATION at the later of start (0 for none) and the slot's
+ *        confirmed position. Passing what this process last confirmed
+ *        matters after a server restart: PostgreSQL 15 and 16 do not save a
+ *        slot's confirmed position at shutdown, so the slot alone would send
+ *        again everything since its last checkpointed position.
  * @returns 0; RELAY_EBUSY when another process streams from the slot
  *          (SQLSTATE 55006); RELAY_ESLOTLOST; RELAY_ESETUP; RELAY_EIO.
  */
-int relay_repl_start(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief The socket to poll. */
 int relay_repl_socket(const relay_repl_t *r);

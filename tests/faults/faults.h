@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -129,12 +128,15 @@ FX_FN bool fx_wait_log_n(h_relay_t *r, const char *needle, int n, int timeout_ms
         }
 }
 
-/** Uniform random integer in [lo, hi]. */
+/** Random integer in [lo, hi] (xorshift32; a zero seed is replaced). */
 FX_FN int fx_rand(unsigned *seed, int lo, int hi)
 {
-        *seed = *seed * 1103515245u + 12345u;
-        unsigned r = (*seed >> 8) & 0xffffff;
-        return hi > lo ? lo + (int)(r % (unsigned)(hi - lo + 1)) : lo;
+        uint32_t x = *seed ? (uint32_t)*seed : 2463534242u;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *seed = x;
+        return hi > lo ? lo + (int)((x >> 4) % (uint32_t)(hi - lo + 1)) : lo;
 }
 
 /** "X/Y" -> 64-bit LSN; 0 for NULL or garbage. */
@@ -192,7 +194,9 @@ FX_FN void fx_restore_on_signal(int sig)
         raise(sig);
 }
 
-/** Append a shell command to the restore command (and install it once). */
+/** Append a shell command to the restore command (and install it once).
+ *  The parts run in the order added: add quick ones before slow ones
+ *  (starting a broker takes half a minute). */
 FX_FN void fx_restore_add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 FX_FN void fx_restore_add(const char *fmt, ...)
 {
@@ -228,15 +232,13 @@ FX_FN const char *fx_pg_runas(void)
 }
 
 /** The command line of "pg_ctl ACTION" for the test cluster, started the way
- *  tests/env/up starts it (same data directory and log file). Caller frees. */
+ *  tests/env/up starts it (same data directory and log file: without -l the
+ *  server would write to, and hold open, the test's own stdout). Caller frees. */
 FX_FN char *fx_pg_ctl_cmd(const char *action)
 {
-        const char *logdir = getenv("RELAY_TEST_LOGDIR");
-        char *logopt = logdir && *logdir ? fx_fmt("-l '%s/postgresql.log'", logdir) : fx_fmt("%s", "");
-        char *cmd = fx_fmt("%s '%s/pg_ctl' -D '%s' %s -w -t 120 %s", fx_pg_runas(),
-                           h_env("RELAY_TEST_PGBIN"), h_env("RELAY_TEST_DATADIR"), logopt, action);
-        free(logopt);
-        return cmd;
+        return fx_fmt("%s '%s/pg_ctl' -D '%s' -l '%s/postgresql.log' -w -t 120 %s", fx_pg_runas(),
+                      h_env("RELAY_TEST_PGBIN"), h_env("RELAY_TEST_DATADIR"),
+                      h_env("RELAY_TEST_LOGDIR"), action);
 }
 
 /** Run pg_ctl ACTION ("restart -m fast", "status", ...); its exit status. */
@@ -420,42 +422,13 @@ FX_FN int fx_kafka_ctl(const char *action)
         return fx_sh("'%s' %s", h_env("RELAY_TEST_KAFKA_CMD"), action);
 }
 
-/** Delete a topic of the real broker (best effort: the broker outlives the
+/** Delete both topics of a workload (best effort: the broker outlives the
  *  test and the suite runs twice against it). */
-FX_FN void fx_delete_topic(const char *topic)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
-                              sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!rk) {
-                rd_kafka_conf_destroy(conf);
-                return;
-        }
-        rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-        if (!ev || rd_kafka_event_error(ev))
-                tap_diag("could not delete topic %s: %s", topic,
-                         ev ? rd_kafka_event_error_string(ev) : "no answer");
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        rd_kafka_DeleteTopic_destroy(dt);
-        rd_kafka_queue_destroy(q);
-        rd_kafka_destroy(rk);
-}
-
-/** Delete both topics of a workload. */
 FX_FN void fx_delete_workload_topics(const h_workload_conf_t *wc)
 {
         char topic[256];
         for (int t = 0; t < H_WORKLOAD_TYPES; t++)
-                fx_delete_topic(h_workload_topic(wc, t, topic, sizeof(topic)));
+                h_kafka_delete_topic(h_workload_topic(wc, t, topic, sizeof(topic)));
 }
 
 /* --- relay settings --------------------------------------------------------- */
@@ -526,7 +499,8 @@ typedef struct {
         fx_writer_t *w;
 } fx_writers_t;
 
-static const char *const fx_aggtypes[H_WORKLOAD_TYPES] __attribute__((unused)) = {"order", "customer"};
+static const char *const fx_aggtypes[H_WORKLOAD_TYPES] __attribute__((unused)) = {
+        "order", "customer"};
 
 FX_FN int fx_cmp_int(const void *a, const void *b)
 {
@@ -576,11 +550,12 @@ FX_FN void *fx_writer_main(void *arg)
                 for (int i = 0; good && i < n; i++) {
                         int t = aggs[i] % H_WORKLOAD_TYPES;
                         snprintf(sql, sizeof(sql),
-                                 "WITH v AS (UPDATE aggregates SET version = version + 1 WHERE "
-                                 "id = %d RETURNING version) INSERT INTO outbox (id, aggregatetype, "
-                                 "aggregateid, type, payload) SELECT gen_random_uuid(), '%s_%s', "
-                                 "'agg-%d', '%sEvent', jsonb_build_object('agg', %d, 'v', "
-                                 "v.version, 'w', %d, 'pad', repeat('x', 150)) FROM v RETURNING id",
+                                 "WITH v AS (UPDATE aggregates SET version = version + 1 "
+                                 "WHERE id = %d RETURNING version) "
+                                 "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                 "payload) SELECT gen_random_uuid(), '%s_%s', 'agg-%d', "
+                                 "'%sEvent', jsonb_build_object('agg', %d, 'v', v.version, "
+                                 "'w', %d, 'pad', repeat('x', 150)) FROM v RETURNING id",
                                  aggs[i], fx_aggtypes[t], conf->suffix, aggs[i], fx_aggtypes[t],
                                  aggs[i], w->id);
                         good = fx_writer_exec(c, sql, true);

@@ -119,7 +119,8 @@ static void outage(PGconn *c, const char *slot, const h_workload_conf_t *wc, fx_
                 tap_bail("could not start the broker again");
         }
         int64_t t_up = h_now_ms();
-        tap_diag("%s: broker back %.1f s after the command", o->what, (t_up - t_resume_cmd) / 1000.0);
+        tap_diag("%s: broker back %.1f s after the command", o->what,
+                 (t_up - t_resume_cmd) / 1000.0);
 
         /* Recovery: the first confirmation past the frozen position, then
          * Kafka holding everything committed by the time the broker was back. */
@@ -168,8 +169,9 @@ int main(void)
         char *pglog = fx_fmt("%s/postgresql.log", h_env("RELAY_TEST_LOGDIR"));
         long pglog_start = file_size(pglog);
 
-        fx_restore_kafka_running();
+        /* Quick restore steps first: the broker may take half a minute to start. */
         fx_pg_set("wal_sender_timeout", "10s");
+        fx_restore_kafka_running();
 
         char *db = h_pg_create_db("outage");
         char *suffix = h_unique_name("bo");

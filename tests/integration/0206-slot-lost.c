@@ -59,7 +59,8 @@ static bool kill_and_drop(PGconn *c, const char *slot, int *attempts)
                          "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
                          "WHERE slot_name = '%s' AND active_pid IS NOT NULL",
                          slot);
-                if (h_pg_try(c, err, sizeof(err), "SELECT pg_drop_replication_slot('%s')", slot) == 0)
+                if (h_pg_try(c, err, sizeof(err), "SELECT pg_drop_replication_slot('%s')",
+                             slot) == 0)
                         return true;
                 h_sleep_ms(20);
         }
@@ -216,7 +217,7 @@ int main(void)
 
         PQfinish(c);
         h_pg_drop_db(db);
-        fx_delete_topic(topic);
+        h_kafka_delete_topic(topic);
         free(slot_a);
         free(slot_b);
         free(slot_c);

@@ -77,7 +77,8 @@ int main(void)
                 bool got = fx_wait_log_n(standby, "taking over", before + 1, TAKEOVER_BOUND_MS);
                 int64_t dt = h_now_ms() - t_kill;
                 if (!ok(rc == 128 + SIGKILL && got,
-                        "takeover %d: kill -9 of the active relay (exit %d), the standby takes over",
+                        "takeover %d: kill -9 of the active relay (exit %d), the standby takes "
+                        "over",
                         i + 1, rc)) {
                         h_relay_diag_log(standby);
                         continue;
