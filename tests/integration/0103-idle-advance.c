@@ -54,32 +54,6 @@ static char *insert_event(PGconn *c, const char *aggtype, int i)
                           aggtype, i, i);
 }
 
-/* Insert messages of the slot's pending changes that carry needle. */
-static long pending_inserts_with(PGconn *c, const char *slot, const char *needle)
-{
-        int64_t deadline = h_now_ms() + 30000;
-        for (;;) {
-                char *active = h_pg_value(
-                    c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'", slot);
-                bool busy = !active || strcmp(active, "t") == 0;
-                free(active);
-                if (!busy)
-                        break;
-                if (h_now_ms() > deadline)
-                        tap_bail("slot %s is still active 30 s after the relay exited", slot);
-                h_sleep_ms(100);
-        }
-        char *v = h_pg_value(c,
-                             "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('%s', NULL, "
-                             "NULL, 'proto_version', '1', 'publication_names', 'outbox_pub') "
-                             "WHERE get_byte(data, 0) = 73 "
-                             "AND position(convert_to('%s', 'UTF8') in data) > 0",
-                             slot, needle);
-        long n = v ? strtol(v, NULL, 10) : -1;
-        free(v);
-        return n;
-}
-
 int main(void)
 {
         char *db = h_pg_create_db("idle");
@@ -178,7 +152,7 @@ int main(void)
         ok(conf3 && !h_pg_lsn_ge(c, conf3, lsn_held),
            "after the stop the slot is still confirmed only before it (%s < %s)",
            conf3 ? conf3 : "(null)", lsn_held);
-        is_int(pending_inserts_with(c, slot, held_id), 1,
+        is_int(h_pg_pending_inserts_with(c, slot, held_id), 1,
                "the slot still holds the unacknowledged event for the next relay");
 
         /* --- 3. the next relay sends it and moves on -------------------- */

@@ -105,31 +105,6 @@ static char *expect_failure(const char *what, const char *const *sets, int want,
 
 /* Insert messages among the slot's pending changes that carry needle
  * (waits until no walsender holds the slot). */
-static long pending_inserts_with(PGconn *c, const char *slot, const char *needle)
-{
-        int64_t deadline = h_now_ms() + 30000;
-        for (;;) {
-                char *active = h_pg_value(
-                    c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'", slot);
-                bool busy = !active || strcmp(active, "t") == 0;
-                free(active);
-                if (!busy)
-                        break;
-                if (h_now_ms() > deadline)
-                        tap_bail("slot %s is still active 30 s after the relay exited", slot);
-                h_sleep_ms(100);
-        }
-        char *v = h_pg_value(c,
-                             "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('%s', NULL, "
-                             "NULL, 'proto_version', '1', 'publication_names', 'outbox_pub') "
-                             "WHERE get_byte(data, 0) = 73 "
-                             "AND position(convert_to('%s', 'UTF8') in data) > 0",
-                             slot, needle);
-        long n = v ? strtol(v, NULL, 10) : -1;
-        free(v);
-        return n;
-}
-
 static long slot_count(PGconn *c, const char *slot)
 {
         char *v =
@@ -425,9 +400,9 @@ static void case_bad_event(void)
         ok(conf && !h_pg_lsn_ge(c, conf, lsn_after),
            "bad event: the slot is confirmed only before the bad transaction (%s < %s)",
            conf ? conf : "(null)", lsn_after);
-        is_int(pending_inserts_with(c, slot, bad_id), 1,
+        is_int(h_pg_pending_inserts_with(c, slot, bad_id), 1,
                "bad event: the slot still holds the bad row");
-        is_int(pending_inserts_with(c, slot, good_id), 0,
+        is_int(h_pg_pending_inserts_with(c, slot, good_id), 0,
                "bad event: the good event was confirmed (not pending any more)");
 
         /* A restarted relay must stop at the very same row. */

@@ -360,6 +360,31 @@ int64_t h_pg_wait_confirmed(PGconn *c, const char *slot, const char *lsn, int ti
         }
 }
 
+long h_pg_pending_inserts_with(PGconn *c, const char *slot, const char *needle)
+{
+        int64_t deadline = h_now_ms() + 30000;
+        for (;;) {
+                char *active = h_pg_value(
+                    c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'", slot);
+                bool busy = !active || strcmp(active, "t") == 0;
+                free(active);
+                if (!busy)
+                        break;
+                if (h_now_ms() > deadline)
+                        tap_bail("slot %s is still active 30 s after the relay exited", slot);
+                h_sleep_ms(100);
+        }
+        char *v = h_pg_value(c,
+                             "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('%s', NULL, "
+                             "NULL, 'proto_version', '1', 'publication_names', 'outbox_pub') "
+                             "WHERE get_byte(data, 0) = 73 "
+                             "AND position(convert_to('%s', 'UTF8') in data) > 0",
+                             slot, needle);
+        long n = v ? strtol(v, NULL, 10) : -1;
+        free(v);
+        return n;
+}
+
 void h_pg_exec_file(PGconn *c, const char *sql_file_name)
 {
         char *path = h_format("%s/%s", h_env("RELAY_SQL_DIR"), sql_file_name);

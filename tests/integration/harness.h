@@ -73,6 +73,13 @@ bool h_pg_lsn_ge(PGconn *c, const char *a, const char *b);
  */
 int64_t h_pg_wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms);
 
+/**
+ * Inserts still pending in slot (not confirmed: a peek, publication
+ * outbox_pub) whose message bytes contain needle. Waits up to 30 s for the
+ * slot to be released by its last walsender first (bails otherwise).
+ */
+long h_pg_pending_inserts_with(PGconn *c, const char *slot, const char *needle);
+
 /** Run every statement of a file under RELAY_SQL_DIR (psql-free: simple query protocol). */
 void h_pg_exec_file(PGconn *c, const char *sql_file_name);
 
