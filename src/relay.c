@@ -562,8 +562,7 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                         relay_err_set(err, errlen,
                                       "could not turn outbox row (id \"%.*s\") at " RELAY_LSN_FMT
                                       " into an event: %s",
-                                      ev.id ? (int)(ev.id_len > 64 ? 64 : ev.id_len) : 9,
-                                      ev.id ? ev.id : "<unknown>", RELAY_LSN_ARGS(w->wal_start),
+                                      ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(w->wal_start),
                                       detail);
                         return rc;
                 }
@@ -642,11 +641,16 @@ static int session_stream(session_t *s, char *err, size_t errlen)
                 bool stopping = stop_requested && !relay_acktrack_in_txn(s->ack);
                 if (stopping)
                         return 0;
+                /* A full batch may leave complete messages in libpq's buffer,
+                 * which poll() cannot see: then do not wait below. */
+                bool buffered = true;
                 for (int i = 0; i < READ_BATCH; i++) {
                         relay_walmsg_t w;
                         rc = relay_repl_read(s->repl, &w, err, errlen);
-                        if (rc == 0)
+                        if (rc == 0) {
+                                buffered = false;
                                 break;
+                        }
                         if (rc < 0)
                                 return rc;
                         if ((rc = session_message(s, &w, err, errlen)))
@@ -688,7 +692,7 @@ static int session_stream(session_t *s, char *err, size_t errlen)
                 for (const poison_t *p = s->poisons; p; p = p->next)
                         if (!p->in_flight && p->due_ms - now < wait)
                                 wait = p->due_ms - now;
-                if (wait < 0)
+                if (wait < 0 || buffered)
                         wait = 0;
                 if (wait > 1000)
                         wait = 1000;
