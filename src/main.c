@@ -111,6 +111,8 @@ int main(int argc, char **argv)
         relay_config_t *cfg = NULL;
         int opt, rc;
 
+        relay_install_signals();
+
         /* --set arguments are kept in order; there cannot be more than argc of them. */
         sets = calloc((size_t)argc + 1, sizeof(*sets));
         if (sets == NULL)

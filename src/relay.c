@@ -879,7 +879,7 @@ static int exit_code_for(int rc)
         }
 }
 
-int relay_run(const relay_config_t *cfg)
+void relay_install_signals(void)
 {
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
@@ -888,6 +888,10 @@ int relay_run(const relay_config_t *cfg)
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
         signal(SIGPIPE, SIG_IGN);
+}
+
+int relay_run(const relay_config_t *cfg)
+{
         srand((unsigned)time(NULL) ^ (unsigned)getpid());
 
         const char *slot = relay_config_get(cfg, "slot.name");

@@ -24,9 +24,15 @@ enum {
 };
 
 /**
- * @brief Run until a signal or a fatal error. Installs SIGTERM/SIGINT
- *        handlers (first: graceful drain; second: immediate exit) and ignores
- *        SIGPIPE. cfg is borrowed and must be validated.
+ * @brief Install the SIGTERM/SIGINT handlers (first: graceful stop; second:
+ *        immediate exit) and ignore SIGPIPE. Call first thing in main(), so a
+ *        stop requested during start-up is a clean stop too.
+ */
+void relay_install_signals(void);
+
+/**
+ * @brief Run until a signal or a fatal error (relay_install_signals() must
+ *        have run). cfg is borrowed and must be validated.
  * @returns one of the RELAY_EXIT_* codes.
  */
 int relay_run(const relay_config_t *cfg);

@@ -661,4 +661,18 @@ FX_FN void fx_diag_verify(const char *what, const h_verify_t *v)
         h_workload_diag(v);
 }
 
+/*
+ * The promise every fault scenario checks, whatever it did to the relay:
+ * no committed event missing, each aggregate's first occurrences in commit
+ * order, and every message as written. Duplicates are the scenario's call.
+ */
+FX_FN void fx_check_delivered(const char *what, const h_verify_t *v)
+{
+        fx_diag_verify(what, v);
+        is_int(v->missing, 0, "%s: no committed event is missing", what);
+        is_int(v->out_of_order, 0, "%s: each aggregate's first occurrences are in commit order", what);
+        is_int(v->bad_key + v->bad_partition + v->bad_headers + v->bad_value, 0,
+               "%s: keys, partitions, headers and values as written", what);
+}
+
 #endif

@@ -109,6 +109,8 @@ int main(void)
                 got))
                 h_relay_diag_log(r);
         int64_t t_done = h_now_ms();
+        /* Stop it once it streams: a stop during start-up says nothing about draining. */
+        h_relay_wait_log(r, "streaming from replication slot", 60000);
         h_relay_signal(r, SIGTERM);
         int rc = h_relay_wait(r, 60000);
         is_int(rc, 0, "the last relay stops cleanly on SIGTERM");
@@ -117,12 +119,8 @@ int main(void)
 
         h_verify_t v;
         h_workload_verify(c, &wc, &v);
-        fx_diag_verify("crash loop", &v);
+        fx_check_delivered("crash loop", &v);
         is_int(v.expected, events, "aggregate versions add up to the committed events");
-        is_int(v.missing, 0, "zero events lost");
-        is_int(v.out_of_order, 0, "each aggregate's first occurrences are in commit order");
-        is_int(v.bad_key + v.bad_partition + v.bad_headers + v.bad_value, 0,
-               "keys, partitions, headers and values as written");
         tap_diag("FIGURES crash-loop: events=%zu kills=%d kills_during_load=%d "
                  "kills_in_startup=%d duplicates=%zu (%.1f%%) missing=%zu out_of_order=%zu "
                  "rolled_back=%d written_in=%.1fs all_in_kafka_after=%.1fs",
