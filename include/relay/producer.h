@@ -36,7 +36,8 @@ typedef void relay_producer_dr_fn(void *ctx, void *msg_opaque, const relay_deliv
 
 /**
  * @brief Create the producer: our defaults (enable.idempotence=true,
- *        partitioner=murmur2_random, linger.ms=5), then every kafka.* key of
+ *        partitioner=murmur2_random, linger.ms=5,
+ *        queue.buffering.max.messages=10000), then every kafka.* key of
  *        cfg (borrowed) on top.
  * @returns 0 and *out (caller frees with relay_producer_free()); RELAY_EINVAL
  *          when librdkafka rejects a property or enable.idempotence is

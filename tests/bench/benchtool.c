@@ -13,6 +13,11 @@
  *       (one transaction) per 10 ms tick on an absolute schedule; a late tick
  *       inserts what is owed. Each payload carries "t0", clock_timestamp() of the
  *       insert in epoch microseconds. Prints "<rows> <seconds> <late ticks>".
+ *   benchtool produce BROKERS TOPIC RATE SECONDS
+ *       the Kafka leg alone: a bare librdkafka producer with the relay's
+ *       settings (acks=all, idempotent, linger.ms=5, no compression) sends the
+ *       same events on the same 10 ms schedule, "t0" being the produce() call;
+ *       no database and no decoding. Prints what load prints.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -140,6 +145,54 @@ static int cmd_wait(int argc, char **argv)
         return 0;
 }
 
+/* The 10 ms tick schedule of load and produce: *due is how many events are
+ * owed by the end of the coming tick; sleep until the tick after it. */
+typedef struct {
+        double rate;
+        int64_t total;
+        struct timespec start, next;
+        unsigned long late;
+} sched_t;
+
+static void sched_init(sched_t *s, double rate, double secs)
+{
+        s->rate = rate;
+        s->total = (int64_t)(rate * secs + 0.5);
+        s->late = 0;
+        clock_gettime(CLOCK_MONOTONIC, &s->start);
+        s->next = s->start;
+}
+
+static int64_t sched_due(const sched_t *s)
+{
+        double el = (double)(s->next.tv_sec - s->start.tv_sec) + (double)(s->next.tv_nsec - s->start.tv_nsec) / 1e9;
+        int64_t due = (int64_t)(s->rate * (el + 0.010));
+        return due > s->total ? s->total : due;
+}
+
+static void sched_sleep(sched_t *s)
+{
+        s->next.tv_nsec += 10 * 1000 * 1000;
+        if (s->next.tv_nsec >= 1000000000L) {
+                s->next.tv_nsec -= 1000000000L;
+                s->next.tv_sec++;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > s->next.tv_sec || (now.tv_sec == s->next.tv_sec && now.tv_nsec > s->next.tv_nsec))
+                s->late++;
+        else
+                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &s->next, NULL);
+}
+
+static void sched_report(const sched_t *s, int64_t sent)
+{
+        struct timespec end;
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        printf("%" PRId64 " %.3f %lu\n", sent,
+               (double)(end.tv_sec - s->start.tv_sec) + (double)(end.tv_nsec - s->start.tv_nsec) / 1e9, s->late);
+}
+
 static volatile sig_atomic_t stop_load;
 static void on_signal(int sig) { (void)sig; stop_load = 1; }
 
@@ -169,17 +222,11 @@ static int cmd_load(int argc, char **argv)
         signal(SIGTERM, on_signal);
         signal(SIGINT, on_signal);
 
-        const long tick_ns = 10 * 1000 * 1000;
-        int64_t total = (int64_t)(rate * secs + 0.5), sent = 0;
-        unsigned long late = 0;
-        struct timespec start, next;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        next = start;
-        while (sent < total && !stop_load) {
-                double el = (double)(next.tv_sec - start.tv_sec) + (double)(next.tv_nsec - start.tv_nsec) / 1e9;
-                int64_t due = (int64_t)(rate * (el + 0.010));
-                if (due > total)
-                        due = total;
+        sched_t s;
+        int64_t sent = 0;
+        sched_init(&s, rate, secs);
+        while (sent < s.total && !stop_load) {
+                int64_t due = sched_due(&s);
                 if (due > sent) {
                         char a[24], b[24];
                         snprintf(a, sizeof(a), "%" PRId64, sent + 1);
@@ -193,23 +240,98 @@ static int cmd_load(int argc, char **argv)
                         PQclear(r);
                         sent = due;
                 }
-                next.tv_nsec += tick_ns;
-                if (next.tv_nsec >= 1000000000L) {
-                        next.tv_nsec -= 1000000000L;
-                        next.tv_sec++;
-                }
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
-                        late++;
-                else
-                        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+                sched_sleep(&s);
         }
-        struct timespec end;
-        clock_gettime(CLOCK_MONOTONIC, &end);
-        printf("%" PRId64 " %.3f %lu\n", sent,
-               (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9, late);
+        sched_report(&s, sent);
         PQfinish(c);
+        return stop_load ? 1 : 0;
+}
+
+static int delivery_failed;
+static void produce_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+        (void)rk;
+        (void)opaque;
+        if (m->err && !delivery_failed) {
+                fprintf(stderr, "benchtool: delivery failed: %s\n", rd_kafka_err2str(m->err));
+                delivery_failed = 1;
+        }
+}
+
+static int cmd_produce(int argc, char **argv)
+{
+        if (argc < 5) {
+                fprintf(stderr, "usage: benchtool produce BROKERS TOPIC RATE SECONDS\n");
+                return 3;
+        }
+        static const char *const settings[][2] = {
+                {"acks", "all"}, {"enable.idempotence", "true"}, {"linger.ms", "5"},
+                {"compression.type", "none"}, {"partitioner", "murmur2_random"}, {"log_level", "3"},
+        };
+        char err[512];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (rd_kafka_conf_set(conf, "bootstrap.servers", argv[1], err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+                fprintf(stderr, "benchtool: %s\n", err);
+                return 3;
+        }
+        for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+                if (rd_kafka_conf_set(conf, settings[i][0], settings[i][1], err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+                        fprintf(stderr, "benchtool: %s\n", err);
+                        return 3;
+                }
+        rd_kafka_conf_set_dr_msg_cb(conf, produce_dr);
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+        if (rk == NULL) {
+                fprintf(stderr, "benchtool: rd_kafka_new: %s\n", err);
+                return 3;
+        }
+        signal(SIGTERM, on_signal);
+        signal(SIGINT, on_signal);
+
+        sched_t s;
+        int64_t sent = 0;
+        sched_init(&s, atof(argv[3]), atof(argv[4]));
+        while (sent < s.total && !stop_load && !delivery_failed) {
+                int64_t due = sched_due(&s);
+                for (; sent < due; sent++) {
+                        /* bench_payload's shape and size, and the relay's
+                         * key (aggregate id) and headers (id, type). */
+                        int64_t g = sent + 1;
+                        char key[32], id[48], val[512];
+                        struct timespec rt;
+                        clock_gettime(CLOCK_REALTIME, &rt);
+                        long long t0 = (long long)rt.tv_sec * 1000000LL + rt.tv_nsec / 1000;
+                        int kl = snprintf(key, sizeof(key), "order-%" PRId64, g);
+                        snprintf(id, sizeof(id), "00000000-0000-4000-8000-%012" PRId64, g);
+                        int vl = snprintf(val, sizeof(val),
+                                          "{\"t0\": %lld, \"seq\": %" PRId64 ", \"note\": \"outbox-relay bench\", "
+                                          "\"order\": {\"id\": \"ord-%010" PRId64 "\", \"lines\": [{\"qty\": %d, "
+                                          "\"sku\": \"SKU-%" PRId64 "\", \"price\": 19.99}, {\"qty\": 1, \"sku\": "
+                                          "\"SKU-%" PRId64 "\", \"price\": 4.5}], \"total\": %" PRId64 ".%02d, "
+                                          "\"currency\": \"EUR\", \"customer\": \"cust-%06" PRId64 "\"}}",
+                                          t0, g, g, (int)(1 + g % 5), g % 9973, g % 7919, g % 1000,
+                                          (int)(g % 100), g % 100000);
+                        rd_kafka_resp_err_t e = rd_kafka_producev(
+                                rk, RD_KAFKA_V_TOPIC(argv[2]), RD_KAFKA_V_KEY(key, (size_t)kl),
+                                RD_KAFKA_V_VALUE(val, (size_t)vl), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_HEADER("id", id, -1), RD_KAFKA_V_HEADER("type", "OrderPlaced", -1),
+                                RD_KAFKA_V_END);
+                        if (e) {
+                                fprintf(stderr, "benchtool: produce: %s\n", rd_kafka_err2str(e));
+                                return 1;
+                        }
+                }
+                rd_kafka_poll(rk, 0);
+                sched_sleep(&s);
+        }
+        rd_kafka_flush(rk, 60000);
+        int left = rd_kafka_outq_len(rk);
+        rd_kafka_destroy(rk);
+        if (left || delivery_failed) {
+                fprintf(stderr, "benchtool: %d events not delivered\n", left);
+                return 1;
+        }
+        sched_report(&s, sent);
         return stop_load ? 1 : 0;
 }
 
@@ -221,6 +343,8 @@ int main(int argc, char **argv)
                 return cmd_wait(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "load") == 0)
                 return cmd_load(argc - 1, argv + 1);
-        fprintf(stderr, "usage: benchtool topics|wait|load ... (see the comment at the top of benchtool.c)\n");
+        if (argc >= 2 && strcmp(argv[1], "produce") == 0)
+                return cmd_produce(argc - 1, argv + 1);
+        fprintf(stderr, "usage: benchtool topics|wait|load|produce ... (see the comment at the top of benchtool.c)\n");
         return 3;
 }
