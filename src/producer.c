@@ -238,7 +238,7 @@ int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t e
         rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
         if (e) {
                 relay_err_set(err, errlen, "%s", rd_kafka_err2str(e));
-                return RELAY_EKAFKA;
+                return e == RD_KAFKA_RESP_ERR__TIMED_OUT ? RELAY_EAGAIN : RELAY_EKAFKA;
         }
         int nbrokers = md->broker_cnt;
         rd_kafka_metadata_destroy(md);

@@ -54,6 +54,9 @@ static void on_signal(int sig)
 /* Messages decoded per pass before Kafka's reports are served again. */
 #define READ_BATCH 4096
 #define PROGRESS_LOG_MS 60000
+/* How long the first start waits for Kafka to answer before calling the
+ * setup wrong (exit 3) rather than retrying. */
+#define KAFKA_PING_MS 10000
 
 typedef struct {
         const relay_config_t *cfg;
@@ -782,7 +785,16 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
         if (first) {
                 char kerr[RELAY_ERRBUF];
                 const char *servers = relay_config_get(cfg, "kafka.bootstrap.servers");
-                if (relay_producer_ping(s->prod, 10000, kerr, sizeof(kerr)) != 0) {
+                /* In short slices, so a stop signal is not kept waiting. */
+                int64_t deadline = now_ms() + KAFKA_PING_MS;
+                do
+                        rc = relay_producer_ping(s->prod, 200, kerr, sizeof(kerr));
+                while (rc == RELAY_EAGAIN && !stop_requested && now_ms() < deadline);
+                if (rc && stop_requested) {
+                        relay_err_set(err, errlen, "stopped while waiting for Kafka");
+                        return RELAY_EIO;
+                }
+                if (rc) {
                         relay_err_set(err, errlen,
                                       "could not reach Kafka at \"%s\": %s; check "
                                       "kafka.bootstrap.servers and that the brokers are up",

@@ -20,6 +20,7 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <errno.h>
+#include <poll.h>
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -264,6 +265,26 @@ static void case_kafka_unreachable(void)
         const char *needles[] = {"could not reach Kafka", "kafka.bootstrap.servers", NULL};
         free(expect_failure("Kafka unreachable at start", sets, 3, needles));
         is_int(slot_count(c, slot), 0, "Kafka unreachable: no slot was created");
+
+        /* A stop while the first start still waits for Kafka (up to 10 s)
+         * is a clean stop, honoured without waiting that out. */
+        h_relay_t *r = h_relay_start(sets);
+        ok(h_relay_wait_log(r, "starting outbox-relay", 10000), "Kafka unreachable: relay started");
+        poll(NULL, 0, 1000);
+        int64_t t0 = h_now_ms();
+        h_relay_signal(r, SIGTERM);
+        int rc = h_relay_wait(r, 8000);
+        int64_t took = h_now_ms() - t0;
+        char *log = h_relay_log(r);
+        is_int(rc, 0, "SIGTERM while waiting for Kafka: exit 0 (after %.1f s)", took / 1000.0);
+        ok(took < 8000, "SIGTERM while waiting for Kafka: honoured before the 10 s wait ran out");
+        ok(log && strstr(log, "stopped") && !strstr(log, "ERROR") && !strstr(log, "FATAL"),
+           "SIGTERM while waiting for Kafka: logs \"stopped\", no error");
+        if (rc != 0 || !log || !strstr(log, "stopped"))
+                h_relay_diag_log(r);
+        free(log);
+        h_relay_free(r);
+        is_int(slot_count(c, slot), 0, "SIGTERM while waiting for Kafka: no slot was created");
         PQfinish(c);
         h_pg_drop_db(db);
         free(ci);
