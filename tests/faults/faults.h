@@ -472,6 +472,51 @@ FX_FN void fx_sets_free(fx_sets_t *s)
         memset(s, 0, sizeof(*s));
 }
 
+/* --- one fault case: its database, names, connection and relay settings ------- */
+
+typedef struct {
+        char *db;     /* a database of its own */
+        char *suffix; /* unique: the workload's topic and aggregate-type suffix */
+        char *slot;   /* unique slot name */
+        PGconn *c;    /* connected to db; a test may replace it (reconnects) */
+        fx_sets_t sets; /* filled by the test (fx_sets_init) */
+} fx_case_t;
+
+/** Create database name, a suffix and a slot name from tag, and connect. */
+FX_FN void fx_case_open(fx_case_t *k, const char *name, const char *tag)
+{
+        memset(k, 0, sizeof(*k));
+        k->db = h_pg_create_db(name);
+        k->suffix = h_unique_name(tag);
+        char *prefix = fx_fmt("slot_%s", tag);
+        k->slot = h_unique_name(prefix);
+        free(prefix);
+        k->c = h_pg_connect(k->db);
+}
+
+/** Start a relay with the case's settings; one test point: it streams. */
+FX_FN h_relay_t *fx_case_relay(const fx_case_t *k, const char *what)
+{
+        h_relay_t *r = h_relay_start(k->sets.v);
+        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "%s", what))
+                h_relay_diag_log(r);
+        return r;
+}
+
+/** Undo fx_case_open and free the settings; with wc, delete its topics too. */
+FX_FN void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc)
+{
+        PQfinish(k->c);
+        h_pg_drop_db(k->db);
+        if (wc)
+                fx_delete_workload_topics(wc);
+        fx_sets_free(&k->sets);
+        free(k->db);
+        free(k->suffix);
+        free(k->slot);
+        memset(k, 0, sizeof(*k));
+}
+
 /* --- writers that survive a database restart ---------------------------------- */
 
 /*

@@ -199,22 +199,20 @@ int main(void)
         tap_diag("variant: %s, %d round(s); mock cluster at %s", lng ? "long" : "short", rounds,
                  bootstraps);
 
-        char *db = h_pg_create_db("mockfaults");
-        char *suffix = h_unique_name("mf");
-        char *slot = h_unique_name("slot_mf");
-        PGconn *c = h_pg_connect(db);
+        fx_case_t fc;
+        fx_case_open(&fc, "mockfaults", "mf");
         h_workload_conf_t wc = {
-                .db = db, .suffix = suffix, .writers = 4, .aggregates = 100, .events = 0,
+                .db = fc.db, .suffix = fc.suffix, .writers = 4, .aggregates = 100, .events = 0,
                 .max_txn = 10, .pause_ms = 100, .partitions = PARTITIONS,
         };
         /* h_workload_setup() without its CreateTopics (the mock has no admin API). */
         char topic[256];
-        h_pg_create_outbox(c, "outbox");
-        h_pg_exec(c, "CREATE TABLE aggregates (id int PRIMARY KEY, "
+        h_pg_create_outbox(fc.c, "outbox");
+        h_pg_exec(fc.c, "CREATE TABLE aggregates (id int PRIMARY KEY, "
                      "version int NOT NULL DEFAULT 0)");
-        h_pg_exec(c, "INSERT INTO aggregates (id) SELECT g FROM generate_series(0, %d) g",
+        h_pg_exec(fc.c, "INSERT INTO aggregates (id) SELECT g FROM generate_series(0, %d) g",
                   wc.aggregates - 1);
-        h_pg_exec(c, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)");
+        h_pg_exec(fc.c, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)");
         for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
                 h_workload_topic(&wc, t, topic, sizeof(topic));
                 rd_kafka_resp_err_t e =
@@ -223,13 +221,10 @@ int main(void)
                         tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
         }
 
-        fx_sets_t sets;
-        fx_sets_init(&sets, db, slot, bootstraps);
+        fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         /* One request in flight per connection: see the header comment. */
-        fx_sets_add(&sets, "%s", "kafka.max.in.flight.requests.per.connection=1");
-        h_relay_t *r = h_relay_start(sets.v);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "relay streams"))
-                h_relay_diag_log(r);
+        fx_sets_add(&fc.sets, "%s", "kafka.max.in.flight.requests.per.connection=1");
+        h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         fx_writers_t *ws = fx_writers_start(&wc);
         long long n = progress(&wc, bootstraps, 0, step, "before any fault");
@@ -297,7 +292,7 @@ int main(void)
         fx_writer_stats_t st;
         fx_writers_stop(ws, false, &st);
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(c, &wc, 180000, &expected);
+        long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
         if (!ok(got >= expected, "the mock cluster holds at least the %lld committed events (%lld)",
                 expected, got))
                 h_relay_diag_log(r);
@@ -317,7 +312,7 @@ int main(void)
                 h_relay_diag_log(r);
 
         h_verify_t v;
-        h_workload_verify(c, &wc, &v);
+        h_workload_verify(fc.c, &wc, &v);
         fx_check_delivered("mock faults", &v);
         tap_diag("FIGURES mock-faults: events=%zu produce_errors_injected=%d broker_downs=%d "
                  "leader_moves=%d duplicates=%zu missing=%zu out_of_order=%zu "
@@ -326,11 +321,6 @@ int main(void)
                  v.out_of_order, restarts, kwarn);
 
         h_relay_free(r);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        fx_sets_free(&sets);
-        free(db);
-        free(suffix);
-        free(slot);
+        fx_case_close(&fc, NULL);
         return done_testing();
 }

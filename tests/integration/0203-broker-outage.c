@@ -173,35 +173,30 @@ int main(void)
         fx_pg_set("wal_sender_timeout", "10s");
         fx_restore_kafka_running();
 
-        char *db = h_pg_create_db("outage");
-        char *suffix = h_unique_name("bo");
-        char *slot = h_unique_name("slot_bo");
-        PGconn *c = h_pg_connect(db);
+        fx_case_t fc;
+        fx_case_open(&fc, "outage", "bo");
         h_workload_conf_t wc = {
-                .db = db, .suffix = suffix, .writers = 4, .aggregates = 100, .events = 0,
+                .db = fc.db, .suffix = fc.suffix, .writers = 4, .aggregates = 100, .events = 0,
                 .max_txn = 10, .pause_ms = 20, .partitions = 4,
         };
         tap_diag("variant: %s, outages of %d s", lng ? "long" : "short", outage_ms / 1000);
-        h_workload_setup(c, &wc);
-        char *wst = h_pg_value(c, "SHOW wal_sender_timeout");
+        h_workload_setup(fc.c, &wc);
+        char *wst = h_pg_value(fc.c, "SHOW wal_sender_timeout");
         is_str(wst, "10s", "wal_sender_timeout is 10s for this test");
         free(wst);
 
-        fx_sets_t sets;
-        fx_sets_init(&sets, db, slot, NULL);
-        h_relay_t *r = h_relay_start(sets.v);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "relay streams"))
-                h_relay_diag_log(r);
+        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         fx_writers_t *ws = fx_writers_start(&wc);
         h_sleep_ms(3000);
         ok(h_workload_wait_count(&wc, 1, 60000) > 0, "events flow before the outages");
 
         outage_t o_stop, o_freeze;
-        outage(c, slot, &wc, ws, false, outage_ms, &o_stop);
+        outage(fc.c, fc.slot, &wc, ws, false, outage_ms, &o_stop);
         report(&o_stop);
         h_sleep_ms(3000);
-        outage(c, slot, &wc, ws, true, outage_ms, &o_freeze);
+        outage(fc.c, fc.slot, &wc, ws, true, outage_ms, &o_freeze);
         report(&o_freeze);
         h_sleep_ms(2000);
 
@@ -209,7 +204,7 @@ int main(void)
         fx_writers_stop(ws, false, &st);
         is_int(st.failed_txns, 0, "writers never failed (the database was never affected)");
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(c, &wc, 180000, &expected);
+        long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
         is_int(got, expected, "Kafka holds the %lld committed events", expected);
 
         h_relay_signal(r, SIGTERM);
@@ -229,7 +224,7 @@ int main(void)
         free(pgtail);
 
         h_verify_t v;
-        h_workload_verify(c, &wc, &v);
+        h_workload_verify(fc.c, &wc, &v);
         fx_check_delivered("broker outage", &v);
         is_int(v.duplicates, 0, "no duplicates: the session never restarted, nothing was resent");
         tap_diag("FIGURES broker-outage: events=%zu duplicates=%zu missing=%zu "
@@ -238,13 +233,7 @@ int main(void)
 
         fx_pg_reset("wal_sender_timeout");
         h_relay_free(r);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        fx_delete_workload_topics(&wc);
-        fx_sets_free(&sets);
         free(pglog);
-        free(db);
-        free(suffix);
-        free(slot);
+        fx_case_close(&fc, &wc);
         return done_testing();
 }

@@ -31,23 +31,18 @@ int main(void)
         const int rounds = lng ? 3 : 1;
         fx_restore_pg_running();
 
-        char *db = h_pg_create_db("pgrestart");
-        char *suffix = h_unique_name("pr");
-        char *slot = h_unique_name("slot_pr");
-        PGconn *c = h_pg_connect(db);
+        fx_case_t fc;
+        fx_case_open(&fc, "pgrestart", "pr");
         h_workload_conf_t wc = {
-                .db = db, .suffix = suffix, .writers = 4, .aggregates = 100, .events = 0,
+                .db = fc.db, .suffix = fc.suffix, .writers = 4, .aggregates = 100, .events = 0,
                 .max_txn = 10, .pause_ms = 10, .partitions = 4,
         };
         tap_diag("variant: %s, %d round(s) of restart -m fast and -m immediate",
                  lng ? "long" : "short", rounds);
-        h_workload_setup(c, &wc);
+        h_workload_setup(fc.c, &wc);
 
-        fx_sets_t sets;
-        fx_sets_init(&sets, db, slot, NULL);
-        h_relay_t *r = h_relay_start(sets.v);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "relay streams"))
-                h_relay_diag_log(r);
+        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         fx_writers_t *ws = fx_writers_start(&wc);
         h_sleep_ms(3000);
@@ -89,8 +84,8 @@ int main(void)
                                          mode, (t_up - t0) / 1000.0, rec);
                         }
                         /* Our own session did not survive the restart either. */
-                        PQfinish(c);
-                        c = h_pg_connect(db);
+                        PQfinish(fc.c);
+                        fc.c = h_pg_connect(fc.db);
                         /* Let the writers reconnect and the load flow again. */
                         int64_t deadline = h_now_ms() + 60000;
                         while (fx_writers_committed(ws) < committed0 + 500 && h_now_ms() < deadline)
@@ -106,7 +101,7 @@ int main(void)
         ok(st.reconnects > 0, "the writers had to reconnect (%d times)", st.reconnects);
 
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(c, &wc, 180000, &expected);
+        long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
         ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected, got);
 
         h_relay_signal(r, SIGTERM);
@@ -117,7 +112,7 @@ int main(void)
         int retries_total = fx_log_count(r, "retrying in");
 
         h_verify_t v;
-        h_workload_verify(c, &wc, &v);
+        h_workload_verify(fc.c, &wc, &v);
         fx_check_delivered("pg restart", &v);
         tap_diag("FIGURES pg-restart: restarts=%d recovered=%d recovery_avg=%.1fs "
                  "recovery_max=%.1fs relay_retries=%d events=%zu duplicates=%zu missing=%zu "
@@ -127,12 +122,6 @@ int main(void)
         is_int(recovered, restarts, "the relay came back after every restart");
 
         h_relay_free(r);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        fx_delete_workload_topics(&wc);
-        fx_sets_free(&sets);
-        free(db);
-        free(suffix);
-        free(slot);
+        fx_case_close(&fc, &wc);
         return done_testing();
 }

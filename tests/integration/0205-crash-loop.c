@@ -34,12 +34,10 @@ int main(void)
         const bool lng = fx_long();
         const int kills = lng ? 30 : 8;
         const int events = lng ? 50000 : 10000;
-        char *db = h_pg_create_db("crashloop");
-        char *suffix = h_unique_name("cl");
-        char *slot = h_unique_name("slot_cl");
-        PGconn *c = h_pg_connect(db);
+        fx_case_t fc;
+        fx_case_open(&fc, "crashloop", "cl");
         h_workload_conf_t wc = {
-                .db = db, .suffix = suffix, .writers = 8, .aggregates = 100, .events = events,
+                .db = fc.db, .suffix = fc.suffix, .writers = 8, .aggregates = 100, .events = events,
                 .max_txn = 10, .rollbacks = true, .deletes = true, .noise = true,
                 .pause_ms = 50, .partitions = 4,
         };
@@ -47,13 +45,10 @@ int main(void)
 
         tap_diag("variant: %s, %d kills during %d events (seed %u)", lng ? "long" : "short", kills,
                  events, seed);
-        h_workload_setup(c, &wc);
-        fx_sets_t sets;
-        fx_sets_init(&sets, db, slot, NULL);
+        h_workload_setup(fc.c, &wc);
+        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
 
-        h_relay_t *r = h_relay_start(sets.v);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "relay streams"))
-                h_relay_diag_log(r);
+        h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         int64_t t0 = h_now_ms();
         h_workload_t *wl = h_workload_start(&wc);
@@ -92,7 +87,7 @@ int main(void)
                 tap_diag("kill %d: %s, %d of %d events committed", k + 1,
                          streaming ? "while streaming" : "during start-up", committed, events);
                 h_relay_free(r);
-                r = h_relay_start(sets.v);
+                r = h_relay_start(fc.sets.v);
         }
         int committed = 0, rolled_back = 0;
         int failed = h_workload_wait(wl, &committed, &rolled_back);
@@ -104,7 +99,7 @@ int main(void)
                kills, during_load, in_startup);
 
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(c, &wc, 300000, &expected);
+        long long got = fx_wait_all_in_kafka(fc.c, &wc, 300000, &expected);
         if (!ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected,
                 got))
                 h_relay_diag_log(r);
@@ -118,7 +113,7 @@ int main(void)
                 h_relay_diag_log(r);
 
         h_verify_t v;
-        h_workload_verify(c, &wc, &v);
+        h_workload_verify(fc.c, &wc, &v);
         fx_check_delivered("crash loop", &v);
         is_int(v.expected, events, "aggregate versions add up to the committed events");
         tap_diag("FIGURES crash-loop: events=%zu kills=%d kills_during_load=%d "
@@ -129,12 +124,6 @@ int main(void)
                  v.out_of_order, rolled_back, (t_written - t0) / 1000.0, (t_done - t0) / 1000.0);
 
         h_relay_free(r);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        fx_delete_workload_topics(&wc);
-        fx_sets_free(&sets);
-        free(db);
-        free(suffix);
-        free(slot);
+        fx_case_close(&fc, &wc);
         return done_testing();
 }

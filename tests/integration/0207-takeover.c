@@ -39,27 +39,24 @@ int main(void)
 {
         const bool lng = fx_long();
         const int rounds = lng ? 20 : 3;
-        char *db = h_pg_create_db("takeover");
-        char *suffix = h_unique_name("to");
-        char *slot = h_unique_name("slot_to");
-        PGconn *c = h_pg_connect(db);
+        fx_case_t fc;
+        fx_case_open(&fc, "takeover", "to");
         h_workload_conf_t wc = {
-                .db = db, .suffix = suffix, .writers = 4, .aggregates = 100, .events = 0,
+                .db = fc.db, .suffix = fc.suffix, .writers = 4, .aggregates = 100, .events = 0,
                 .max_txn = 10, .pause_ms = 10, .partitions = 4,
         };
         unsigned seed = (unsigned)h_now_ms();
 
         tap_diag("variant: %s, %d takeovers", lng ? "long" : "short", rounds);
-        h_workload_setup(c, &wc);
-        fx_sets_t sets;
-        fx_sets_init(&sets, db, slot, NULL);
+        h_workload_setup(fc.c, &wc);
+        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
 
         h_relay_t *r[2];
-        r[0] = h_relay_start(sets.v);
+        r[0] = h_relay_start(fc.sets.v);
         if (!ok(h_relay_wait_log(r[0], "streaming from replication slot", 60000),
                 "the first relay streams"))
                 h_relay_diag_log(r[0]);
-        r[1] = h_relay_start(sets.v);
+        r[1] = h_relay_start(fc.sets.v);
         if (!ok(h_relay_wait_log(r[1], "standing by", 60000), "the second relay stands by"))
                 h_relay_diag_log(r[1]);
 
@@ -89,7 +86,7 @@ int main(void)
                          "Kafka at the kill, %d committed so far)",
                          i + 1, dt / 1000.0, in_kafka, fx_writers_committed(ws));
                 h_relay_free(victim);
-                r[active] = h_relay_start(sets.v);
+                r[active] = h_relay_start(fc.sets.v);
                 if (!ok(h_relay_wait_log(r[active], "standing by", 60000),
                         "takeover %d: a fresh relay stands by", i + 1))
                         h_relay_diag_log(r[active]);
@@ -100,7 +97,7 @@ int main(void)
         fx_writers_stop(ws, false, &st);
 
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(c, &wc, 180000, &expected);
+        long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
         if (!ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected,
                 got))
                 h_relay_diag_log(r[active]);
@@ -110,7 +107,7 @@ int main(void)
         is_int(h_relay_wait(r[1 - active], 0), -1, "the standby is still standing by");
 
         h_verify_t v;
-        h_workload_verify(c, &wc, &v);
+        h_workload_verify(fc.c, &wc, &v);
         fx_check_delivered("takeover", &v);
         ok(v.messages >= v.expected, "Kafka holds %zu messages for %zu committed events",
            v.messages, v.expected);
@@ -128,12 +125,6 @@ int main(void)
         free(took);
         h_relay_free(r[0]);
         h_relay_free(r[1]);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        fx_delete_workload_topics(&wc);
-        fx_sets_free(&sets);
-        free(db);
-        free(suffix);
-        free(slot);
+        fx_case_close(&fc, &wc);
         return done_testing();
 }
