@@ -238,7 +238,10 @@ int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t e
         rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
         if (e) {
                 relay_err_set(err, errlen, "%s", rd_kafka_err2str(e));
-                return e == RD_KAFKA_RESP_ERR__TIMED_OUT ? RELAY_EAGAIN : RELAY_EKAFKA;
+                /* _TRANSPORT here means no broker became usable in time. */
+                return e == RD_KAFKA_RESP_ERR__TIMED_OUT || e == RD_KAFKA_RESP_ERR__TRANSPORT
+                               ? RELAY_EAGAIN
+                               : RELAY_EKAFKA;
         }
         int nbrokers = md->broker_cnt;
         rd_kafka_metadata_destroy(md);

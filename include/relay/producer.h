@@ -55,8 +55,9 @@ void relay_producer_free(relay_producer_t *p);
 
 /**
  * @brief Ask the cluster for metadata: proves the brokers are reachable.
- * @returns 0; RELAY_EAGAIN when no answer came within timeout_ms (ask
- *          again, or give up); RELAY_EKAFKA on any other failure.
+ * @returns 0; RELAY_EAGAIN when no broker was reachable or answered within
+ *          timeout_ms (ask again, or give up); RELAY_EKAFKA on any other
+ *          failure.
  */
 int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t errlen) RELAY_MUST_CHECK;
 

@@ -19,12 +19,15 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <arpa/inet.h>
 #include <errno.h>
-#include <poll.h>
 #include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -267,8 +270,19 @@ static void case_kafka_unreachable(void)
         is_int(slot_count(c, slot), 0, "Kafka unreachable: no slot was created");
 
         /* A stop while the first start still waits for Kafka (up to 10 s)
-         * is a clean stop, honoured without waiting that out. */
-        h_relay_t *r = h_relay_start(sets);
+         * is a clean stop, honoured without waiting that out. Here the
+         * broker accepts connections and never answers (a hung broker). */
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t salen = sizeof(sa);
+        int lfd = socket(AF_INET, SOCK_STREAM, 0);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0 ||
+            getsockname(lfd, (struct sockaddr *)&sa, &salen) != 0)
+                tap_bail("silent listener: %s", strerror(errno));
+        char set_silent[64];
+        snprintf(set_silent, sizeof(set_silent), "kafka.bootstrap.servers=127.0.0.1:%d",
+                 ntohs(sa.sin_port));
+        const char *silent[] = {set_conn, set_silent, set_slot, NULL};
+        h_relay_t *r = h_relay_start(silent);
         ok(h_relay_wait_log(r, "starting outbox-relay", 10000), "Kafka unreachable: relay started");
         poll(NULL, 0, 1000);
         int64_t t0 = h_now_ms();
@@ -284,6 +298,7 @@ static void case_kafka_unreachable(void)
                 h_relay_diag_log(r);
         free(log);
         h_relay_free(r);
+        close(lfd);
         is_int(slot_count(c, slot), 0, "SIGTERM while waiting for Kafka: no slot was created");
         PQfinish(c);
         h_pg_drop_db(db);
