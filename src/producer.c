@@ -11,6 +11,8 @@
  */
 #include "relay/producer.h"
 
+#include "relay/log.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -121,14 +123,15 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         p->warned = true;
 }
 
-/* librdkafka logs to stderr by default; route nothing there, our loop
- * reports errors once through error_cb instead. */
+/* librdkafka logs to stderr by default; our loop reports errors once
+ * through error_cb instead, so its lines are debug output here: with
+ * log.level=debug (and kafka.debug=... for more of them) they show what the
+ * client did, which a delivery or idempotence problem needs. Called from
+ * librdkafka's threads: relay_log writes each line with one fwrite(). */
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
         (void)rk;
-        (void)level;
-        (void)fac;
-        (void)buf;
+        relay_log_debug("librdkafka %d %s: %s", level, fac, buf);
 }
 
 static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
