@@ -466,10 +466,15 @@ static int poison_send(session_t *s, poison_t *p, char *err, size_t errlen)
 static int session_poison_work(session_t *s, char *err, size_t errlen)
 {
         int64_t now = now_ms();
-        for (poison_t *p = s->poisons, *next; p; p = next) {
-                next = p->next;
-                if (p->in_flight || p->due_ms > now || s->halt)
-                        continue;
+        /* From the head after every send: a full queue makes poison_send
+         * serve delivery reports, which may free any record of the list.
+         * Each pass sends one (in flight) or reschedules it, so this ends. */
+        while (!s->halt) {
+                poison_t *p = s->poisons;
+                while (p && (p->in_flight || p->due_ms > now))
+                        p = p->next;
+                if (!p)
+                        break;
                 int rc = poison_send(s, p, err, errlen);
                 if (rc)
                         return rc;
