@@ -21,6 +21,7 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <errno.h>
 #include <jansson.h>
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
@@ -28,6 +29,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -134,6 +137,41 @@ static bool wait_kafka(const char *topic, int64_t n, int timeout_ms, int64_t *go
         return *got >= n;
 }
 
+static char g_logdir[512];
+
+/* Every relay of this test logs into a folder of its own, kept until the
+ * test passes (the harness deletes a relay's log when it is freed). */
+static void logdir_setup(void)
+{
+        const char *base = getenv("RELAY_TEST_LOGDIR");
+        snprintf(g_logdir, sizeof(g_logdir), "%s/0102-%ld", base && *base ? base : "/tmp",
+                 (long)getpid());
+        if (mkdir(g_logdir, 0755) != 0 && errno != EEXIST)
+                tap_bail("could not create %s: %s", g_logdir, strerror(errno));
+        setenv("RELAY_TEST_LOGDIR", g_logdir, 1);
+        setenv("RELAY_TEST_KEEP_RELAY_LOGS", "1", 1);
+}
+
+/* The lines of the relays' logs that can explain a lost event. */
+static void show_relay_logs(const char *label)
+{
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "grep -h -E 'WARNING|ERROR|FATAL|librdkafka [0-5] |IDEMPSTATE|ERRSEQ|DUPSEQ|"
+                 "desynchron|NOT_LEADER|UNKNOWN_TOPIC|OUT_OF_ORDER|DUPLICATE_SEQ|failed|retrying' "
+                 "%s/*.log | head -n 300",
+                 g_logdir);
+        FILE *f = popen(cmd, "r");
+        char line[1024];
+        tap_diag("(%s) relay log lines that may explain it (all logs in %s):", label, g_logdir);
+        while (f && fgets(line, sizeof(line), f)) {
+                line[strcspn(line, "\n")] = '\0';
+                tap_diag("  %s", line);
+        }
+        if (f)
+                pclose(f);
+}
+
 static void run(bool kill9)
 {
         const char *label = kill9 ? "SIGKILL" : "SIGTERM";
@@ -162,6 +200,10 @@ static void run(bool kill9)
                               "status.interval.ms=1000",
                               "reconnect.backoff.ms=100",
                               "reconnect.backoff.max.ms=2000",
+                              /* Kept, and shown if an event goes missing:
+                               * librdkafka's idempotence and metadata story. */
+                              "log.level=debug",
+                              "kafka.debug=eos,topic",
                               NULL};
 
         h_relay_t *relay = start_relay(sets, "first relay");
@@ -364,7 +406,8 @@ static void run(bool kill9)
         is_int(no_id, 0, "(%s) every message has an id header", label);
         is_int(unknown, 0, "(%s) every message is a committed event", label);
         is_int(json_bad, 0, "(%s) every value is the stored JSON payload", label);
-        is_int(missing, 0, "(%s) no committed event is missing", label);
+        if (!ok(missing == 0, "(%s) no committed event is missing (%d missing)", label, missing))
+                show_relay_logs(label);
         is_int(version_short, 0, "(%s) every aggregate's versions 1..N are all in Kafka", label);
         is_int(first_bad, 0,
                "(%s) each aggregate's first occurrences arrive in commit order, without gaps",
@@ -408,7 +451,15 @@ static void run(bool kill9)
 
 int main(void)
 {
+        logdir_setup();
         run(false);
         run(true);
-        return done_testing();
+        int rc = done_testing();
+        if (rc == 0) {
+                char cmd[600];
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_logdir);
+                if (system(cmd) != 0)
+                        tap_diag("could not remove %s", g_logdir);
+        }
+        return rc;
 }
