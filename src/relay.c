@@ -981,15 +981,7 @@ int relay_run(const relay_config_t *cfg)
                         continue;
                 case RELAY_ESLOTLOST:
                         if (!recreate) {
-                                /* The server's own words may not say what it means. */
-                                if (!strstr(err, "events may be missing"))
-                                        relay_log_fatal("%s; events may be missing: check the outbox "
-                                                        "for events written since the last one in "
-                                                        "Kafka, then drop the slot or set "
-                                                        "slot.recreate = true",
-                                                        err);
-                                else
-                                        relay_log_fatal("%s", err);
+                                relay_log_fatal("%s", err);
                                 return RELAY_EXIT_SLOTLOST;
                         }
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);

@@ -48,6 +48,20 @@ static void result_error(char *err, size_t errlen, const char *what, const PGres
         set_pg_error(err, errlen, what, m);
 }
 
+/* The server's words for a dropped or invalidated slot ("can no longer get
+ * changes", "does not exist") do not say what it means for us: add it, as
+ * relay_repl_ensure_slot's own messages do. */
+static int slot_lost(char *err, size_t errlen)
+{
+        char server[RELAY_ERRBUF];
+        relay_err_set(server, sizeof(server), "%s", err);
+        relay_err_set(err, errlen,
+                      "%s; events may be missing: check the outbox for events written since the "
+                      "last one in Kafka, then drop the slot or set slot.recreate = true",
+                      server);
+        return RELAY_ESLOTLOST;
+}
+
 static bool sqlstate_is(const PGresult *res, const char *code)
 {
         const char *s = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -481,7 +495,7 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
                         rc = RELAY_EBUSY;
                 else if (sqlstate_is(res, "55000") || (sqlstate_is(res, "42704") &&
                                                         strstr(PQresultErrorMessage(res), "replication slot")))
-                        rc = RELAY_ESLOTLOST;
+                        rc = slot_lost(err, errlen);
                 else if (PQstatus(r->conn) == CONNECTION_BAD)
                         rc = RELAY_EIO;
                 else
@@ -537,7 +551,7 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
         if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
                 result_error(err, errlen, "replication stream ended", res, r->conn);
                 if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
-                        rc = RELAY_ESLOTLOST;
+                        rc = slot_lost(err, errlen);
         } else {
                 relay_err_set(err, errlen, "replication stream ended by the server");
         }
