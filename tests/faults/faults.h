@@ -503,6 +503,18 @@ FX_FN h_relay_t *fx_case_relay(const fx_case_t *k, const char *what)
         return r;
 }
 
+/** Stop relay r with SIGTERM; one test point (what): exit 0 within 60 s,
+ *  its log shown otherwise. Returns the exit code. */
+FX_FN int fx_stop_relay(h_relay_t *r, const char *what)
+{
+        h_relay_signal(r, SIGTERM);
+        int rc = h_relay_wait(r, 60000);
+        is_int(rc, 0, "%s", what);
+        if (rc != 0)
+                h_relay_diag_log(r);
+        return rc;
+}
+
 /** Undo fx_case_open and free the settings; with wc, delete its topics too. */
 FX_FN void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc)
 {

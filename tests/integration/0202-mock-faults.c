@@ -301,15 +301,9 @@ int main(void)
         is_int(g_max_low, 0, "the mock kept every message (low watermarks 0: under its 5 MB per "
                              "partition, else lower the load)");
 
-        h_relay_signal(r, SIGTERM);
-        int rc = h_relay_wait(r, 60000);
-        is_int(rc, 0, "SIGTERM: exit 0");
-        char *rlog = h_relay_log(r);
-        int restarts = fx_count(rlog, "retrying in");
-        int kwarn = fx_count(rlog, "Kafka: ");
-        free(rlog);
-        if (rc != 0)
-                h_relay_diag_log(r);
+        fx_stop_relay(r, "SIGTERM: exit 0");
+        int restarts = fx_log_count(r, "retrying in");
+        int kwarn = fx_log_count(r, "Kafka: ");
 
         h_verify_t v;
         h_workload_verify(fc.c, &wc, &v);

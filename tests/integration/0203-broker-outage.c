@@ -207,14 +207,12 @@ int main(void)
         long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
         is_int(got, expected, "Kafka holds the %lld committed events", expected);
 
-        h_relay_signal(r, SIGTERM);
-        int rc = h_relay_wait(r, 60000);
-        is_int(rc, 0, "SIGTERM: exit 0");
+        int rc = fx_stop_relay(r, "SIGTERM: exit 0");
         char *rlog = h_relay_log(r);
         int restarts = fx_count(rlog, "retrying in");
         int kwarn = fx_count(rlog, "Kafka: ");
         is_int(restarts, 0, "the relay never restarted its session");
-        if (rc != 0 || restarts != 0)
+        if (rc == 0 && restarts != 0)
                 h_relay_diag_log(r);
         free(rlog);
 

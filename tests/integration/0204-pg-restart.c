@@ -104,11 +104,7 @@ int main(void)
         long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
         ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected, got);
 
-        h_relay_signal(r, SIGTERM);
-        int rc = h_relay_wait(r, 60000);
-        is_int(rc, 0, "SIGTERM: exit 0");
-        if (rc != 0)
-                h_relay_diag_log(r);
+        fx_stop_relay(r, "SIGTERM: exit 0");
         int retries_total = fx_log_count(r, "retrying in");
 
         h_verify_t v;

@@ -106,11 +106,7 @@ int main(void)
         int64_t t_done = h_now_ms();
         /* Stop it once it streams: a stop during start-up says nothing about draining. */
         h_relay_wait_log(r, "streaming from replication slot", 60000);
-        h_relay_signal(r, SIGTERM);
-        int rc = h_relay_wait(r, 60000);
-        is_int(rc, 0, "the last relay stops cleanly on SIGTERM");
-        if (rc != 0)
-                h_relay_diag_log(r);
+        fx_stop_relay(r, "the last relay stops cleanly on SIGTERM");
 
         h_verify_t v;
         h_workload_verify(fc.c, &wc, &v);
