@@ -40,7 +40,12 @@ static double now_s(clockid_t clk)
         return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static rd_kafka_t *kafka_client(const char *brokers, rd_kafka_type_t type)
+/* A client of brokers with settings (NULL-terminated name/value pairs, may
+ * be NULL) and a delivery report callback (producers, may be NULL); exits 3
+ * when librdkafka refuses. */
+static rd_kafka_t *kafka_client(const char *brokers, rd_kafka_type_t type,
+                                const char *const *settings,
+                                void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *))
 {
         char err[512];
         rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -49,6 +54,14 @@ static rd_kafka_t *kafka_client(const char *brokers, rd_kafka_type_t type)
                 fprintf(stderr, "benchtool: %s\n", err);
                 exit(3);
         }
+        for (size_t i = 0; settings && settings[i]; i += 2)
+                if (rd_kafka_conf_set(conf, settings[i], settings[i + 1], err, sizeof(err)) !=
+                    RD_KAFKA_CONF_OK) {
+                        fprintf(stderr, "benchtool: %s\n", err);
+                        exit(3);
+                }
+        if (dr)
+                rd_kafka_conf_set_dr_msg_cb(conf, dr);
         rd_kafka_t *rk = rd_kafka_new(type, conf, err, sizeof(err));
         if (rk == NULL) {
                 fprintf(stderr, "benchtool: rd_kafka_new: %s\n", err);
@@ -63,7 +76,7 @@ static int cmd_topics(int argc, char **argv)
                 fprintf(stderr, "usage: benchtool topics BROKERS MAX_MESSAGE_BYTES TOPIC...\n");
                 return 3;
         }
-        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_PRODUCER);
+        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_PRODUCER, NULL, NULL);
         int n = argc - 3, rc = 0;
         rd_kafka_NewTopic_t **nt = calloc((size_t)n, sizeof(*nt));
         char err[512];
@@ -119,7 +132,7 @@ static int cmd_wait(int argc, char **argv)
         int64_t want = strtoll(argv[3], NULL, 10);
         double deadline = now_s(CLOCK_MONOTONIC) + atof(argv[4]);
         pid_t pid = argc > 5 ? (pid_t)atol(argv[5]) : 0;
-        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_CONSUMER);
+        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_CONSUMER, NULL, NULL);
         int64_t lo = 0, hi = -1;
         unsigned long polls = 0;
         for (;;) {
@@ -264,27 +277,12 @@ static int cmd_produce(int argc, char **argv)
                 fprintf(stderr, "usage: benchtool produce BROKERS TOPIC RATE SECONDS\n");
                 return 3;
         }
-        static const char *const settings[][2] = {
-                {"acks", "all"}, {"enable.idempotence", "true"}, {"linger.ms", "5"},
-                {"compression.type", "none"}, {"partitioner", "murmur2_random"}, {"log_level", "3"},
+        /* The relay's producer settings. */
+        static const char *const settings[] = {
+                "acks", "all", "enable.idempotence", "true", "linger.ms", "5",
+                "compression.type", "none", "partitioner", "murmur2_random", NULL,
         };
-        char err[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", argv[1], err, sizeof(err)) != RD_KAFKA_CONF_OK) {
-                fprintf(stderr, "benchtool: %s\n", err);
-                return 3;
-        }
-        for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
-                if (rd_kafka_conf_set(conf, settings[i][0], settings[i][1], err, sizeof(err)) != RD_KAFKA_CONF_OK) {
-                        fprintf(stderr, "benchtool: %s\n", err);
-                        return 3;
-                }
-        rd_kafka_conf_set_dr_msg_cb(conf, produce_dr);
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-        if (rk == NULL) {
-                fprintf(stderr, "benchtool: rd_kafka_new: %s\n", err);
-                return 3;
-        }
+        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_PRODUCER, settings, produce_dr);
         signal(SIGTERM, on_signal);
         signal(SIGINT, on_signal);
 
