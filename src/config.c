@@ -70,6 +70,12 @@ static const char *const booleans[] = {"false", "true", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
 static const key_def_t keys[] = {
+        {.name = "delivery.unsafe.allow.pipelining", .type = KT_ENUM, .def = "false",
+         .choices = booleans,
+         .desc = "UNSAFE: allow kafka.max.in.flight.requests.per.connection above 1 or "
+                 "kafka.enable.gapless.guarantee=false, which reopen librdkafka's implicit-ack "
+                 "hole (an event reported delivered that Kafka never stored; the relay detects "
+                 "it and resends) and let an aggregate's later events pass a refused one"},
         {.name = "errors.backoff.max.ms", .type = KT_INT, .def = "30000", .min = 10,
          .max = MAX_MS, .unit = "milliseconds",
          .desc = "longest wait between two attempts at an event Kafka rejected"},
@@ -1295,8 +1301,48 @@ int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_
 
 /* --- reading ----------------------------------------------------------- */
 
+/*
+ * Several requests in flight per connection, or no gapless guarantee, let
+ * librdkafka report a failed batch as delivered (its implicit ack) and send
+ * an aggregate's later events past a refused one. Only an explicit switch
+ * reopens that.
+ */
+static int check_pipelining(const relay_config_t *c, char *err, size_t errlen)
+{
+        static const char *const inflight[] = {"kafka.max.in.flight.requests.per.connection",
+                                               "kafka.max.in.flight"};
+        const char *unsafe = relay_config_get(c, "delivery.unsafe.allow.pipelining");
+        if (unsafe && strcmp(unsafe, "true") == 0)
+                return 0;
+        for (size_t i = 0; i < sizeof(inflight) / sizeof(inflight[0]); i++) {
+                const char *v = relay_config_get(c, inflight[i]);
+                if (v && strtoll(v, NULL, 10) > 1) {
+                        relay_err_set(err, errlen,
+                                      "%s = %s is not allowed: with more than one request in "
+                                      "flight librdkafka can report an event delivered that "
+                                      "Kafka never stored; remove the setting (the relay uses 1), "
+                                      "or set delivery.unsafe.allow.pipelining = true to accept "
+                                      "the risk",
+                                      inflight[i], v);
+                        return RELAY_EINVAL;
+                }
+        }
+        const char *g = relay_config_get(c, "kafka.enable.gapless.guarantee");
+        if (g && *g && strcmp(g, "true") != 0) {
+                relay_err_set(err, errlen,
+                              "kafka.enable.gapless.guarantee = %s is not allowed: without it "
+                              "librdkafka sends an aggregate's later events after one Kafka "
+                              "refused, out of order; remove the setting, or set "
+                              "delivery.unsafe.allow.pipelining = true to accept the risk",
+                              g);
+                return RELAY_EINVAL;
+        }
+        return 0;
+}
+
 int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
 {
+        int rc;
         static const char *const columns[] = {"outbox.column.id", "outbox.column.aggregate_type",
                                               "outbox.column.aggregate_id", "outbox.column.type",
                                               "outbox.column.payload"};
@@ -1330,6 +1376,9 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
                         return RELAY_EINVAL;
                 }
         }
+
+        if ((rc = check_pipelining(c, err, errlen)))
+                return rc;
 
         find_key("errors.dlq.topic", &lo);
         if (strstr(c->value[lo], "${") || c->value[lo][0] == '\0') {
@@ -1454,7 +1503,12 @@ static void print_kafka(const relay_config_t *c, FILE *out)
 void relay_config_print(const relay_config_t *c, FILE *out)
 {
         bool kafka_done = false;
+        const char *unsafe = relay_config_get(c, "delivery.unsafe.allow.pipelining");
 
+        if (unsafe && strcmp(unsafe, "true") == 0)
+                fputs("# WARNING: delivery.unsafe.allow.pipelining = true: librdkafka's "
+                      "implicit-ack hole may be open\n",
+                      out);
         for (size_t i = 0; i < NKEYS; i++) {
                 char *masked = NULL;
                 /* kafka.* sorts among the table's keys, so print it in its place. */

@@ -1,10 +1,13 @@
 /*
- * producer.c - owns the librdkafka producer handle, the fatal-error latch and
- * the last client warning.
+ * producer.c - owns the librdkafka producer handle, the fatal-error latch,
+ * the last client warning and the topic-limit requests.
  *
  * Idempotence is not optional here: it is what keeps an aggregate's events
- * in commit order across retries (max 5 in flight, sequence numbers per
- * partition) and stops retries from writing duplicates. The partitioner is
+ * in commit order across retries (sequence numbers per partition) and stops
+ * retries from writing duplicates. One request in flight per connection and
+ * the gapless guarantee close librdkafka's implicit-ack hole (see
+ * producer.h); the configuration refuses to reopen it unless
+ * delivery.unsafe.allow.pipelining says so. The partitioner is
  * murmur2_random so a key lands where Java producers (and Debezium) put it.
  *
  * SPDX-License-Identifier: Apache-2.0
@@ -12,6 +15,7 @@
 #include "relay/producer.h"
 
 #include "relay/log.h"
+#include "relay/policy.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -33,29 +37,38 @@ struct relay_producer {
         bool warned;
         char warning[RELAY_ERRBUF];
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
+        int64_t batch_size, max_message;
+        uint64_t implicit_acks;
 };
 
 /*
- * Errors that concern one event and will not go away by resending the same
- * bytes to the same topic: the error policy (retry, dead-letter, stop)
- * decides. Every other error (timeouts, brokers down, fencing) fails the
- * session, which restarts from the slot.
+ * Errors that concern one event and that resending the same bytes to the
+ * same topic cannot fix: the error policy (resend alone, dead-letter, stop)
+ * decides. Everything else - unknown topic or partition (normal while a
+ * topic is being created), leader changes, timeouts, brokers down - is
+ * transient: the session fails and resumes from the slot, never reordering
+ * an aggregate or dead-lettering an event that was not poison.
  */
-static bool is_rejection(rd_kafka_resp_err_t e)
+static relay_dr_class_t classify(rd_kafka_resp_err_t e)
 {
         switch (e) {
+        case RD_KAFKA_RESP_ERR_NO_ERROR:
+                return RELAY_DR_OK;
         case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
         case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+                return RELAY_DR_TOO_LARGE;
         case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+        case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
         case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
         case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
         case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+                return RELAY_DR_REJECTED;
         case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
         case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-        case RD_KAFKA_RESP_ERR__INVALID_ARG:
-                return true;
+        case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+                return RELAY_DR_UNKNOWN_TOPIC;
         default:
-                return false;
+                return RELAY_DR_TRANSIENT;
         }
 }
 
@@ -63,21 +76,27 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
         relay_producer_t *p = opaque;
         (void)rk;
-        if (!m->err) {
-                relay_delivery_t ok = {0, NULL, NULL};
+        relay_dr_class_t cls = classify(m->err);
+        /* Idempotence means acks=all: a stored message always has an offset.
+         * Without one, librdkafka acknowledged it implicitly because a later
+         * request of its partition succeeded: it may never have been stored. */
+        if (cls == RELAY_DR_OK && m->offset >= 0) {
+                relay_delivery_t ok = {0, RELAY_DR_OK, NULL, NULL};
                 p->dr(p->ctx, m->_private, &ok);
                 return;
         }
+        if (cls == RELAY_DR_OK) {
+                cls = RELAY_DR_IMPLICIT_ACK;
+                p->implicit_acks++;
+        }
         /* Failures are rare: rebuild the event so the policy can resend it. */
         char buf[RELAY_ERRBUF];
-        relay_header_t hdrs[64];
+        relay_header_t hdrs[RELAY_POLICY_MAX_HEADERS];
         relay_event_t ev;
         rd_kafka_headers_t *kh = NULL;
         rd_kafka_timestamp_type_t tstype;
         const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
 
-        relay_err_set(buf, sizeof(buf), "%s (topic \"%s\", partition %d)", rd_kafka_err2str(m->err),
-                      topic, (int)m->partition);
         memset(&ev, 0, sizeof(ev));
         ev.topic = topic;
         ev.key = m->key;
@@ -89,7 +108,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                 const char *name;
                 const void *val;
                 size_t len;
-                for (size_t i = 0; ev.nheaders < 64 &&
+                for (size_t i = 0; ev.nheaders < RELAY_POLICY_MAX_HEADERS &&
                                    rd_kafka_header_get_all(kh, i, &name, &val, &len) == 0;
                      i++) {
                         hdrs[ev.nheaders].name = name;
@@ -103,7 +122,29 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                 }
         }
         ev.headers = hdrs;
-        relay_delivery_t d = {is_rejection(m->err) ? RELAY_EREJECTED : RELAY_EKAFKA, buf, &ev};
+        switch (cls) {
+        case RELAY_DR_IMPLICIT_ACK:
+                relay_err_set(buf, sizeof(buf),
+                              "Kafka acknowledged event \"%.*s\" (topic \"%s\", partition %d) "
+                              "without an offset: librdkafka counted it as delivered because a "
+                              "later request succeeded, so it may never have been stored",
+                              (int)(ev.id_len > 64 ? 64 : ev.id_len), ev.id ? ev.id : "?", topic,
+                              (int)m->partition);
+                break;
+        case RELAY_DR_UNKNOWN_TOPIC:
+                relay_err_set(buf, sizeof(buf),
+                              "%s (topic \"%s\"): create the topic, or enable "
+                              "auto.create.topics.enable on the brokers; the events wait in "
+                              "PostgreSQL meanwhile",
+                              rd_kafka_err2str(m->err), topic);
+                break;
+        default:
+                relay_err_set(buf, sizeof(buf), "%s (topic \"%s\", partition %d)",
+                              rd_kafka_err2str(m->err), topic, (int)m->partition);
+                break;
+        }
+        bool rejected = cls == RELAY_DR_REJECTED || cls == RELAY_DR_TOO_LARGE;
+        relay_delivery_t d = {rejected ? RELAY_EREJECTED : RELAY_EKAFKA, cls, buf, &ev};
         p->dr(p->ctx, m->_private, &d);
 }
 
@@ -145,11 +186,14 @@ static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, 
         return 0;
 }
 
-int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, relay_producer_dr_fn *dr,
-                       void *ctx, char *err, size_t errlen)
+int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
+                       relay_producer_dr_fn *dr, void *ctx, char *err, size_t errlen)
 {
         static const char *const defaults[][2] = {
                 {"enable.idempotence", "true"},
+                /* The implicit-ack hole: see producer.h. */
+                {"max.in.flight.requests.per.connection", "1"},
+                {"enable.gapless.guarantee", "true"},
                 {"partitioner", "murmur2_random"},
                 {"linger.ms", "5"},
                 /* librdkafka's 100 000 holds ~50 MB of events during a
@@ -161,8 +205,10 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, relay_
         rd_kafka_conf_t *conf = rd_kafka_conf_new();
         char kerr[RELAY_ERRBUF];
 
+        int rc = RELAY_EINVAL;
         if (!p || !conf) {
                 relay_err_set(err, errlen, "out of memory");
+                rc = RELAY_ENOMEM;
                 goto fail;
         }
         p->dr = dr;
@@ -173,6 +219,7 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, relay_
             fcntl(p->wakeup[0], F_SETFD, FD_CLOEXEC) != 0 ||
             fcntl(p->wakeup[1], F_SETFD, FD_CLOEXEC) != 0) {
                 relay_err_set(err, errlen, "could not create a pipe: %s", strerror(errno));
+                rc = RELAY_EIO;
                 goto fail;
         }
         for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
@@ -192,6 +239,21 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, relay_
                 if (conf_set(conf, name, value, err, errlen))
                         goto fail;
         }
+        char val[64];
+        size_t vlen = sizeof(val);
+        p->batch_size = 1000000;
+        if (rd_kafka_conf_get(conf, "batch.size", val, &vlen) == RD_KAFKA_CONF_OK)
+                p->batch_size = strtoll(val, NULL, 10);
+        if (max_batch > 0 && max_batch < p->batch_size) {
+                snprintf(val, sizeof(val), "%lld", (long long)max_batch);
+                if (conf_set(conf, "batch.size", val, err, errlen))
+                        goto fail;
+                p->batch_size = max_batch;
+        }
+        vlen = sizeof(val);
+        p->max_message = 1000000;
+        if (rd_kafka_conf_get(conf, "message.max.bytes", val, &vlen) == RD_KAFKA_CONF_OK)
+                p->max_message = strtoll(val, NULL, 10);
         rd_kafka_conf_set_opaque(conf, p);
         rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
         rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -218,7 +280,7 @@ fail:
                         close(p->wakeup[1]);
         }
         free(p);
-        return RELAY_EINVAL;
+        return rc;
 }
 
 void relay_producer_free(relay_producer_t *p)
@@ -275,7 +337,7 @@ int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, void *msg_
                 return RELAY_EAGAIN;
         relay_err_set(err, errlen, "could not enqueue message for topic \"%s\": %s", ev->topic,
                       rd_kafka_err2str(e));
-        return is_rejection(e) ? RELAY_EREJECTED : RELAY_EKAFKA;
+        return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ? RELAY_EREJECTED : RELAY_EKAFKA;
 }
 
 void relay_producer_poll(relay_producer_t *p, int timeout_ms)
@@ -311,4 +373,116 @@ bool relay_producer_take_warning(relay_producer_t *p, char *buf, size_t len)
 size_t relay_producer_outq_len(relay_producer_t *p)
 {
         return (size_t)rd_kafka_outq_len(p->rk);
+}
+
+int64_t relay_producer_batch_size(const relay_producer_t *p)
+{
+        return p->batch_size;
+}
+
+int64_t relay_producer_max_message(const relay_producer_t *p)
+{
+        return p->max_message;
+}
+
+uint64_t relay_producer_implicit_acks(const relay_producer_t *p)
+{
+        return p->implicit_acks;
+}
+
+/* One DescribeConfigs request for one resource; the value of name in *out
+ * (caller frees). Returns 0, or the resource's or request's error code. */
+static rd_kafka_resp_err_t describe_one(relay_producer_t *p, rd_kafka_ResourceType_t type,
+                                        const char *resname, const char *name, int timeout_ms,
+                                        char **out, char *err, size_t errlen)
+{
+        rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+        char kerr[RELAY_ERRBUF];
+        rd_kafka_queue_t *q = rd_kafka_queue_new(p->rk);
+        rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(type, resname);
+        rd_kafka_event_t *ev = NULL;
+
+        *out = NULL;
+        relay_err_set(err, errlen, "no answer within %d ms", timeout_ms);
+        if (!q || !opt || !res) {
+                relay_err_set(err, errlen, "out of memory");
+                e = RD_KAFKA_RESP_ERR__FAIL;
+                goto done;
+        }
+        rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, kerr, sizeof(kerr));
+        rd_kafka_DescribeConfigs(p->rk, &res, 1, opt, q);
+        ev = rd_kafka_queue_poll(q, timeout_ms + 500);
+        if (!ev)
+                goto done;
+        if ((e = rd_kafka_event_error(ev))) {
+                relay_err_set(err, errlen, "%s", rd_kafka_event_error_string(ev));
+                goto done;
+        }
+        const rd_kafka_DescribeConfigs_result_t *r = rd_kafka_event_DescribeConfigs_result(ev);
+        size_t nres = 0, ncfg = 0;
+        const rd_kafka_ConfigResource_t **rs = r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+        if (!rs || nres < 1) {
+                relay_err_set(err, errlen, "empty DescribeConfigs result");
+                e = RD_KAFKA_RESP_ERR__BAD_MSG;
+                goto done;
+        }
+        if ((e = rd_kafka_ConfigResource_error(rs[0]))) {
+                const char *es = rd_kafka_ConfigResource_error_string(rs[0]);
+                relay_err_set(err, errlen, "%s", es ? es : rd_kafka_err2str(e));
+                goto done;
+        }
+        const rd_kafka_ConfigEntry_t **cs = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
+        for (size_t i = 0; i < ncfg; i++) {
+                const char *v = rd_kafka_ConfigEntry_value(cs[i]);
+                if (strcmp(rd_kafka_ConfigEntry_name(cs[i]), name) == 0 && v) {
+                        *out = strdup(v);
+                        break;
+                }
+        }
+        if (!*out) {
+                relay_err_set(err, errlen, "the answer has no %s", name);
+                e = RD_KAFKA_RESP_ERR__NOENT;
+        }
+done:
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        if (res)
+                rd_kafka_ConfigResource_destroy(res);
+        if (opt)
+                rd_kafka_AdminOptions_destroy(opt);
+        if (q)
+                rd_kafka_queue_destroy(q);
+        return e;
+}
+
+int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeout_ms,
+                               int64_t *bytes, char *err, size_t errlen)
+{
+        char *v = NULL;
+        *bytes = 0;
+        rd_kafka_resp_err_t e = describe_one(p, RD_KAFKA_RESOURCE_TOPIC, topic, "max.message.bytes",
+                                             timeout_ms, &v, err, errlen);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                *bytes = strtoll(v, NULL, 10);
+                free(v);
+                return *bytes > 0 ? 0 : RELAY_EKAFKA;
+        }
+        if (e != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                return RELAY_EKAFKA;
+        /* Not created yet: it will get the brokers' default. */
+        const struct rd_kafka_metadata *md = NULL;
+        char id[16], berr[RELAY_ERRBUF];
+        if (rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            md->broker_cnt > 0) {
+                snprintf(id, sizeof(id), "%d", (int)md->brokers[0].id);
+                if (describe_one(p, RD_KAFKA_RESOURCE_BROKER, id, "message.max.bytes", timeout_ms,
+                                 &v, berr, sizeof(berr)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                        *bytes = strtoll(v, NULL, 10);
+                        free(v);
+                }
+        }
+        if (md)
+                rd_kafka_metadata_destroy(md);
+        return RELAY_EAGAIN;
 }

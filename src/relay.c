@@ -33,7 +33,9 @@
 
 #include "relay/acktrack.h"
 #include "relay/log.h"
+#include "relay/limits.h"
 #include "relay/lsn.h"
+#include "relay/policy.h"
 #include "relay/outbox.h"
 #include "relay/pgoutput.h"
 #include "relay/producer.h"
@@ -63,65 +65,65 @@ static void on_signal(int sig)
  * setup wrong (exit 3) rather than retrying. */
 #define KAFKA_PING_MS 10000
 
+/* How long a topic's max.message.bytes is trusted before it is read again,
+ * and how long for a topic that does not exist yet (it will soon). */
+#define LIMIT_TTL_MS 300000
+#define LIMIT_MISSING_TTL_MS 10000
+#define LIMIT_ASK_MS 3000
+
+/* State that outlives sessions: what the error policy must remember and
+ * what was learnt about Kafka's limits. */
+typedef struct {
+        relay_policy_t *pol;
+        relay_limits_t *lim;
+        int64_t max_batch; /* batch.size for new producers (0: librdkafka's) */
+        uint64_t implicit_acks;
+} process_t;
+
+/* Where the stream stands: what was received, what was confirmed, when. */
+typedef struct {
+        relay_lsn_t received;      /* highest commit end or keepalive WAL end received */
+        relay_lsn_t keepalive_end; /* the server's WAL end from its last keepalive */
+        relay_lsn_t sent_flush;    /* flush LSN of the last status update */
+        int64_t last_status_ms;
+        int64_t status_interval_ms;
+        bool reply_pending;        /* the server asked for a reply */
+} progress_t;
+
+/* One message produced in place (a resend or a dead-letter copy), whose
+ * outcome the loop waits for before producing anything after it. */
+typedef struct {
+        bool pending;
+        int err;
+        relay_dr_class_t cls;
+        char why[RELAY_ERRBUF];
+} inplace_t;
+
 typedef struct {
         const relay_config_t *cfg;
+        process_t *proc;
         relay_repl_t *repl;
         relay_pgoutput_t *dec;
         relay_outbox_t *outbox;
         relay_producer_t *prod;
         relay_acktrack_t *ack;
+        progress_t prog;
+        inplace_t inplace;
 
         bool dr_failed;
         char dr_err[RELAY_ERRBUF];
         bool ack_bug;
 
-        relay_lsn_t received;     /* highest commit end or keepalive WAL end received */
-        relay_lsn_t keepalive_end;
-        relay_lsn_t sent_flush;   /* flush LSN in the last status update */
-        int64_t last_status_ms;
-        int64_t status_interval_ms;
-        bool reply_pending;
-
-        int64_t commit_ts; /* of the open transaction, PostgreSQL epoch us */
+        relay_lsn_t txn_lsn; /* the open transaction's commit LSN (from Begin): names it */
+        int64_t commit_ts;   /* of the open transaction, PostgreSQL epoch us */
         uint64_t events, txns, skipped, dead_lettered;
         bool streaming;
-
-        /* Error policy (errors.*): events Kafka rejected or that could not
-         * be mapped, waiting for a resend or a dead-letter write. Each holds
-         * one pending message of its transaction until it is resolved. */
-        struct poison *poisons;
-        bool policy_stop;
-        int64_t retries, backoff_ms, backoff_max_ms;
-        const char *dlq_topic;
-        char **skip_ids;
-        size_t nskip;
-        bool halt; /* stop before an event (policy stop, or the dead-letter write failed) */
-        char halt_err[RELAY_ERRBUF];
 } session_t;
 
-typedef enum { POISON_RETRY, POISON_DLQ } poison_state_t;
-
-typedef struct poison {
-        struct poison *next;
-        uint64_t seq;         /* the transaction it belongs to */
-        poison_state_t state;
-        bool in_flight;
-        int attempts;         /* deliveries Kafka rejected so far */
-        int64_t due_ms;
-        relay_lsn_t lsn;      /* the change (mapping) or its transaction's commit (rejection) */
-        char *topic;          /* "" when the mapping failed before a topic existed */
-        char *key, *value, *id;
-        size_t key_len, value_len, id_len;
-        relay_header_t *headers; /* names and values owned */
-        size_t nheaders;
-        int64_t timestamp_ms;
-        char cause[RELAY_ERRBUF];
-} poison_t;
-
-/* Messages carry their transaction's sequence shifted left (even), or a
- * poison record's address with the low bit set (odd; malloc aligns). */
+/* Messages carry their transaction's sequence shifted left (even); the one
+ * message produced in place carries 1. */
 #define OPAQUE_SEQ(seq) ((void *)(uintptr_t)((seq) << 1))
-#define OPAQUE_POISON(p) ((void *)((uintptr_t)(p) | 1u))
+#define OPAQUE_INPLACE ((void *)(uintptr_t)1u)
 
 static int64_t now_ms(void)
 {
@@ -130,208 +132,60 @@ static int64_t now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static char *dup_bytes(const char *b, size_t n)
-{
-        char *d = malloc(n + 1);
-        if (d) {
-                if (n)
-                        memcpy(d, b, n);
-                d[n] = '\0';
-        }
-        return d;
-}
-
-static void poison_free(poison_t *p)
-{
-        if (!p)
-                return;
-        for (size_t i = 0; i < p->nheaders; i++) {
-                free((char *)(uintptr_t)p->headers[i].name);
-                free((char *)(uintptr_t)p->headers[i].value);
-        }
-        free(p->headers);
-        free(p->topic);
-        free(p->key);
-        free(p->value);
-        free(p->id);
-        free(p);
-}
-
-/* Copy an event (as produced, or as far as the mapping got) into a record
- * the session owns, so it outlives the Kafka message and the WAL buffer. */
-static poison_t *poison_new(session_t *s, uint64_t seq, const relay_event_t *ev, relay_lsn_t lsn,
-                            const char *cause)
-{
-        poison_t *p = calloc(1, sizeof(*p));
-        if (!p)
-                return NULL;
-        p->seq = seq;
-        p->lsn = lsn;
-        p->timestamp_ms = ev->timestamp_ms;
-        relay_err_set(p->cause, sizeof(p->cause), "%s", cause);
-        p->topic = dup_bytes(ev->topic ? ev->topic : "", ev->topic ? strlen(ev->topic) : 0);
-        if (ev->key) {
-                p->key = dup_bytes(ev->key, ev->key_len);
-                p->key_len = ev->key_len;
-        }
-        if (ev->value) {
-                p->value = dup_bytes(ev->value, ev->value_len);
-                p->value_len = ev->value_len;
-        }
-        if (ev->id) {
-                p->id = dup_bytes(ev->id, ev->id_len);
-                p->id_len = ev->id_len;
-        }
-        p->headers = calloc(ev->nheaders + 1, sizeof(relay_header_t));
-        bool oom = !p->topic || (ev->key && !p->key) || (ev->value && !p->value) ||
-                   (ev->id && !p->id) || !p->headers;
-        for (size_t i = 0; !oom && i < ev->nheaders; i++) {
-                relay_header_t *h = &p->headers[p->nheaders++];
-                h->name = dup_bytes(ev->headers[i].name, strlen(ev->headers[i].name));
-                if (ev->headers[i].value) {
-                        h->value = dup_bytes(ev->headers[i].value, ev->headers[i].len);
-                        h->len = ev->headers[i].len;
-                        oom = !h->value;
-                }
-                oom = oom || !h->name;
-        }
-        if (oom) {
-                poison_free(p);
-                return NULL;
-        }
-        p->next = s->poisons;
-        s->poisons = p;
-        return p;
-}
-
-static void poison_unlink(session_t *s, poison_t *p)
-{
-        for (poison_t **pp = &s->poisons; *pp; pp = &(*pp)->next) {
-                if (*pp == p) {
-                        *pp = p->next;
-                        return;
-                }
-        }
-}
-
-static int64_t poison_backoff(const session_t *s, int attempts)
-{
-        int64_t d = s->backoff_ms;
-        for (int i = 1; i < attempts && d < s->backoff_max_ms; i++)
-                d *= 2;
-        return d < s->backoff_max_ms ? d : s->backoff_max_ms;
-}
-
-static void session_halt(session_t *s, const char *fmt, ...) RELAY_PRINTF(2, 3);
-static void session_halt(session_t *s, const char *fmt, ...)
-{
-        va_list ap;
-        if (s->halt)
-                return;
-        s->halt = true;
-        va_start(ap, fmt);
-        vsnprintf(s->halt_err, sizeof(s->halt_err), fmt, ap);
-        va_end(ap);
-}
-
 /* An id for messages: at most 64 bytes of it, or "<unknown>". */
 #define ID_ARGS(id, len) (int)((id) ? ((len) > 64 ? 64 : (len)) : 9), ((id) ? (id) : "<unknown>")
 
-/* Kafka rejected p once more (or for the first time): schedule a resend,
- * or hand it to the dead-letter topic once the retries are spent. */
-static void poison_rejected(session_t *s, poison_t *p, const char *cause)
+static void session_fail(session_t *s, const char *fmt, ...) RELAY_PRINTF(2, 3);
+static void session_fail(session_t *s, const char *fmt, ...)
 {
-        p->attempts++;
-        relay_err_set(p->cause, sizeof(p->cause), "%s", cause);
-        if (p->attempts > s->retries) {
-                p->state = POISON_DLQ;
-                p->due_ms = now_ms();
-        } else {
-                p->due_ms = now_ms() + poison_backoff(s, p->attempts);
-                relay_log_warning("Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
-                                  ": %s; resending in %lld ms (attempt %d of %lld)",
-                                  (int)(p->id_len > 64 ? 64 : p->id_len), p->id ? p->id : "?",
-                                  RELAY_LSN_ARGS(p->lsn), cause,
-                                  (long long)poison_backoff(s, p->attempts), p->attempts + 1,
-                                  (long long)s->retries + 1);
-        }
-}
-
-static void on_poison_delivery(session_t *s, poison_t *p, const relay_delivery_t *d)
-{
-        int idl = (int)(p->id_len > 64 ? 64 : p->id_len);
-        const char *id = p->id ? p->id : "<unknown>";
-        p->in_flight = false;
-        if (!d->err) {
-                if (relay_acktrack_ack(s->ack, p->seq) != 0)
-                        s->ack_bug = true;
-                if (p->state == POISON_RETRY) {
-                        relay_log_info("event \"%.*s\" delivered to \"%s\" after %d attempts", idl,
-                                       id, p->topic, p->attempts + 1);
-                } else {
-                        s->dead_lettered++;
-                        relay_log_warning("event \"%.*s\" at " RELAY_LSN_FMT
-                                          " written to dead-letter topic \"%s\": %s",
-                                          idl, id, RELAY_LSN_ARGS(p->lsn), s->dlq_topic, p->cause);
-                }
-                poison_unlink(s, p);
-                poison_free(p);
-                return;
-        }
-        if (p->state == POISON_RETRY && d->err == RELAY_EREJECTED) {
-                poison_rejected(s, p, d->errstr);
-                return;
-        }
-        if (p->state == POISON_DLQ && d->err == RELAY_EREJECTED) {
-                session_halt(s,
-                             "could not write event \"%.*s\" at " RELAY_LSN_FMT
-                             " to the dead-letter topic: %s; stopping before it (fix the topic "
-                             "or its permissions, or list the id in errors.skip.ids)",
-                             ID_ARGS(p->id, p->id_len), RELAY_LSN_ARGS(p->lsn), d->errstr);
-                return;
-        }
-        if (!s->dr_failed)
-                relay_err_set(s->dr_err, sizeof(s->dr_err), "%s", d->errstr);
+        va_list ap;
+        if (s->dr_failed)
+                return; /* the first failure is the one to report */
         s->dr_failed = true;
+        va_start(ap, fmt);
+        vsnprintf(s->dr_err, sizeof(s->dr_err), fmt, ap);
+        va_end(ap);
 }
 
 static void on_delivery(void *ctx, void *opaque, const relay_delivery_t *d)
 {
         session_t *s = ctx;
-        uintptr_t op = (uintptr_t)opaque;
-        if (op & 1u) {
-                on_poison_delivery(s, (poison_t *)(op & ~(uintptr_t)1u), d);
+        if (opaque == OPAQUE_INPLACE) {
+                s->inplace.pending = false;
+                s->inplace.err = d->err;
+                s->inplace.cls = d->cls;
+                relay_err_set(s->inplace.why, sizeof(s->inplace.why), "%s",
+                              d->errstr ? d->errstr : "");
                 return;
         }
-        uint64_t seq = (uint64_t)(op >> 1);
+        uint64_t seq = (uint64_t)((uintptr_t)opaque >> 1);
         if (!d->err) {
                 if (relay_acktrack_ack(s->ack, seq) != 0)
                         s->ack_bug = true;
                 return;
         }
-        if (d->err == RELAY_EREJECTED) {
-                relay_lsn_t lsn = relay_acktrack_commit_lsn(s->ack, seq);
-                const relay_event_t *ev = d->event;
-                if (s->policy_stop) {
-                        session_halt(s,
-                                     "Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
-                                     "): %s; stopping before it (errors.policy = stop): fix the "
-                                     "cause and restart, or list the id in errors.skip.ids",
-                                     ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), d->errstr);
-                        return;
-                }
-                poison_t *p = poison_new(s, seq, ev, lsn, d->errstr);
-                if (!p) {
-                        session_halt(s, "out of memory keeping rejected event \"%.*s\" at " RELAY_LSN_FMT,
-                                     ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn));
-                        return;
-                }
-                poison_rejected(s, p, d->errstr);
+        if (d->err != RELAY_EREJECTED) {
+                if (d->cls == RELAY_DR_IMPLICIT_ACK)
+                        s->proc->implicit_acks++;
+                session_fail(s, "could not deliver event to Kafka: %s", d->errstr);
                 return;
         }
-        if (!s->dr_failed)
-                relay_err_set(s->dr_err, sizeof(s->dr_err), "%s", d->errstr);
-        s->dr_failed = true;
+        /* Refused for good, maybe because of a neighbour in its batch. The
+         * producer has stopped (gapless), so nothing after it was sent: the
+         * next session settles it in place, alone. */
+        const relay_event_t *ev = d->event;
+        relay_lsn_t txn = relay_acktrack_commit_lsn(s->ack, seq);
+        if (d->cls == RELAY_DR_TOO_LARGE)
+                relay_limits_forget(s->proc->lim, ev->topic);
+        if (relay_policy_rejected(s->proc->pol, txn, ev->id, ev->id_len, d->errstr) < 0) {
+                session_fail(s, "out of memory remembering rejected event \"%.*s\"",
+                             ID_ARGS(ev->id, ev->id_len));
+                return;
+        }
+        session_fail(s,
+                     "Kafka rejected event \"%.*s\" of the transaction at " RELAY_LSN_FMT
+                     ": %s; resuming from the slot to send it again on its own",
+                     ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(txn), d->errstr);
 }
 
 static void session_free(session_t *s)
@@ -342,14 +196,6 @@ static void session_free(session_t *s)
         relay_pgoutput_free(s->dec);
         relay_outbox_free(s->outbox);
         relay_acktrack_free(s->ack);
-        while (s->poisons) {
-                poison_t *p = s->poisons;
-                s->poisons = p->next;
-                poison_free(p);
-        }
-        for (size_t i = 0; i < s->nskip; i++)
-                free(s->skip_ids[i]);
-        free(s->skip_ids);
         memset(s, 0, sizeof(*s));
 }
 
@@ -362,12 +208,8 @@ static int session_kafka_check(session_t *s, char *err, size_t errlen)
                 relay_err_set(err, errlen, "delivery report for a message that is not in flight");
                 return RELAY_EKAFKA;
         }
-        if (s->halt) {
-                relay_err_set(err, errlen, "%s", s->halt_err);
-                return RELAY_EMAP;
-        }
         if (s->dr_failed) {
-                relay_err_set(err, errlen, "could not deliver event to Kafka: %s", s->dr_err);
+                relay_err_set(err, errlen, "%s", s->dr_err);
                 return RELAY_EKAFKA;
         }
         return relay_producer_check(s->prod, err, errlen);
@@ -376,146 +218,406 @@ static int session_kafka_check(session_t *s, char *err, size_t errlen)
 /* Send a standby status update when one is due, asked for, or worth it. */
 static int session_status(session_t *s, bool force, char *err, size_t errlen)
 {
+        progress_t *pg = &s->prog;
         relay_lsn_t confirmed = relay_acktrack_confirmable(s->ack);
-        if (relay_acktrack_drained(s->ack) && s->keepalive_end > confirmed) {
-                relay_acktrack_advance_idle(s->ack, s->keepalive_end);
+        if (relay_acktrack_drained(s->ack) && pg->keepalive_end > confirmed) {
+                relay_acktrack_advance_idle(s->ack, pg->keepalive_end);
                 confirmed = relay_acktrack_confirmable(s->ack);
         }
         int64_t now = now_ms();
-        int64_t since = now - s->last_status_ms;
-        if (!force && !s->reply_pending && since < s->status_interval_ms &&
-            !(confirmed > s->sent_flush && since >= CONFIRM_MIN_GAP_MS))
+        int64_t since = now - pg->last_status_ms;
+        if (!force && !pg->reply_pending && since < pg->status_interval_ms &&
+            !(confirmed > pg->sent_flush && since >= CONFIRM_MIN_GAP_MS))
                 return 0;
-        int rc = relay_repl_send_status(s->repl, s->received, confirmed, false, err, errlen);
+        int rc = relay_repl_send_status(s->repl, pg->received, confirmed, false, err, errlen);
         if (rc)
                 return rc;
-        if (confirmed != s->sent_flush)
+        if (confirmed != pg->sent_flush)
                 relay_log_debug("confirmed " RELAY_LSN_FMT, RELAY_LSN_ARGS(confirmed));
-        s->sent_flush = confirmed;
-        s->last_status_ms = now;
-        s->reply_pending = false;
+        pg->sent_flush = confirmed;
+        pg->last_status_ms = now;
+        pg->reply_pending = false;
         return 0;
 }
 
-/* Offer one event to the producer, waiting out a full queue while keeping
- * status updates flowing so wal_sender_timeout cannot fire. */
+/* Serve Kafka for up to ms while keeping status updates flowing, so
+ * wal_sender_timeout cannot fire while the stream is held. */
+static int session_serve(session_t *s, int ms, char *err, size_t errlen)
+{
+        int rc;
+        relay_producer_poll(s->prod, ms);
+        if ((rc = session_kafka_check(s, err, errlen)))
+                return rc;
+        return session_status(s, false, err, errlen);
+}
+
+/* Offer one event to the producer, waiting out a full queue. */
 static int session_send(session_t *s, const relay_event_t *ev, void *opaque, char *err, size_t errlen)
 {
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, opaque, err, errlen);
                 if (rc != RELAY_EAGAIN)
                         return rc;
-                relay_producer_poll(s->prod, 10);
-                if ((rc = session_kafka_check(s, err, errlen)) || (rc = session_status(s, false, err, errlen)))
+                if ((rc = session_serve(s, 10, err, errlen)))
                         return rc;
         }
 }
 
-static bool skip_listed(const session_t *s, const char *id, size_t len)
+/* Wait until Kafka has answered for everything produced so far. */
+static int session_wait_drained(session_t *s, char *err, size_t errlen)
 {
-        for (size_t i = 0; id && i < s->nskip; i++)
-                if (strlen(s->skip_ids[i]) == len && memcmp(s->skip_ids[i], id, len) == 0)
-                        return true;
-        return false;
-}
-
-/* Produce a poison record that is due: a resend to its own topic, or the
- * dead-letter copy with headers that say what went wrong and where. */
-static int poison_send(session_t *s, poison_t *p, char *err, size_t errlen)
-{
-        relay_header_t hdrs[64 + 5];
-        char lsn[RELAY_LSN_BUFSZ], ts[32], attempts[16];
-        relay_event_t ev = {
-                .topic = p->topic, .key = p->key, .key_len = p->key_len, .value = p->value,
-                .value_len = p->value_len, .id = p->id, .id_len = p->id_len,
-                .headers = p->headers, .nheaders = p->nheaders, .timestamp_ms = p->timestamp_ms,
-        };
-        if (p->state == POISON_DLQ) {
-                size_t n = p->nheaders > 64 ? 64 : p->nheaders;
-                memcpy(hdrs, p->headers, n * sizeof(hdrs[0]));
-                relay_lsn_format(p->lsn, lsn);
-                snprintf(ts, sizeof(ts), "%lld", (long long)p->timestamp_ms);
-                snprintf(attempts, sizeof(attempts), "%d", p->attempts);
-                hdrs[n++] = (relay_header_t){"outbox.error.message", p->cause, strlen(p->cause)};
-                hdrs[n++] = (relay_header_t){"outbox.error.topic", p->topic, strlen(p->topic)};
-                hdrs[n++] = (relay_header_t){"outbox.error.lsn", lsn, strlen(lsn)};
-                hdrs[n++] = (relay_header_t){"outbox.error.commit.time", ts, strlen(ts)};
-                hdrs[n++] = (relay_header_t){"outbox.error.attempts", attempts, strlen(attempts)};
-                ev.topic = s->dlq_topic;
-                ev.headers = hdrs;
-                ev.nheaders = n;
-        }
-        int rc = session_send(s, &ev, OPAQUE_POISON(p), err, errlen);
-        if (rc == 0) {
-                p->in_flight = true;
-                return 0;
-        }
-        if (rc != RELAY_EREJECTED)
-                return rc;
-        if (p->state == POISON_RETRY) {
-                poison_rejected(s, p, err);
-                return 0;
-        }
-        session_halt(s,
-                     "could not write event \"%.*s\" at " RELAY_LSN_FMT " to the dead-letter "
-                     "topic \"%s\": %s; stopping before it",
-                     ID_ARGS(p->id, p->id_len), RELAY_LSN_ARGS(p->lsn), s->dlq_topic, err);
+        int rc;
+        while (relay_producer_outq_len(s->prod) > 0)
+                if ((rc = session_serve(s, 10, err, errlen)))
+                        return rc;
         return 0;
 }
 
-static int session_poison_work(session_t *s, char *err, size_t errlen)
+/* A new producer with the batch size the process has settled on. The old
+ * one must have nothing in flight (or be dead: gapless stops it at the
+ * first refusal). */
+static int session_new_producer(session_t *s, char *err, size_t errlen)
 {
-        int64_t now = now_ms();
-        /* From the head after every send: a full queue makes poison_send
-         * serve delivery reports, which may free any record of the list.
-         * Each pass sends one (in flight) or reschedules it, so this ends. */
-        while (!s->halt) {
-                poison_t *p = s->poisons;
-                while (p && (p->in_flight || p->due_ms > now))
-                        p = p->next;
-                if (!p)
-                        break;
-                int rc = poison_send(s, p, err, errlen);
-                if (rc)
-                        return rc;
-        }
-        return session_kafka_check(s, err, errlen);
+        relay_producer_free(s->prod);
+        s->prod = NULL;
+        return relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, on_delivery, s, err, errlen);
 }
 
-/* An event the policy must handle before it ever reached Kafka (it could
- * not be mapped, or the producer refused it outright). */
-static int session_poison(session_t *s, const relay_event_t *ev, relay_lsn_t lsn, bool mapped,
-                          char *err, size_t errlen)
+/*
+ * topic's max.message.bytes, 0 when unknown. Learnt once per topic (and
+ * again after LIMIT_TTL_MS, or after Kafka refused a batch as too large).
+ * A limit below the producer's batch.size means batches of small events
+ * could be refused as a whole: the producer is replaced by one whose
+ * batches fit, once what is in flight is acknowledged.
+ */
+static int session_topic_limit(session_t *s, const char *topic, int64_t *limit, char *err,
+                               size_t errlen)
+{
+        process_t *pr = s->proc;
+        int64_t now = now_ms(), b = 0;
+        char kerr[RELAY_ERRBUF];
+        int rc;
+
+        *limit = 0;
+        switch (relay_limits_get(pr->lim, topic, now, &b)) {
+        case RELAY_LIMIT_KNOWN:
+                *limit = b;
+                break;
+        case RELAY_LIMIT_UNKNOWN:
+                return 0;
+        case RELAY_LIMIT_MISSING:
+                rc = relay_producer_topic_limit(s->prod, topic, LIMIT_ASK_MS, &b, kerr, sizeof(kerr));
+                if (rc == RELAY_EKAFKA) {
+                        relay_log_warning("could not read max.message.bytes of topic \"%s\": %s; "
+                                          "an event too large for it is found only when Kafka "
+                                          "refuses it (grant DescribeConfigs on the topic)",
+                                          topic, kerr);
+                        b = 0;
+                }
+                if (relay_limits_put(pr->lim, topic, b, now,
+                                     rc == 0 ? LIMIT_TTL_MS
+                                             : rc == RELAY_EAGAIN ? LIMIT_MISSING_TTL_MS
+                                                                  : LIMIT_TTL_MS)) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                if (b > 0)
+                        relay_log_debug("topic \"%s\": max.message.bytes %lld%s", topic,
+                                        (long long)b, rc == RELAY_EAGAIN ? " (not created yet)" : "");
+                *limit = b;
+                break;
+        }
+        if (*limit > 0 && *limit < relay_producer_batch_size(s->prod)) {
+                relay_log_info("topic \"%s\" takes record batches of at most %lld bytes: lowering "
+                               "the producer's batch.size from %lld",
+                               topic, (long long)*limit,
+                               (long long)relay_producer_batch_size(s->prod));
+                pr->max_batch = *limit;
+                if ((rc = session_wait_drained(s, err, errlen)) ||
+                    (rc = session_new_producer(s, err, errlen)))
+                        return rc;
+        }
+        return 0;
+}
+
+/* Does ev fit what Kafka and librdkafka accept? 0: yes; 1: no, with the
+ * reason in why; < 0: error. */
+static int session_fits(session_t *s, const relay_event_t *ev, char *why, size_t whylen, char *err,
+                        size_t errlen)
+{
+        int64_t limit;
+        size_t local = relay_limits_local_size(ev);
+        if ((int64_t)local > relay_producer_max_message(s->prod)) {
+                relay_err_set(why, whylen,
+                              "event too large for the producer: %zu bytes, "
+                              "kafka.message.max.bytes is %lld",
+                              local, (long long)relay_producer_max_message(s->prod));
+                return 1;
+        }
+        int rc = session_topic_limit(s, ev->topic, &limit, err, errlen);
+        if (rc)
+                return rc;
+        size_t size = relay_limits_record_size(ev);
+        if (limit > 0 && (int64_t)size > limit) {
+                relay_err_set(why, whylen,
+                              "event too large for topic \"%s\": %zu bytes as a Kafka record "
+                              "batch, max.message.bytes is %lld",
+                              ev->topic, size, (long long)limit);
+                return 1;
+        }
+        return 0;
+}
+
+/*
+ * Produce ev alone and wait for Kafka's answer before anything else is
+ * produced. It counts as a message of the open transaction until it is
+ * acknowledged. Returns 0 (acknowledged), RELAY_EREJECTED (refused for
+ * good: why, *cls), or a session failure.
+ */
+static int session_send_in_place(session_t *s, const relay_event_t *ev, relay_dr_class_t *cls,
+                                 char *why, size_t whylen, char *err, size_t errlen)
 {
         uint64_t seq = relay_acktrack_add(s->ack);
-        poison_t *p = poison_new(s, seq, ev, lsn, err);
-        if (!p) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+        s->inplace.pending = true;
+        int rc = session_send(s, ev, OPAQUE_INPLACE, err, errlen);
+        if (rc) {
+                s->inplace.pending = false;
+                relay_acktrack_unadd(s->ack);
+                if (rc == RELAY_EREJECTED) {
+                        *cls = RELAY_DR_TOO_LARGE;
+                        relay_err_set(why, whylen, "%s", err);
+                }
+                return rc;
         }
-        if (mapped) {
-                poison_rejected(s, p, err);
-        } else {
-                /* A row that cannot be mapped now never can: no resends. */
-                p->state = POISON_DLQ;
-                p->due_ms = now_ms();
+        while (s->inplace.pending) {
+                /* Not session_serve(): after a refusal the producer reports
+                 * itself dead (gapless) before the refused report is served. */
+                relay_producer_poll(s->prod, 10);
+                if (s->ack_bug || s->dr_failed)
+                        return session_kafka_check(s, err, errlen);
+                if ((rc = session_status(s, false, err, errlen)))
+                        return rc;
+        }
+        if (s->inplace.err == 0) {
+                if (relay_acktrack_ack(s->ack, seq) != 0) {
+                        relay_err_set(err, errlen, "acknowledgement for an event not in flight");
+                        return RELAY_EKAFKA;
+                }
+                return 0;
+        }
+        relay_acktrack_unadd(s->ack);
+        if (s->inplace.err == RELAY_EREJECTED) {
+                *cls = s->inplace.cls;
+                relay_err_set(why, whylen, "%s", s->inplace.why);
+                return RELAY_EREJECTED;
+        }
+        if (s->inplace.cls == RELAY_DR_IMPLICIT_ACK)
+                s->proc->implicit_acks++;
+        relay_err_set(err, errlen, "could not deliver event to Kafka: %s", s->inplace.why);
+        return RELAY_EKAFKA;
+}
+
+/*
+ * ev cannot be delivered (it cannot be mapped, does not fit, or Kafka kept
+ * refusing it): write its dead-letter copy and wait for it, or stop before
+ * it. Nothing after it is produced until then, so no later event of its
+ * aggregate can overtake it. RELAY_EMAP means stop (exit 4), err says why.
+ */
+static int session_dead_letter(session_t *s, const relay_event_t *ev, relay_lsn_t lsn,
+                               const char *cause, int attempts, char *err, size_t errlen)
+{
+        relay_policy_t *pol = s->proc->pol;
+        relay_policy_dlq_t scratch;
+        relay_event_t dlq;
+        relay_dr_class_t cls;
+        char why[RELAY_ERRBUF];
+        int rc;
+
+        if (relay_policy_stops(pol)) {
+                relay_err_set(err, errlen,
+                              "could not deliver event \"%.*s\" at " RELAY_LSN_FMT
+                              ": %s; stopping before it (errors.policy = stop): fix the cause and "
+                              "restart, or list the id in errors.skip.ids",
+                              ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
+                return RELAY_EMAP;
+        }
+        if (relay_policy_dead_letter(pol, ev, lsn, cause, attempts, &scratch, &dlq, why,
+                                     sizeof(why)) == 0 &&
+            (rc = session_fits(s, &dlq, why, sizeof(why), err, errlen)) <= 0) {
+                if (rc < 0)
+                        return rc;
+                rc = session_send_in_place(s, &dlq, &cls, why, sizeof(why), err, errlen);
+                if (rc == 0) {
+                        s->dead_lettered++;
+                        relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
+                        relay_log_warning("event \"%.*s\" at " RELAY_LSN_FMT
+                                          " written to dead-letter topic \"%s\": %s",
+                                          ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn),
+                                          relay_policy_dlq_topic(pol), cause);
+                        return 0;
+                }
+                if (rc != RELAY_EREJECTED)
+                        return rc;
+        }
+        relay_err_set(err, errlen,
+                      "could not write event \"%.*s\" at " RELAY_LSN_FMT
+                      " to the dead-letter topic \"%s\": %s; stopping before it (fix the topic, "
+                      "its max.message.bytes or its permissions, or list the id in "
+                      "errors.skip.ids); it was refused because: %s",
+                      ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn),
+                      relay_policy_dlq_topic(pol), why, cause);
+        return RELAY_EMAP;
+}
+
+/* Sleep ms while serving Kafka and the server; false when a stop was asked. */
+static int session_backoff(session_t *s, int64_t ms, char *err, size_t errlen)
+{
+        int64_t end = now_ms() + ms;
+        int rc;
+        while (!stop_requested && now_ms() < end)
+                if ((rc = session_serve(s, 50, err, errlen)))
+                        return rc;
+        if (stop_requested) {
+                relay_err_set(err, errlen, "stopped while waiting to resend an event");
+                return RELAY_EIO;
         }
         return 0;
+}
+
+/*
+ * ev was refused `attempts` times (the last time, perhaps, with neighbours
+ * of its batch): settle it in place. Once what is in flight is answered,
+ * send it alone; again after a backoff while Kafka keeps refusing it; then
+ * dead-letter it or stop, as errors.* says.
+ */
+static int session_resend(session_t *s, const relay_event_t *ev, relay_lsn_t lsn, int attempts,
+                          const char *last_cause, char *err, size_t errlen)
+{
+        relay_policy_t *pol = s->proc->pol;
+        char cause[RELAY_ERRBUF], why[RELAY_ERRBUF];
+        relay_dr_class_t cls;
+        int64_t wait;
+        int rc;
+
+        relay_err_set(cause, sizeof(cause), "%s", last_cause);
+        if ((rc = session_wait_drained(s, err, errlen)))
+                return rc;
+        for (;;) {
+                switch (relay_policy_next(pol, attempts, &wait)) {
+                case RELAY_POLICY_STOP:
+                        relay_err_set(err, errlen,
+                                      "Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
+                                      " again when sent alone: %s; stopping before it "
+                                      "(errors.policy = stop): fix the cause and restart, or list "
+                                      "the id in errors.skip.ids",
+                                      ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
+                        return RELAY_EMAP;
+                case RELAY_POLICY_DEAD_LETTER:
+                        return session_dead_letter(s, ev, lsn, cause, attempts, err, errlen);
+                case RELAY_POLICY_RESEND:
+                        break;
+                }
+                if (wait > 0) {
+                        relay_log_warning("Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
+                                          ": %s; resending in %lld ms (attempt %d)",
+                                          ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause,
+                                          (long long)wait, attempts + 1);
+                        if ((rc = session_backoff(s, wait, err, errlen)))
+                                return rc;
+                }
+                rc = session_send_in_place(s, ev, &cls, why, sizeof(why), err, errlen);
+                if (rc == 0) {
+                        relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
+                        relay_log_info("event \"%.*s\" delivered to \"%s\" on attempt %d",
+                                       ID_ARGS(ev->id, ev->id_len), ev->topic, attempts + 1);
+                        return 0;
+                }
+                if (rc != RELAY_EREJECTED)
+                        return rc;
+                /* The producer stopped at the refusal (gapless): nothing
+                 * else was in flight, so a new one loses nothing. */
+                if ((rc = session_new_producer(s, err, errlen)))
+                        return rc;
+                relay_err_set(cause, sizeof(cause), "%s", why);
+                if ((attempts = relay_policy_rejected(pol, s->txn_lsn, ev->id, ev->id_len, why)) < 0) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                if (cls == RELAY_DR_TOO_LARGE) {
+                        relay_limits_forget(s->proc->lim, ev->topic);
+                        if ((rc = session_fits(s, ev, why, sizeof(why), err, errlen)) < 0)
+                                return rc;
+                        if (rc == 1)
+                                return session_dead_letter(s, ev, lsn, why, attempts, err, errlen);
+                }
+        }
+}
+
+/* One outbox row: skip it, settle it in place as poison, or produce it. */
+static int session_event(session_t *s, const relay_pgo_msg_t *m, relay_lsn_t lsn, char *err,
+                         size_t errlen)
+{
+        relay_policy_t *pol = s->proc->pol;
+        relay_event_t ev;
+        char why[RELAY_ERRBUF];
+        const char *cause = NULL;
+        int rc = relay_outbox_map(s->outbox, m, s->commit_ts, &ev, err, errlen);
+
+        if (rc && rc != RELAY_EMAP)
+                return rc;
+        if (relay_policy_skip(pol, ev.id, ev.id_len)) {
+                s->skipped++;
+                relay_log_warning("skipping event \"%.*s\" at " RELAY_LSN_FMT
+                                  " as errors.skip.ids says",
+                                  ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn));
+                return 0;
+        }
+        if (rc == RELAY_EMAP) {
+                /* A row that cannot be mapped now never can: no resends. */
+                char detail[RELAY_ERRBUF];
+                relay_err_set(detail, sizeof(detail), "could not turn outbox row into an event: %s",
+                              err);
+                return session_dead_letter(s, &ev, lsn, detail, 0, err, errlen);
+        }
+        if ((rc = session_fits(s, &ev, why, sizeof(why), err, errlen)) < 0)
+                return rc;
+        if (rc == 1) /* resending the same bytes cannot fix it */
+                return session_dead_letter(s, &ev, lsn, why, 0, err, errlen);
+        int attempts = relay_policy_attempts(pol, s->txn_lsn, ev.id, ev.id_len, &cause);
+        if (attempts > 0) {
+                relay_err_set(why, sizeof(why), "%s", cause);
+                rc = session_resend(s, &ev, lsn, attempts, why, err, errlen);
+                if (rc == 0)
+                        s->events++;
+                return rc;
+        }
+        rc = session_send(s, &ev, OPAQUE_SEQ(relay_acktrack_add(s->ack)), err, errlen);
+        if (rc == 0) {
+                s->events++;
+                return 0;
+        }
+        relay_acktrack_unadd(s->ack);
+        if (rc != RELAY_EREJECTED)
+                return rc;
+        /* librdkafka refused it at once (its own size check disagreed with
+         * ours): nothing was produced, settle it here. */
+        relay_err_set(why, sizeof(why), "%s", err);
+        return session_dead_letter(s, &ev, lsn, why, 0, err, errlen);
 }
 
 static int session_message(session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
 {
         relay_pgo_msg_t m;
-        relay_event_t ev;
+        progress_t *pg = &s->prog;
         int rc;
 
         if (w->type == 'k') {
-                if (w->wal_end > s->keepalive_end)
-                        s->keepalive_end = w->wal_end;
-                if (w->wal_end > s->received && relay_acktrack_drained(s->ack))
-                        s->received = w->wal_end;
+                if (w->wal_end > pg->keepalive_end)
+                        pg->keepalive_end = w->wal_end;
+                if (w->wal_end > pg->received && relay_acktrack_drained(s->ack))
+                        pg->received = w->wal_end;
                 if (w->reply_requested)
-                        s->reply_pending = true;
+                        pg->reply_pending = true;
                 return 0;
         }
         rc = relay_pgoutput_decode(s->dec, w->data, w->len, &m, err, errlen);
@@ -528,6 +630,7 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
+                s->txn_lsn = m.lsn;
                 s->commit_ts = m.timestamp;
                 return 0;
         case RELAY_PGO_COMMIT:
@@ -538,8 +641,8 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                                       RELAY_LSN_ARGS(m.end_lsn));
                         return RELAY_EPROTO;
                 }
-                if (m.end_lsn > s->received)
-                        s->received = m.end_lsn;
+                if (m.end_lsn > pg->received)
+                        pg->received = m.end_lsn;
                 s->txns++;
                 return 0;
         case RELAY_PGO_RELATION:
@@ -559,46 +662,7 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
-                rc = relay_outbox_map(s->outbox, &m, s->commit_ts, &ev, err, errlen);
-                if (s->nskip && skip_listed(s, ev.id, ev.id_len)) {
-                        s->skipped++;
-                        relay_log_warning("skipping event \"%.*s\" at " RELAY_LSN_FMT
-                                          " as errors.skip.ids says",
-                                          ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(w->wal_start));
-                        return 0;
-                }
-                if (rc == RELAY_EMAP && !s->policy_stop)
-                        return session_poison(s, &ev, w->wal_start, false, err, errlen);
-                if (rc) {
-                        char detail[RELAY_ERRBUF];
-                        relay_err_set(detail, sizeof(detail), "%s", err);
-                        relay_err_set(err, errlen,
-                                      "could not turn outbox row (id \"%.*s\") at " RELAY_LSN_FMT
-                                      " into an event: %s",
-                                      ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(w->wal_start),
-                                      detail);
-                        return rc;
-                }
-                rc = session_send(s, &ev, OPAQUE_SEQ(relay_acktrack_add(s->ack)), err, errlen);
-                if (rc == 0) {
-                        s->events++;
-                        return 0;
-                }
-                relay_acktrack_unadd(s->ack);
-                if (rc == RELAY_EREJECTED) {
-                        if (s->policy_stop) {
-                                char detail[RELAY_ERRBUF];
-                                relay_err_set(detail, sizeof(detail), "%s", err);
-                                relay_err_set(err, errlen,
-                                              "Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
-                                              ": %s; stopping before it (errors.policy = stop)",
-                                              ID_ARGS(ev.id, ev.id_len),
-                                              RELAY_LSN_ARGS(w->wal_start), detail);
-                                return RELAY_EMAP;
-                        }
-                        return session_poison(s, &ev, w->wal_start, true, err, errlen);
-                }
-                return rc;
+                return session_event(s, &m, w->wal_start, err, errlen);
         case RELAY_PGO_UPDATE:
         case RELAY_PGO_DELETE:
         case RELAY_PGO_TRUNCATE:
@@ -623,8 +687,7 @@ static void session_drain(session_t *s)
         int64_t deadline = now_ms() + relay_config_get_int(s->cfg, "shutdown.timeout.ms");
         while (relay_producer_outq_len(s->prod) > 0 && now_ms() < deadline) {
                 relay_producer_poll(s->prod, 50);
-                /* A halt still lets what is in flight finish; a failed
-                 * delivery or a fatal producer ends the wait. */
+                /* A failed delivery or a dead producer ends the wait. */
                 if (s->dr_failed || s->ack_bug || relay_producer_check(s->prod, err, sizeof(err)) != 0)
                         break;
                 if (session_status(s, false, err, sizeof(err)) != 0)
@@ -639,131 +702,124 @@ static void session_drain(session_t *s)
             relay_repl_stop(s->repl, 5000, err, sizeof(err)) != 0)
                 relay_log_warning("%s", err);
         relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
-                       RELAY_LSN_ARGS(s->sent_flush), relay_config_get(s->cfg, "slot.name"));
+                       RELAY_LSN_ARGS(s->prog.sent_flush), relay_config_get(s->cfg, "slot.name"));
+}
+
+/* Stop between transactions, so a clean stop never leaves a half-sent
+ * transaction to be sent again. */
+static bool session_may_stop(const session_t *s)
+{
+        return stop_requested && !relay_acktrack_in_txn(s->ack);
+}
+
+/* Decode and hand on up to READ_BATCH messages that libpq already holds.
+ * *buffered: the batch was full, so more may be waiting in libpq's buffer,
+ * where poll() cannot see them. */
+static int session_read_batch(session_t *s, bool *buffered, char *err, size_t errlen)
+{
+        int rc;
+        *buffered = true;
+        for (int i = 0; i < READ_BATCH; i++) {
+                relay_walmsg_t w;
+                rc = relay_repl_read(s->repl, &w, err, errlen);
+                if (rc == 0) {
+                        *buffered = false;
+                        return 0;
+                }
+                if (rc < 0)
+                        return rc;
+                if ((rc = session_message(s, &w, err, errlen)))
+                        return rc;
+                if (session_may_stop(s))
+                        return 0;
+        }
+        return 0;
+}
+
+/* Wait for the server's socket, Kafka's reports or the next status update. */
+static int session_wait(session_t *s, bool buffered, char *err, size_t errlen)
+{
+        const progress_t *pg = &s->prog;
+        int64_t now = now_ms();
+        struct pollfd fds[2] = {
+                {.fd = relay_repl_socket(s->repl), .events = POLLIN},
+                {.fd = relay_producer_fd(s->prod), .events = POLLIN},
+        };
+        int rc;
+
+        if (relay_repl_wants_write(s->repl))
+                fds[0].events |= POLLOUT;
+        int64_t wait = pg->status_interval_ms - (now - pg->last_status_ms);
+        if (relay_acktrack_confirmable(s->ack) > pg->sent_flush)
+                wait = CONFIRM_MIN_GAP_MS - (now - pg->last_status_ms);
+        if (wait < 0 || buffered)
+                wait = 0;
+        if (wait > 1000)
+                wait = 1000;
+        if (poll(fds, 2, (int)wait) < 0 && errno != EINTR) {
+                relay_err_set(err, errlen, "poll failed: %s", strerror(errno));
+                return RELAY_EIO;
+        }
+        if ((fds[0].revents & (POLLIN | POLLERR | POLLHUP)) &&
+            (rc = relay_repl_consume(s->repl, err, errlen)))
+                return rc;
+        if ((fds[0].revents & POLLOUT) && (rc = relay_repl_flush(s->repl, err, errlen)))
+                return rc;
+        return 0;
+}
+
+/* Housekeeping on a timer: the progress line and returning memory. */
+static void session_tick(session_t *s, int64_t *last_progress, int64_t *last_trim,
+                         uint64_t *last_events)
+{
+        int64_t now = now_ms();
+        if (now - *last_progress >= PROGRESS_LOG_MS) {
+                if (s->events != *last_events)
+                        relay_log_info("relayed %llu events in %llu transactions; confirmed "
+                                       "up to " RELAY_LSN_FMT,
+                                       (unsigned long long)s->events, (unsigned long long)s->txns,
+                                       RELAY_LSN_ARGS(s->prog.sent_flush));
+                *last_events = s->events;
+                *last_progress = now;
+        }
+#ifdef __GLIBC__
+        /* glibc keeps what a burst freed (in-flight events, the librdkafka
+         * thread's arena) resident until it is trimmed: RSS after 30-60 s at
+         * 20 000 events/s was 14.6-17.0 MB in four runs without this,
+         * 13.1 MB with it, same CPU. */
+        if (now - *last_trim >= TRIM_MS) {
+                malloc_trim(0);
+                *last_trim = now;
+        }
+#else
+        (void)last_trim;
+#endif
 }
 
 static int session_stream(session_t *s, char *err, size_t errlen)
 {
         int64_t last_progress = now_ms(), last_trim = last_progress;
         uint64_t last_events = 0;
+        bool buffered;
         int rc;
 
         for (;;) {
-                /* Stop between transactions, so a clean stop never leaves a
-                 * half-sent transaction to be sent again. */
-                bool stopping = stop_requested && !relay_acktrack_in_txn(s->ack);
-                if (stopping)
+                if (session_may_stop(s))
                         return 0;
-                /* A full batch may leave complete messages in libpq's buffer,
-                 * which poll() cannot see: then do not wait below. */
-                bool buffered = true;
-                for (int i = 0; i < READ_BATCH; i++) {
-                        relay_walmsg_t w;
-                        rc = relay_repl_read(s->repl, &w, err, errlen);
-                        if (rc == 0) {
-                                buffered = false;
-                                break;
-                        }
-                        if (rc < 0)
-                                return rc;
-                        if ((rc = session_message(s, &w, err, errlen)))
-                                return rc;
-                        if (stop_requested && !relay_acktrack_in_txn(s->ack))
-                                break;
-                }
-                relay_producer_poll(s->prod, 0);
-                if ((rc = session_kafka_check(s, err, errlen)))
+                if ((rc = session_read_batch(s, &buffered, err, errlen)) ||
+                    (rc = session_serve(s, 0, err, errlen)))
                         return rc;
-                if (s->poisons && (rc = session_poison_work(s, err, errlen)))
-                        return rc;
-                if ((rc = session_status(s, false, err, errlen)))
-                        return rc;
-                if (stop_requested && !relay_acktrack_in_txn(s->ack))
+                if (session_may_stop(s))
                         continue;
-
-                int64_t now = now_ms();
-                if (now - last_progress >= PROGRESS_LOG_MS) {
-                        if (s->events != last_events)
-                                relay_log_info("relayed %llu events in %llu transactions; confirmed "
-                                               "up to " RELAY_LSN_FMT,
-                                               (unsigned long long)s->events,
-                                               (unsigned long long)s->txns,
-                                               RELAY_LSN_ARGS(s->sent_flush));
-                        last_events = s->events;
-                        last_progress = now;
-                }
-#ifdef __GLIBC__
-                /* glibc keeps what a burst freed (in-flight events, the
-                 * librdkafka thread's arena) resident until it is trimmed:
-                 * RSS after 30-60 s at 20 000 events/s was 14.6-17.0 MB in
-                 * four runs without this, 13.1 MB with it, same CPU. */
-                if (now - last_trim >= TRIM_MS) {
-                        malloc_trim(0);
-                        last_trim = now;
-                }
-#endif
-
-                struct pollfd fds[2] = {
-                        {.fd = relay_repl_socket(s->repl), .events = POLLIN},
-                        {.fd = relay_producer_fd(s->prod), .events = POLLIN},
-                };
-                if (relay_repl_wants_write(s->repl))
-                        fds[0].events |= POLLOUT;
-                int64_t wait = s->status_interval_ms - (now - s->last_status_ms);
-                if (relay_acktrack_confirmable(s->ack) > s->sent_flush)
-                        wait = CONFIRM_MIN_GAP_MS - (now - s->last_status_ms);
-                for (const poison_t *p = s->poisons; p; p = p->next)
-                        if (!p->in_flight && p->due_ms - now < wait)
-                                wait = p->due_ms - now;
-                if (wait < 0 || buffered)
-                        wait = 0;
-                if (wait > 1000)
-                        wait = 1000;
-                if (poll(fds, 2, (int)wait) < 0 && errno != EINTR) {
-                        relay_err_set(err, errlen, "poll failed: %s", strerror(errno));
-                        return RELAY_EIO;
-                }
-                if (fds[0].revents & (POLLIN | POLLERR | POLLHUP)) {
-                        if ((rc = relay_repl_consume(s->repl, err, errlen)))
-                                return rc;
-                }
-                if ((fds[0].revents & POLLOUT) && (rc = relay_repl_flush(s->repl, err, errlen)))
+                session_tick(s, &last_progress, &last_trim, &last_events);
+                if ((rc = session_wait(s, buffered, err, errlen)))
                         return rc;
         }
 }
 
-static int parse_skip_ids(session_t *s, const char *list, char *err, size_t errlen)
-{
-        for (const char *p = list; *p;) {
-                size_t n = strcspn(p, ",");
-                const char *b = p;
-                size_t m = n;
-                while (m && (*b == ' ' || *b == '\t')) {
-                        b++;
-                        m--;
-                }
-                while (m && (b[m - 1] == ' ' || b[m - 1] == '\t'))
-                        m--;
-                if (m) {
-                        char **ids = realloc(s->skip_ids, (s->nskip + 1) * sizeof(*ids));
-                        if (!ids || !(ids[s->nskip] = dup_bytes(b, m))) {
-                                if (ids)
-                                        s->skip_ids = ids;
-                                relay_err_set(err, errlen, "out of memory");
-                                return RELAY_ENOMEM;
-                        }
-                        s->skip_ids = ids;
-                        s->nskip++;
-                }
-                p += n;
-                if (*p == ',')
-                        p++;
-        }
-        return 0;
-}
-
-static int session_open(session_t *s, const relay_config_t *cfg, bool first, bool may_create_slot,
-                        bool recreate_slot, relay_lsn_t *resume, char *err, size_t errlen)
+static int session_open(session_t *s, const relay_config_t *cfg, process_t *proc, bool first,
+                        bool may_create_slot, bool recreate_slot, relay_lsn_t *resume, char *err,
+                        size_t errlen)
 {
         int rc;
         const char *slot = relay_config_get(cfg, "slot.name");
@@ -787,20 +843,14 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
 
         memset(s, 0, sizeof(*s));
         s->cfg = cfg;
-        s->policy_stop = strcmp(relay_config_get(cfg, "errors.policy"), "stop") == 0;
-        s->retries = relay_config_get_int(cfg, "errors.retries");
-        s->backoff_ms = relay_config_get_int(cfg, "errors.backoff.ms");
-        s->backoff_max_ms = relay_config_get_int(cfg, "errors.backoff.max.ms");
-        s->dlq_topic = relay_config_get(cfg, "errors.dlq.topic");
-        if ((rc = parse_skip_ids(s, relay_config_get(cfg, "errors.skip.ids"), err, errlen)))
-                return rc;
+        s->proc = proc;
         if ((rc = relay_outbox_new(&s->outbox, &oconf, err, errlen)))
                 return rc;
         if (!(s->ack = relay_acktrack_new())) {
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
-        if ((rc = relay_producer_new(&s->prod, cfg, on_delivery, s, err, errlen)))
+        if ((rc = relay_producer_new(&s->prod, cfg, proc->max_batch, on_delivery, s, err, errlen)))
                 return rc;
         if (first) {
                 char kerr[RELAY_ERRBUF];
@@ -829,14 +879,14 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
                 relay_log_info("connected to PostgreSQL %d.%d, pgoutput protocol version %d", v / 10000,
                                v % 10000, relay_repl_proto_version(s->repl));
 
-        s->status_interval_ms = relay_config_get_int(cfg, "status.interval.ms");
+        s->prog.status_interval_ms = relay_config_get_int(cfg, "status.interval.ms");
         int64_t wst = relay_repl_wal_sender_timeout_ms(s->repl);
-        if (wst > 0 && s->status_interval_ms > wst / 2) {
+        if (wst > 0 && s->prog.status_interval_ms > wst / 2) {
                 if (first)
                         relay_log_info("status.interval.ms lowered from %lld to %lld, half of the "
                                        "server's wal_sender_timeout",
-                                       (long long)s->status_interval_ms, (long long)(wst / 2));
-                s->status_interval_ms = wst / 2;
+                                       (long long)s->prog.status_interval_ms, (long long)(wst / 2));
+                s->prog.status_interval_ms = wst / 2;
         }
 
         if ((rc = relay_repl_ensure_publication(s->repl, &created, err, errlen)))
@@ -864,7 +914,7 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
-        s->last_status_ms = now_ms();
+        s->prog.last_status_ms = now_ms();
         s->streaming = true;
         return 0;
 }
@@ -895,6 +945,30 @@ static int64_t backoff_ms(const relay_config_t *cfg, int attempt)
         return d / 2 + (int64_t)((double)rand() / RAND_MAX * (double)(d / 2));
 }
 
+/* What the supervisor does after a session ended with rc. */
+typedef enum {
+        OUTCOME_RETRY,   /* transient: back off, resume from the slot */
+        OUTCOME_STANDBY, /* another relay streams from the slot: retry soon */
+        OUTCOME_SLOTLOST,/* fatal unless slot.recreate */
+        OUTCOME_FATAL,   /* stop with exit_code_for(rc) */
+} outcome_t;
+
+static outcome_t classify(int rc)
+{
+        switch (rc) {
+        case RELAY_EBUSY:
+                return OUTCOME_STANDBY;
+        case RELAY_ESLOTLOST:
+                return OUTCOME_SLOTLOST;
+        case RELAY_EIO:
+        case RELAY_EKAFKA:
+        case RELAY_ENOMEM:
+                return OUTCOME_RETRY;
+        default:
+                return OUTCOME_FATAL;
+        }
+}
+
 static int exit_code_for(int rc)
 {
         switch (rc) {
@@ -922,6 +996,32 @@ void relay_install_signals(void)
         signal(SIGPIPE, SIG_IGN);
 }
 
+static void process_free(process_t *pr)
+{
+        relay_policy_free(pr->pol);
+        relay_limits_free(pr->lim);
+}
+
+static int process_init(process_t *pr, const relay_config_t *cfg, char *err, size_t errlen)
+{
+        relay_policy_conf_t pc = {
+                .stop = strcmp(relay_config_get(cfg, "errors.policy"), "stop") == 0,
+                .retries = relay_config_get_int(cfg, "errors.retries"),
+                .backoff_ms = relay_config_get_int(cfg, "errors.backoff.ms"),
+                .backoff_max_ms = relay_config_get_int(cfg, "errors.backoff.max.ms"),
+                .dlq_topic = relay_config_get(cfg, "errors.dlq.topic"),
+                .skip_ids = relay_config_get(cfg, "errors.skip.ids"),
+        };
+        memset(pr, 0, sizeof(*pr));
+        if (relay_policy_new(&pr->pol, &pc, err, errlen))
+                return RELAY_ENOMEM;
+        if (!(pr->lim = relay_limits_new())) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        return 0;
+}
+
 int relay_run(const relay_config_t *cfg)
 {
         srand((unsigned)time(NULL) ^ (unsigned)getpid());
@@ -932,14 +1032,27 @@ int relay_run(const relay_config_t *cfg)
         bool recreate = strcmp(relay_config_get(cfg, "slot.recreate"), "true") == 0;
         relay_lsn_t resume = 0; /* highest LSN this process confirmed, across sessions */
         int attempt = 0;
+        process_t proc;
 
+        if (process_init(&proc, cfg, err, sizeof(err))) {
+                relay_log_fatal("%s", err);
+                process_free(&proc);
+                return RELAY_EXIT_FATAL;
+        }
+        if (strcmp(relay_config_get(cfg, "delivery.unsafe.allow.pipelining"), "true") == 0)
+                relay_log_warning("delivery.unsafe.allow.pipelining = true: with more than one "
+                                  "request in flight librdkafka can report an event delivered "
+                                  "that Kafka never stored; the relay resends such events, but "
+                                  "an aggregate's events may be reordered");
         relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", table \"%s\"", slot,
                        relay_config_get(cfg, "publication.name"),
                        relay_config_get(cfg, "outbox.table"));
+        int exit_code = RELAY_EXIT_OK;
+        bool drained = false;
         while (!stop_requested) {
                 session_t s;
                 err[0] = '\0';
-                int rc = session_open(&s, cfg, first, !ever_streamed, recreate, &resume, err,
+                int rc = session_open(&s, cfg, &proc, first, !ever_streamed, recreate, &resume, err,
                                       sizeof(err));
                 if (rc == 0) {
                         if (standby_logged)
@@ -959,19 +1072,21 @@ int relay_run(const relay_config_t *cfg)
                                                (unsigned long long)s.dead_lettered,
                                                (unsigned long long)s.skipped);
                                 session_free(&s);
-                                return rc ? RELAY_EXIT_EVENT : RELAY_EXIT_OK;
+                                exit_code = rc ? RELAY_EXIT_EVENT : RELAY_EXIT_OK;
+                                drained = true;
+                                break;
                         }
-                        if (s.sent_flush > resume)
-                                resume = s.sent_flush;
-                        if (s.sent_flush > 0)
+                        if (s.prog.sent_flush > resume)
+                                resume = s.prog.sent_flush;
+                        if (s.prog.sent_flush > 0)
                                 attempt = 0;
                 }
                 session_free(&s);
                 first = false;
                 if (stop_requested)
                         break;
-                switch (rc) {
-                case RELAY_EBUSY:
+                switch (classify(rc)) {
+                case OUTCOME_STANDBY:
                         if (!standby_logged)
                                 relay_log_info("replication slot \"%s\" is active in another "
                                                "process; standing by",
@@ -979,27 +1094,30 @@ int relay_run(const relay_config_t *cfg)
                         standby_logged = true;
                         nap(STANDBY_RETRY_MS);
                         continue;
-                case RELAY_ESLOTLOST:
+                case OUTCOME_SLOTLOST:
                         if (!recreate) {
                                 relay_log_fatal("%s", err);
-                                return RELAY_EXIT_SLOTLOST;
+                                exit_code = RELAY_EXIT_SLOTLOST;
+                                break;
                         }
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);
                         nap(backoff_ms(cfg, attempt++));
                         continue;
-                case RELAY_EIO:
-                case RELAY_EKAFKA:
-                case RELAY_ENOMEM: {
+                case OUTCOME_RETRY: {
                         int64_t d = backoff_ms(cfg, attempt++);
                         relay_log_warning("%s; retrying in %lld ms", err, (long long)d);
                         nap(d);
                         continue;
                 }
-                default:
+                case OUTCOME_FATAL:
                         relay_log_fatal("%s", err);
-                        return exit_code_for(rc);
+                        exit_code = exit_code_for(rc);
+                        break;
                 }
+                break;
         }
-        relay_log_info("stopped");
-        return RELAY_EXIT_OK;
+        if (exit_code == RELAY_EXIT_OK && !drained)
+                relay_log_info("stopped");
+        process_free(&proc);
+        return exit_code;
 }

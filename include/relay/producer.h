@@ -1,12 +1,21 @@
 /*
  * producer.h - the Kafka side: one idempotent librdkafka producer, its
- * delivery reports and its fatal-error latch.
+ * delivery reports, its fatal-error latch and the topic limits it can ask
+ * the cluster for.
  *
  * Delivery reports are served inside relay_producer_poll() on the caller's
  * thread and handed to the callback given at creation, with the opaque given
  * to relay_producer_send(). Any delivery error means the relay must not
  * confirm past that message: the caller tears the session down and restarts
- * from the slot.
+ * from the slot, or (a rejection) settles the event in place.
+ *
+ * The producer never has two requests outstanding on one broker connection
+ * and stops at the first batch a broker refuses for good
+ * (max.in.flight.requests.per.connection=1, enable.gapless.guarantee=true):
+ * librdkafka's idempotent producer otherwise reports a failed batch as
+ * delivered when a later one succeeds (its "implicit ack"), and keeps
+ * sending an aggregate's later events after a refused one. A report that
+ * says delivered without an offset is that hole and is a failure here.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -21,11 +30,23 @@
 
 typedef struct relay_producer relay_producer_t;
 
+/** @brief What a failed delivery means. */
+typedef enum {
+        RELAY_DR_OK = 0,
+        RELAY_DR_REJECTED,      /* Kafka refuses this event for good (authorization,
+                                 * policy, invalid record or timestamp) */
+        RELAY_DR_TOO_LARGE,     /* refused as too large: the event, or its batch */
+        RELAY_DR_IMPLICIT_ACK,  /* "delivered" without an offset: never stored */
+        RELAY_DR_UNKNOWN_TOPIC, /* the topic does not exist (yet) */
+        RELAY_DR_TRANSIENT,     /* anything else: broker down, timeouts, purged */
+} relay_dr_class_t;
+
 /** @brief One delivery report. Everything is borrowed for the callback only. */
 typedef struct {
         int err;            /* 0: acknowledged; RELAY_EREJECTED: Kafka refuses this
-                             * event for good; RELAY_EKAFKA: any other failure
-                             * (retry the session from the slot) */
+                             * event for good (cls says why); RELAY_EKAFKA: any
+                             * other failure (retry the session from the slot) */
+        relay_dr_class_t cls;
         const char *errstr; /* on error: the broker's or client's reason */
         const relay_event_t *event; /* on error: the message as it was produced
                                      * (topic, key, value, headers, timestamp);
@@ -36,15 +57,41 @@ typedef void relay_producer_dr_fn(void *ctx, void *msg_opaque, const relay_deliv
 
 /**
  * @brief Create the producer: our defaults (enable.idempotence=true,
- *        partitioner=murmur2_random, linger.ms=5,
- *        queue.buffering.max.messages=10000), then every kafka.* key of
- *        cfg (borrowed) on top.
+ *        max.in.flight.requests.per.connection=1,
+ *        enable.gapless.guarantee=true, partitioner=murmur2_random,
+ *        linger.ms=5, queue.buffering.max.messages=10000,
+ *        client.id=outbox-relay), then every kafka.* key of cfg (borrowed)
+ *        on top. max_batch > 0 lowers batch.size to at most that many bytes
+ *        (the smallest topic limit in use).
  * @returns 0 and *out (caller frees with relay_producer_free()); RELAY_EINVAL
  *          when librdkafka rejects a property or enable.idempotence is
- *          turned off (the message names the key and the fix).
+ *          turned off (the message names the key and the fix); RELAY_ENOMEM;
+ *          RELAY_EIO when the wake-up pipe cannot be made.
  */
-int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, relay_producer_dr_fn *dr,
-                       void *ctx, char *err, size_t errlen) RELAY_MUST_CHECK;
+int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
+                       relay_producer_dr_fn *dr, void *ctx, char *err,
+                       size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief The batch.size in force (bytes). */
+int64_t relay_producer_batch_size(const relay_producer_t *p);
+
+/** @brief librdkafka's message.max.bytes in force: larger messages fail at once. */
+int64_t relay_producer_max_message(const relay_producer_t *p);
+
+/**
+ * @brief Ask the cluster for topic's max.message.bytes (a DescribeConfigs
+ *        request, waiting up to timeout_ms).
+ * @returns 0 and *bytes; RELAY_EAGAIN when the topic does not exist yet
+ *          (*bytes is then the brokers' message.max.bytes, which a topic
+ *          created on first use gets, or 0 if that is unknown too);
+ *          RELAY_EKAFKA when the cluster could not tell (no DescribeConfigs
+ *          permission, timeout), with the reason in err.
+ */
+int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeout_ms,
+                               int64_t *bytes, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief Delivery reports seen with err = 0 and no offset (the implicit-ack hole). */
+uint64_t relay_producer_implicit_acks(const relay_producer_t *p);
 
 /**
  * @brief Purge whatever is still queued or in flight (their delivery reports

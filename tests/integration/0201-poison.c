@@ -3,10 +3,12 @@
  * broker: an event larger than its topic allows and a row with a NULL
  * aggregate id.
  *
- * Policy dlq: the oversized event is resent errors.retries times, then both
- * land in the dead-letter topic with their key, value and id plus headers
- * saying why and where; everything else is delivered in order and the slot
- * moves past the poison once the dead-letter writes are acknowledged.
+ * Policy dlq: the relay knows the topic's max.message.bytes before it
+ * produces, so the oversized event is never sent to its topic (resending the
+ * same bytes cannot help: no resends); both poison events land in the
+ * dead-letter topic with their key, value and id plus headers saying why and
+ * where; everything else is delivered in order and the slot moves past the
+ * poison once the dead-letter writes are acknowledged.
  *
  * Policy stop: the relay halts before the oversized event, naming its id
  * and LSN, and confirms nothing past it; after the operator lists the id in
@@ -133,7 +135,9 @@ static void test_dlq(void)
                 const char *type = h_msg_header(&m[big], "type", &hl);
                 ok(msg && strstr(msg, "too large"), "dlq: error header says why (%s)", msg ? msg : "none");
                 is_str(topic, f.pz_topic, "dlq: error header names the source topic");
-                is_str(attempts, "3", "dlq: sent once and resent twice (errors.retries=2)");
+                is_str(attempts, "0", "dlq: known too large before producing: never sent, not resent");
+                ok(msg && strstr(msg, "max.message.bytes is 2000"),
+                   "dlq: error header names the topic's limit");
                 ok(lsn && strchr(lsn, '/'), "dlq: error header carries the LSN (%s)", lsn ? lsn : "none");
                 is_str(type, "Big", "dlq: original headers kept");
                 is_str(m[big].key, "a-2", "dlq: original key kept");

@@ -1,0 +1,81 @@
+/*
+ * limits.h - what Kafka will accept: the exact size of an event as a record,
+ * and each topic's record-batch limit (max.message.bytes), cached.
+ *
+ * Kafka applies a topic's max.message.bytes to a whole record batch and
+ * librdkafka never splits a refused batch, so one oversized event used to
+ * take its neighbours down with it. Knowing the limit before producing lets
+ * the relay treat exactly the event that cannot fit as poison, and keep
+ * batches (the producer's batch.size) under the smallest limit in use.
+ *
+ * The cache lives for the whole process (sessions come and go); it learns
+ * limits from the caller, who asks Kafka (relay_producer_topic_limit()).
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_LIMITS_H
+#define RELAY_LIMITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "relay/common.h"
+#include "relay/outbox.h"
+
+typedef struct relay_limits relay_limits_t;
+
+/**
+ * @brief Bytes of a Kafka record batch (magic v2, uncompressed) holding ev
+ *        alone: the 61-byte batch header plus the record with its varints.
+ *        This is what the broker compares with the topic's
+ *        max.message.bytes. With compression the real batch is smaller, so
+ *        the check is conservative.
+ */
+size_t relay_limits_record_size(const relay_event_t *ev);
+
+/**
+ * @brief The size librdkafka compares with its own message.max.bytes when
+ *        a message is produced (its worst-case record overhead plus key,
+ *        value and serialized headers): larger fails at once with
+ *        MSG_SIZE_TOO_LARGE.
+ */
+size_t relay_limits_local_size(const relay_event_t *ev);
+
+/** @brief New, empty cache; NULL when out of memory. Caller frees. */
+relay_limits_t *relay_limits_new(void);
+
+/** @brief Free; accepts NULL. */
+void relay_limits_free(relay_limits_t *l);
+
+typedef enum {
+        RELAY_LIMIT_MISSING, /* never asked, or expired: ask Kafka */
+        RELAY_LIMIT_KNOWN,   /* *bytes holds the limit */
+        RELAY_LIMIT_UNKNOWN, /* Kafka could not tell (no permission, old broker):
+                              * do not check until it expires */
+} relay_limit_state_t;
+
+/**
+ * @brief The cached limit of topic (borrowed) at time now_ms.
+ */
+relay_limit_state_t relay_limits_get(const relay_limits_t *l, const char *topic, int64_t now_ms,
+                                     int64_t *bytes);
+
+/**
+ * @brief Remember topic's limit (bytes > 0) or that it is unknown (bytes
+ *        <= 0) until now_ms + ttl_ms. The topic name is copied.
+ * @returns 0 or RELAY_ENOMEM.
+ */
+int relay_limits_put(relay_limits_t *l, const char *topic, int64_t bytes, int64_t now_ms,
+                     int64_t ttl_ms) RELAY_MUST_CHECK;
+
+/** @brief Forget topic's limit (Kafka refused a batch as too large: ask again). */
+void relay_limits_forget(relay_limits_t *l, const char *topic);
+
+/**
+ * @brief The smallest known limit of any topic (INT64_MAX when none): the
+ *        producer's batch.size must not exceed it.
+ */
+int64_t relay_limits_smallest(const relay_limits_t *l);
+
+#endif

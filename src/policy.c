@@ -1,0 +1,245 @@
+/*
+ * policy.c - the error policy's decisions and the rejected events it must
+ * remember across sessions.
+ *
+ * Owns the skip list, the list of rejected events (few: each costs the
+ * stream a pause while it is settled, so a linear list is right) and the
+ * dead-letter headers. The loop does the producing and the waiting.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/policy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/lsn.h"
+
+typedef struct rejected {
+        struct rejected *next;
+        relay_lsn_t txn;
+        char *id; /* NULL when the event had none */
+        size_t id_len;
+        int attempts;
+        char cause[RELAY_ERRBUF];
+} rejected_t;
+
+struct relay_policy {
+        bool stop;
+        int64_t retries, backoff_ms, backoff_max_ms;
+        char *dlq_topic;
+        char **skip;
+        size_t nskip;
+        rejected_t *rejected;
+        size_t nrejected;
+};
+
+static char *dupn(const char *s, size_t n)
+{
+        char *d = malloc(n + 1);
+        if (d) {
+                if (n)
+                        memcpy(d, s, n);
+                d[n] = '\0';
+        }
+        return d;
+}
+
+static int add_skip_ids(relay_policy_t *p, const char *list)
+{
+        for (const char *s = list ? list : ""; *s;) {
+                size_t n = strcspn(s, ",");
+                const char *b = s;
+                size_t m = n;
+                while (m && (*b == ' ' || *b == '\t')) {
+                        b++;
+                        m--;
+                }
+                while (m && (b[m - 1] == ' ' || b[m - 1] == '\t'))
+                        m--;
+                if (m) {
+                        char **ids = realloc(p->skip, (p->nskip + 1) * sizeof(*ids));
+                        if (!ids)
+                                return RELAY_ENOMEM;
+                        p->skip = ids;
+                        if (!(ids[p->nskip] = dupn(b, m)))
+                                return RELAY_ENOMEM;
+                        p->nskip++;
+                }
+                s += n;
+                if (*s == ',')
+                        s++;
+        }
+        return 0;
+}
+
+int relay_policy_new(relay_policy_t **out, const relay_policy_conf_t *conf, char *err,
+                     size_t errlen)
+{
+        relay_policy_t *p = calloc(1, sizeof(*p));
+        const char *dlq = conf->dlq_topic ? conf->dlq_topic : "";
+        if (!p || !(p->dlq_topic = dupn(dlq, strlen(dlq))) || add_skip_ids(p, conf->skip_ids)) {
+                relay_policy_free(p);
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        p->stop = conf->stop;
+        p->retries = conf->retries;
+        p->backoff_ms = conf->backoff_ms;
+        p->backoff_max_ms = conf->backoff_max_ms;
+        *out = p;
+        return 0;
+}
+
+void relay_policy_free(relay_policy_t *p)
+{
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->nskip; i++)
+                free(p->skip[i]);
+        free(p->skip);
+        while (p->rejected) {
+                rejected_t *r = p->rejected;
+                p->rejected = r->next;
+                free(r->id);
+                free(r);
+        }
+        free(p->dlq_topic);
+        free(p);
+}
+
+bool relay_policy_stops(const relay_policy_t *p)
+{
+        return p->stop;
+}
+
+const char *relay_policy_dlq_topic(const relay_policy_t *p)
+{
+        return p->dlq_topic;
+}
+
+bool relay_policy_skip(const relay_policy_t *p, const char *id, size_t len)
+{
+        for (size_t i = 0; id && i < p->nskip; i++)
+                if (strlen(p->skip[i]) == len && memcmp(p->skip[i], id, len) == 0)
+                        return true;
+        return false;
+}
+
+static bool same_id(const rejected_t *r, const char *id, size_t len)
+{
+        if (!r->id || !id)
+                return !r->id && !id;
+        return r->id_len == len && memcmp(r->id, id, len) == 0;
+}
+
+static rejected_t **find(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len)
+{
+        rejected_t **pp = &p->rejected;
+        for (; *pp; pp = &(*pp)->next)
+                if ((*pp)->txn == txn && same_id(*pp, id, len))
+                        break;
+        return pp;
+}
+
+int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
+                          const char *cause)
+{
+        rejected_t **pp = find(p, txn, id, len);
+        rejected_t *r = *pp;
+        if (!r) {
+                if (!(r = calloc(1, sizeof(*r))))
+                        return RELAY_ENOMEM;
+                if (id && !(r->id = dupn(id, len))) {
+                        free(r);
+                        return RELAY_ENOMEM;
+                }
+                r->id_len = id ? len : 0;
+                r->txn = txn;
+                *pp = r;
+                p->nrejected++;
+        }
+        r->attempts++;
+        relay_err_set(r->cause, sizeof(r->cause), "%s", cause ? cause : "");
+        return r->attempts;
+}
+
+int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
+                          const char **cause)
+{
+        const rejected_t *r = p->rejected;
+        while (r && !(r->txn == txn && same_id(r, id, len)))
+                r = r->next;
+        if (!r)
+                return 0;
+        if (cause)
+                *cause = r->cause;
+        return r->attempts;
+}
+
+void relay_policy_forget(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len)
+{
+        rejected_t **pp = find(p, txn, id, len);
+        rejected_t *r = *pp;
+        if (!r)
+                return;
+        *pp = r->next;
+        free(r->id);
+        free(r);
+        p->nrejected--;
+}
+
+size_t relay_policy_pending(const relay_policy_t *p)
+{
+        return p->nrejected;
+}
+
+relay_policy_action_t relay_policy_next(const relay_policy_t *p, int attempts, int64_t *wait_ms)
+{
+        *wait_ms = 0;
+        if (attempts <= 1)
+                return RELAY_POLICY_RESEND; /* alone, at once: was it this event? */
+        if (p->stop)
+                return RELAY_POLICY_STOP;
+        int64_t counted = attempts - 1; /* rejections of the event alone */
+        if (counted > p->retries)
+                return RELAY_POLICY_DEAD_LETTER;
+        int64_t d = p->backoff_ms;
+        for (int64_t i = 1; i < counted && d < p->backoff_max_ms; i++)
+                d *= 2;
+        *wait_ms = d < p->backoff_max_ms ? d : p->backoff_max_ms;
+        return RELAY_POLICY_RESEND;
+}
+
+int relay_policy_dead_letter(const relay_policy_t *p, const relay_event_t *ev, relay_lsn_t lsn,
+                             const char *cause, int attempts, relay_policy_dlq_t *s,
+                             relay_event_t *out, char *err, size_t errlen)
+{
+        if (ev->nheaders + 5 > RELAY_POLICY_MAX_HEADERS) {
+                relay_err_set(err, errlen,
+                              "event has %zu headers; a dead-letter copy can hold at most %d "
+                              "besides its five error headers",
+                              ev->nheaders, RELAY_POLICY_MAX_HEADERS - 5);
+                return RELAY_EINVAL;
+        }
+        size_t n = ev->nheaders;
+        if (n)
+                memcpy(s->headers, ev->headers, n * sizeof(s->headers[0]));
+        relay_lsn_format(lsn, s->lsn);
+        snprintf(s->commit_time, sizeof(s->commit_time), "%lld", (long long)ev->timestamp_ms);
+        snprintf(s->attempts, sizeof(s->attempts), "%d", attempts);
+        relay_err_set(s->cause, sizeof(s->cause), "%s", cause ? cause : "");
+        const char *topic = ev->topic ? ev->topic : "";
+        s->headers[n++] = (relay_header_t){"outbox.error.message", s->cause, strlen(s->cause)};
+        s->headers[n++] = (relay_header_t){"outbox.error.topic", topic, strlen(topic)};
+        s->headers[n++] = (relay_header_t){"outbox.error.lsn", s->lsn, strlen(s->lsn)};
+        s->headers[n++] =
+                (relay_header_t){"outbox.error.commit.time", s->commit_time, strlen(s->commit_time)};
+        s->headers[n++] = (relay_header_t){"outbox.error.attempts", s->attempts, strlen(s->attempts)};
+        *out = *ev;
+        out->topic = p->dlq_topic;
+        out->headers = s->headers;
+        out->nheaders = n;
+        return 0;
+}
