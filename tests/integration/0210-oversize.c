@@ -28,7 +28,11 @@
  *      same producer either, and a copy without its payload would lose the
  *      event: the relay stops before it (exit 4) naming
  *      kafka.message.max.bytes, having delivered what came before.
- *   5. the limit lowered while the relay runs (max.message.bytes 100000 ->
+ *   5. the size formula, exactly: into a topic with max.message.bytes=2000,
+ *      an event whose record batch is 2000 bytes is delivered and one of
+ *      2001 bytes is dead-lettered, Kafka refusing neither (the relay
+ *      judged both right).
+ *   6. the limit lowered while the relay runs (max.message.bytes 100000 ->
  *      20000, after the relay has read 100000): Kafka refuses a batch that
  *      holds 40 kB events and small neighbours. The producer stops at that
  *      batch (gapless), the session resumes from the slot, the relay reads
@@ -419,12 +423,46 @@ static void test_lowered(void)
         fixture_free(&f);
 }
 
+static void test_exact(void)
+{
+        fixture_t f;
+        fixture_init(&f, "ovexact", "2000");
+        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl, NULL};
+        h_relay_t *r = h_relay_start(sets);
+        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "exact: relay streams");
+        /* Record (Kafka's protocol guide): key "agg-0" (1 + 5 bytes), value
+         * {"v": 1, "pad": "<pad>"} as jsonb prints it (19 + pad bytes, its
+         * length 2 bytes), headers id (1 + 2 + 1 + 36) and type "Small"
+         * (1 + 4 + 1 + 5), 3 bytes of attributes and deltas, header count 1:
+         * body = 63 + 19 + pad (over 63 bytes: its length takes 2), and the
+         * batch adds its 61-byte header: 126 + 19 + pad. */
+        insert_event(&f, 0, 1, 2000 - 126 - 19);
+        insert_event(&f, 0, 2, 2000 - 126 - 19 + 1);
+        insert_event(&f, 0, 3, 10);
+        is_int(h_kafka_wait_count(f.topic, 2, 60000), 2, "exact: 2000 bytes and the small one delivered");
+        is_int(h_kafka_wait_count(f.dlq, 1, 60000), 1, "exact: 2001 bytes dead-lettered");
+        h_msg_t *m;
+        size_t n = h_kafka_consume_all(f.dlq, &m);
+        size_t hl;
+        const char *msg = n == 1 ? h_msg_header(&m[0], "outbox.error.message", &hl) : NULL;
+        ok(msg && strstr(msg, "2001 bytes"), "exact: judged 2001 bytes (%s)", msg ? msg : "none");
+        h_msgs_free(m, n);
+        h_relay_signal(r, SIGTERM);
+        is_int(h_relay_wait(r, 30000), 0, "exact: clean stop");
+        char *log = h_relay_log(r);
+        ok(strstr(log, "Kafka rejected") == NULL, "exact: Kafka refused nothing");
+        free(log);
+        h_relay_free(r);
+        fixture_free(&f);
+}
+
 int main(void)
 {
         test_dlq();
         test_stop();
         test_small_limit();
         test_local_limit();
+        test_exact();
         test_lowered();
         return done_testing();
 }

@@ -1,0 +1,145 @@
+/*
+ * test_policy.c - the error policy's decisions (resend alone, backoff,
+ * dead-letter, stop), the rejected events it remembers across sessions,
+ * the skip list and the dead-letter copy's headers.
+ */
+#include "relay/policy.h"
+
+#include <string.h>
+
+#include "tap.h"
+
+static relay_policy_t *make(bool stop, int64_t retries, const char *skip)
+{
+        relay_policy_t *p = NULL;
+        char err[RELAY_ERRBUF];
+        relay_policy_conf_t c = {.stop = stop, .retries = retries, .backoff_ms = 100,
+                                 .backoff_max_ms = 350, .dlq_topic = "dlq", .skip_ids = skip};
+        if (relay_policy_new(&p, &c, err, sizeof(err)) != 0)
+                tap_bail("relay_policy_new: %s", err);
+        return p;
+}
+
+static void test_next_dlq(void)
+{
+        relay_policy_t *p = make(false, 3, "");
+        int64_t w = -1;
+        is_int(relay_policy_next(p, 1, &w), RELAY_POLICY_RESEND, "dlq: first rejection: resend");
+        is_int(w, 0, "dlq: ... alone and at once (it may have been a neighbour's fault)");
+        is_int(relay_policy_next(p, 2, &w), RELAY_POLICY_RESEND, "dlq: refused alone once: retry 1");
+        is_int(w, 100, "dlq: ... after errors.backoff.ms");
+        is_int(relay_policy_next(p, 3, &w), RELAY_POLICY_RESEND, "dlq: retry 2");
+        is_int(w, 200, "dlq: ... backoff doubled");
+        is_int(relay_policy_next(p, 4, &w), RELAY_POLICY_RESEND, "dlq: retry 3");
+        is_int(w, 350, "dlq: ... capped at errors.backoff.max.ms");
+        is_int(relay_policy_next(p, 5, &w), RELAY_POLICY_DEAD_LETTER,
+               "dlq: errors.retries spent: dead-letter");
+        relay_policy_free(p);
+
+        p = make(false, 0, "");
+        is_int(relay_policy_next(p, 1, &w), RELAY_POLICY_RESEND,
+               "retries=0: the first resend alone still happens");
+        is_int(relay_policy_next(p, 2, &w), RELAY_POLICY_DEAD_LETTER,
+               "retries=0: refused alone: dead-letter at once");
+        relay_policy_free(p);
+}
+
+static void test_next_stop(void)
+{
+        relay_policy_t *p = make(true, 3, "");
+        int64_t w = -1;
+        ok(relay_policy_stops(p), "stop policy");
+        is_int(relay_policy_next(p, 1, &w), RELAY_POLICY_RESEND, "stop: first rejection: resend alone");
+        is_int(w, 0, "stop: ... at once");
+        is_int(relay_policy_next(p, 2, &w), RELAY_POLICY_STOP, "stop: refused alone: stop before it");
+        relay_policy_free(p);
+}
+
+static void test_memory(void)
+{
+        relay_policy_t *p = make(false, 3, "");
+        const char *cause = NULL;
+        is_int(relay_policy_attempts(p, 0x100, "a", 1, NULL), 0, "nothing remembered at first");
+        is_int(relay_policy_rejected(p, 0x100, "a", 1, "too large"), 1, "first rejection of a");
+        is_int(relay_policy_rejected(p, 0x100, "b", 1, "too large"), 1, "first rejection of b");
+        is_int(relay_policy_rejected(p, 0x200, "a", 1, "denied"), 1,
+               "same id in another transaction is another event");
+        is_int(relay_policy_rejected(p, 0x100, "a", 1, "still too large"), 2, "second rejection of a");
+        is_int(relay_policy_attempts(p, 0x100, "a", 1, &cause), 2, "a: two attempts remembered");
+        is_str(cause, "still too large", "a: the last cause");
+        is_int(relay_policy_pending(p), 3, "three events remembered");
+        is_int(relay_policy_rejected(p, 0x300, NULL, 0, "no id"), 1, "an event without id");
+        is_int(relay_policy_attempts(p, 0x300, NULL, 0, NULL), 1, "found by its transaction");
+        is_int(relay_policy_attempts(p, 0x300, "x", 1, NULL), 0, "an id does not match no id");
+        relay_policy_forget(p, 0x100, "a", 1);
+        is_int(relay_policy_attempts(p, 0x100, "a", 1, NULL), 0, "a forgotten once settled");
+        is_int(relay_policy_attempts(p, 0x100, "b", 1, NULL), 1, "b still remembered");
+        relay_policy_forget(p, 0x999, "zz", 2);
+        is_int(relay_policy_pending(p), 3, "forgetting an unknown event changes nothing");
+        relay_policy_free(p);
+}
+
+static void test_skip(void)
+{
+        relay_policy_t *p = make(false, 3, " id-1 ,id-2,, id-3");
+        ok(relay_policy_skip(p, "id-1", 4), "skip id-1 (blanks trimmed)");
+        ok(relay_policy_skip(p, "id-3", 4), "skip id-3");
+        ok(!relay_policy_skip(p, "id-", 3), "a prefix is not a match");
+        ok(!relay_policy_skip(p, "id-10", 5), "a longer id is not a match");
+        ok(!relay_policy_skip(p, NULL, 0), "no id: never skipped");
+        relay_policy_free(p);
+        relay_policy_free(NULL);
+}
+
+static void test_dead_letter(void)
+{
+        relay_policy_t *p = make(false, 3, "");
+        relay_header_t h[2] = {{"id", "e-1", 3}, {"type", "T", 1}};
+        relay_event_t ev = {.topic = "orders", .key = "k", .key_len = 1, .value = "v",
+                            .value_len = 1, .id = "e-1", .id_len = 3, .headers = h,
+                            .nheaders = 2, .timestamp_ms = 1700000000123};
+        relay_policy_dlq_t scratch;
+        relay_event_t out;
+        char err[RELAY_ERRBUF];
+        is_int(relay_policy_dead_letter(p, &ev, 0x16B374D848, "too large", 4, &scratch, &out, err,
+                                        sizeof(err)),
+               0, "dead-letter copy built");
+        is_str(out.topic, "dlq", "to the dead-letter topic");
+        ok(out.key == ev.key && out.value == ev.value, "same key and value");
+        is_int(out.nheaders, 7, "own two headers plus five");
+        is_str(out.headers[0].name, "id", "own headers first");
+        is_str(out.headers[2].name, "outbox.error.message", "then the cause");
+        ok(out.headers[2].len == 9 && memcmp(out.headers[2].value, "too large", 9) == 0,
+           "cause value");
+        ok(out.headers[3].len == 6 && memcmp(out.headers[3].value, "orders", 6) == 0, "source topic");
+        ok(out.headers[4].len == 11 && memcmp(out.headers[4].value, "16/B374D848", 11) == 0,
+           "LSN as %%X/%%X");
+        ok(out.headers[5].len == 13 && memcmp(out.headers[5].value, "1700000000123", 13) == 0,
+           "commit time in ms");
+        ok(out.headers[6].len == 1 && memcmp(out.headers[6].value, "4", 1) == 0, "attempts");
+
+        ev.topic = NULL;
+        is_int(relay_policy_dead_letter(p, &ev, 1, "unmappable", 0, &scratch, &out, err, sizeof(err)),
+               0, "an event without topic (mapping failed)");
+        is_int(out.headers[3].len, 0, "its source topic header is empty");
+
+        relay_header_t many[RELAY_POLICY_MAX_HEADERS];
+        for (size_t i = 0; i < RELAY_POLICY_MAX_HEADERS; i++)
+                many[i] = (relay_header_t){"h", "v", 1};
+        ev.headers = many;
+        ev.nheaders = RELAY_POLICY_MAX_HEADERS - 4;
+        is_int(relay_policy_dead_letter(p, &ev, 1, "x", 0, &scratch, &out, err, sizeof(err)),
+               RELAY_EINVAL, "too many headers to add five: refused, not truncated");
+        ok(strstr(err, "headers") != NULL, "the message says why (%s)", err);
+        relay_policy_free(p);
+}
+
+int main(void)
+{
+        test_next_dlq();
+        test_next_stop();
+        test_memory();
+        test_skip();
+        test_dead_letter();
+        return done_testing();
+}
