@@ -575,8 +575,14 @@ static int session_event(session_t *s, const relay_pgo_msg_t *m, relay_lsn_t lsn
         if (rc == RELAY_EMAP) {
                 /* A row that cannot be mapped now never can: no resends. */
                 char detail[RELAY_ERRBUF];
-                relay_err_set(detail, sizeof(detail), "could not turn outbox row into an event: %s",
-                              err);
+                relay_err_set(detail, sizeof(detail), "%s", err);
+                if (relay_policy_stops(pol)) {
+                        relay_err_set(err, errlen,
+                                      "could not turn outbox row (id \"%.*s\") at " RELAY_LSN_FMT
+                                      " into an event: %s",
+                                      ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn), detail);
+                        return RELAY_EMAP;
+                }
                 return session_dead_letter(s, &ev, lsn, detail, 0, err, errlen);
         }
         if ((rc = session_fits(s, &ev, why, sizeof(why), err, errlen)) < 0)
