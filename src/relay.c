@@ -1082,10 +1082,13 @@ int relay_run(const relay_config_t *cfg)
                                 drained = true;
                                 break;
                         }
-                        if (s.prog.sent_flush > resume)
+                        /* Only a session that got something confirmed resets the
+                         * backoff: one that fails at the same event again (a
+                         * missing topic) waits longer each time. */
+                        if (s.prog.sent_flush > resume) {
                                 resume = s.prog.sent_flush;
-                        if (s.prog.sent_flush > 0)
                                 attempt = 0;
+                        }
                 }
                 session_free(&s);
                 first = false;
