@@ -65,6 +65,7 @@ static void on_signal(int sig)
 
 typedef struct {
         const relay_config_t *cfg;
+        const relay_settings_t *set;
         relay_repl_t *repl;
         relay_pgoutput_t *dec;
         relay_outbox_t *outbox;
@@ -523,43 +524,43 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                 return rc;
         switch (m.kind) {
         case RELAY_PGO_BEGIN:
-                if (relay_acktrack_begin(s->ack, m.lsn) != 0) {
+                if (relay_acktrack_begin(s->ack, m.begin.final_lsn) != 0) {
                         relay_err_set(err, errlen, "Begin at " RELAY_LSN_FMT " inside a transaction",
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
-                s->commit_ts = m.timestamp;
+                s->commit_ts = m.begin.commit_time;
                 return 0;
         case RELAY_PGO_COMMIT:
-                if (relay_acktrack_commit(s->ack, m.end_lsn) != 0) {
+                if (relay_acktrack_commit(s->ack, m.commit.end_lsn) != 0) {
                         relay_err_set(err, errlen,
                                       "Commit with end LSN " RELAY_LSN_FMT " outside a transaction "
                                       "or not after the previous one",
-                                      RELAY_LSN_ARGS(m.end_lsn));
+                                      RELAY_LSN_ARGS(m.commit.end_lsn));
                         return RELAY_EPROTO;
                 }
-                if (m.end_lsn > s->received)
-                        s->received = m.end_lsn;
+                if (m.commit.end_lsn > s->received)
+                        s->received = m.commit.end_lsn;
                 s->txns++;
                 return 0;
         case RELAY_PGO_RELATION:
-                rc = relay_outbox_bind(s->outbox, m.relation);
+                rc = relay_outbox_bind(s->outbox, m.relation.relation);
                 if (rc < 0) {
                         relay_err_set(err, errlen, "out of memory");
                         return rc;
                 }
                 if (rc == 1)
-                        relay_log_debug("outbox table is relation %u", (unsigned)m.relid);
+                        relay_log_debug("outbox table is relation %u", (unsigned)m.relation.relid);
                 return 0;
         case RELAY_PGO_INSERT:
-                if (!relay_outbox_is_outbox(s->outbox, m.relid))
+                if (!relay_outbox_is_outbox(s->outbox, m.insert.relid))
                         return 0;
                 if (!relay_acktrack_in_txn(s->ack)) {
                         relay_err_set(err, errlen, "Insert at " RELAY_LSN_FMT " outside a transaction",
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
-                rc = relay_outbox_map(s->outbox, &m, s->commit_ts, &ev, err, errlen);
+                rc = relay_outbox_map(s->outbox, &m.insert, s->commit_ts, &ev, err, errlen);
                 if (s->nskip && skip_listed(s, ev.id, ev.id_len)) {
                         s->skipped++;
                         relay_log_warning("skipping event \"%.*s\" at " RELAY_LSN_FMT
@@ -762,31 +763,17 @@ static int parse_skip_ids(session_t *s, const char *list, char *err, size_t errl
         return 0;
 }
 
-static int session_open(session_t *s, const relay_config_t *cfg, bool first, bool may_create_slot,
-                        bool recreate_slot, relay_lsn_t *resume, char *err, size_t errlen)
+static int session_open(session_t *s, const relay_config_t *cfg, const relay_settings_t *set,
+                        bool first, bool may_create_slot, bool recreate_slot, relay_lsn_t *resume,
+                        char *err, size_t errlen)
 {
         int rc;
         const char *slot = relay_config_get(cfg, "slot.name");
-        relay_repl_conf_t rconf = {
-                .conninfo = relay_config_get(cfg, "postgres.conninfo"),
-                .slot = slot,
-                .publication = relay_config_get(cfg, "publication.name"),
-                .table = relay_config_get(cfg, "outbox.table"),
-        };
-        relay_outbox_conf_t oconf = {
-                .table = rconf.table,
-                .col_id = relay_config_get(cfg, "outbox.column.id"),
-                .col_aggregate_type = relay_config_get(cfg, "outbox.column.aggregate_type"),
-                .col_aggregate_id = relay_config_get(cfg, "outbox.column.aggregate_id"),
-                .col_type = relay_config_get(cfg, "outbox.column.type"),
-                .col_payload = relay_config_get(cfg, "outbox.column.payload"),
-                .headers = relay_config_get(cfg, "outbox.headers"),
-                .topic_template = relay_config_get(cfg, "topic.template"),
-        };
         bool created;
 
         memset(s, 0, sizeof(*s));
         s->cfg = cfg;
+        s->set = set;
         s->policy_stop = strcmp(relay_config_get(cfg, "errors.policy"), "stop") == 0;
         s->retries = relay_config_get_int(cfg, "errors.retries");
         s->backoff_ms = relay_config_get_int(cfg, "errors.backoff.ms");
@@ -794,7 +781,7 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
         s->dlq_topic = relay_config_get(cfg, "errors.dlq.topic");
         if ((rc = parse_skip_ids(s, relay_config_get(cfg, "errors.skip.ids"), err, errlen)))
                 return rc;
-        if ((rc = relay_outbox_new(&s->outbox, &oconf, err, errlen)))
+        if ((rc = relay_outbox_new(&s->outbox, set, err, errlen)))
                 return rc;
         if (!(s->ack = relay_acktrack_new())) {
                 relay_err_set(err, errlen, "out of memory");
@@ -822,7 +809,7 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
                         return RELAY_ESETUP;
                 }
         }
-        if ((rc = relay_repl_connect(&s->repl, &rconf, err, errlen)))
+        if ((rc = relay_repl_connect(&s->repl, set, err, errlen)))
                 return rc;
         int v = relay_repl_server_version(s->repl);
         if (first)
@@ -842,8 +829,9 @@ static int session_open(session_t *s, const relay_config_t *cfg, bool first, boo
         if ((rc = relay_repl_ensure_publication(s->repl, &created, err, errlen)))
                 return rc;
         if (created)
-                relay_log_info("created publication \"%s\" for table \"%s\" (inserts only)",
-                               rconf.publication, rconf.table);
+                relay_log_info("created publication \"%s\" for table \"%s.%s\" (inserts only)",
+                               set->publication_name, set->outbox_table.schema,
+                               set->outbox_table.name);
         relay_slot_outcome_t outcome;
         if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, recreate_slot, &outcome, err,
                                          errlen)))
@@ -922,7 +910,7 @@ void relay_install_signals(void)
         signal(SIGPIPE, SIG_IGN);
 }
 
-int relay_run(const relay_config_t *cfg)
+int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
 {
         srand((unsigned)time(NULL) ^ (unsigned)getpid());
 
@@ -939,7 +927,7 @@ int relay_run(const relay_config_t *cfg)
         while (!stop_requested) {
                 session_t s;
                 err[0] = '\0';
-                int rc = session_open(&s, cfg, first, !ever_streamed, recreate, &resume, err,
+                int rc = session_open(&s, cfg, set, first, !ever_streamed, recreate, &resume, err,
                                       sizeof(err));
                 if (rc == 0) {
                         if (standby_logged)
