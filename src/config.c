@@ -558,31 +558,23 @@ static int parse_conninfo(const key_def_t *k, const char *v, char **norm, int64_
         return RELAY_EINVAL;
 }
 
-#define IDENT_RULE RELAY_NAMES_IDENT_RULE
+/* Types whose value must pass one rule of names.h, and the rule in words ("must be ..."). */
+static const struct {
+        bool (*valid)(const char *s, size_t n);
+        const char *rule;
+} name_rules[] = {
+        [KT_SLOT] = {relay_names_is_slot, RELAY_NAMES_SLOT_RULE},
+        [KT_IDENT] = {relay_names_is_ident, RELAY_NAMES_IDENT_RULE},
+        [KT_COLUMN] = {relay_names_is_column, RELAY_NAMES_COLUMN_RULE},
+        [KT_TOPIC] = {relay_names_is_topic, "one Kafka topic name (no ${column}): " RELAY_NAMES_TOPIC_RULE},
+};
 
-static int parse_slot(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+static int parse_name(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                       size_t whylen)
 {
-        size_t n = strlen(v);
-
-        (void)k, (void)norm, (void)num;
-        /* PostgreSQL's ReplicationSlotValidateName() rule. */
-        if (n == 0 || n >= RELAY_NAMEDATALEN ||
-            strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != n) {
-                relay_err_set(why, whylen,
-                              "must be a replication slot name: 1 to 63 lower-case letters, "
-                              "digits and \"_\"");
-                return RELAY_EINVAL;
-        }
-        return 0;
-}
-
-static int parse_ident(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
-                       size_t whylen)
-{
-        (void)k, (void)norm, (void)num;
-        if (!relay_names_is_ident(v, strlen(v))) {
-                relay_err_set(why, whylen, "must be %s", IDENT_RULE);
+        (void)norm, (void)num;
+        if (!name_rules[k->type].valid(v, strlen(v))) {
+                relay_err_set(why, whylen, "must be %s", name_rules[k->type].rule);
                 return RELAY_EINVAL;
         }
         return 0;
@@ -605,19 +597,6 @@ static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *
         return *norm != NULL ? 0 : RELAY_ENOMEM;
 }
 
-#define COLUMN_RULE RELAY_NAMES_COLUMN_RULE
-
-static int parse_column(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
-                        size_t whylen)
-{
-        (void)k, (void)norm, (void)num;
-        if (!relay_names_is_column(v, strlen(v))) {
-                relay_err_set(why, whylen, "must be %s", COLUMN_RULE);
-                return RELAY_EINVAL;
-        }
-        return 0;
-}
-
 static int parse_columns(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                          size_t whylen)
 {
@@ -635,7 +614,7 @@ static int parse_columns(const key_def_t *k, const char *v, char **norm, int64_t
                         free(b.p);
                         relay_err_set(why, whylen,
                                       "must be a comma-separated list of column names, each %s",
-                                      COLUMN_RULE);
+                                      RELAY_NAMES_COLUMN_RULE);
                         return RELAY_EINVAL;
                 }
                 /* A repeated column would send the same header twice. */
@@ -662,20 +641,6 @@ static int parse_template(const key_def_t *k, const char *v, char **norm, int64_
 {
         (void)k, (void)norm, (void)num;
         return relay_names_parse_template(v, NULL, why, whylen);
-}
-
-static int parse_topic(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
-                       size_t whylen)
-{
-        (void)k, (void)norm, (void)num;
-        if (!relay_names_is_topic(v, strlen(v))) {
-                relay_err_set(why, whylen,
-                              "must be one Kafka topic name (no ${column}): 1 to %d letters, "
-                              "digits, \".\", \"_\" and \"-\", not \".\" or \"..\"",
-                              RELAY_TOPIC_MAX);
-                return RELAY_EINVAL;
-        }
-        return 0;
 }
 
 static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
@@ -740,9 +705,9 @@ static int parse_enum(const key_def_t *k, const char *v, char **norm, int64_t *n
 
 /* Indexed by key_type_t. */
 static const parse_fn parsers[] = {
-        [KT_STRING] = parse_string,   [KT_CONNINFO] = parse_conninfo, [KT_SLOT] = parse_slot,
-        [KT_IDENT] = parse_ident,     [KT_TABLE] = parse_table,       [KT_COLUMN] = parse_column,
-        [KT_COLUMNS] = parse_columns, [KT_TEMPLATE] = parse_template, [KT_TOPIC] = parse_topic,
+        [KT_STRING] = parse_string,   [KT_CONNINFO] = parse_conninfo, [KT_SLOT] = parse_name,
+        [KT_IDENT] = parse_name,      [KT_TABLE] = parse_table,       [KT_COLUMN] = parse_name,
+        [KT_COLUMNS] = parse_columns, [KT_TEMPLATE] = parse_template, [KT_TOPIC] = parse_name,
         [KT_INT] = parse_int,         [KT_ENUM] = parse_enum,
 };
 

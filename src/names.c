@@ -11,15 +11,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool relay_names_is_ident(const char *s, size_t n)
+#define LOWER "abcdefghijklmnopqrstuvwxyz"
+#define DIGITS "0123456789"
+
+/* 1 to 63 bytes, each one of allowed. */
+static bool name_of(const char *s, size_t n, const char *allowed)
 {
-        if (n == 0 || n >= RELAY_NAMEDATALEN || !((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+        if (n == 0 || n >= RELAY_NAMEDATALEN)
                 return false;
-        for (size_t i = 1; i < n; i++)
-                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-                      s[i] == '_' || s[i] == '$'))
+        for (size_t i = 0; i < n; i++)
+                if (s[i] == '\0' || strchr(allowed, s[i]) == NULL)
                         return false;
         return true;
+}
+
+bool relay_names_is_ident(const char *s, size_t n)
+{
+        return name_of(s, n, LOWER DIGITS "_$") && strchr(LOWER "_", s[0]) != NULL;
+}
+
+bool relay_names_is_slot(const char *s, size_t n)
+{
+        return name_of(s, n, LOWER DIGITS "_");
 }
 
 bool relay_names_is_column(const char *s, size_t n)

@@ -78,65 +78,41 @@ static inline bool rd_has(struct rd *r, size_t n)
         return false;
 }
 
-static inline bool rd_u8(struct rd *r, uint8_t *v)
+/* size (1 to 8) big-endian bytes as an unsigned number. */
+static inline bool rd_be(struct rd *r, size_t size, uint64_t *v)
 {
-        if (!rd_has(r, 1))
+        uint64_t x = 0;
+
+        if (!rd_has(r, size))
                 return false;
-        *v = r->p[0];
-        r->p += 1;
+        for (size_t i = 0; i < size; i++)
+                x = x << 8 | r->p[i];
+        r->p += size;
+        *v = x;
         return true;
 }
 
-static inline bool rd_i16(struct rd *r, int16_t *v)
-{
-        if (!rd_has(r, 2))
-                return false;
-        *v = (int16_t)(uint16_t)((unsigned)r->p[0] << 8 | r->p[1]);
-        r->p += 2;
-        return true;
-}
-
-static inline uint32_t get_u32(const uint8_t *p)
-{
-        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline bool rd_i32(struct rd *r, int32_t *v)
-{
-        if (!rd_has(r, 4))
-                return false;
-        *v = (int32_t)get_u32(r->p);
-        r->p += 4;
-        return true;
-}
-
-/* Oids and xids are unsigned on the server; the wire calls them Int32. */
-static inline bool rd_u32(struct rd *r, uint32_t *v)
-{
-        if (!rd_has(r, 4))
-                return false;
-        *v = get_u32(r->p);
-        r->p += 4;
-        return true;
-}
-
-static inline bool rd_i64(struct rd *r, int64_t *v)
-{
-        if (!rd_has(r, 8))
-                return false;
-        *v = (int64_t)((uint64_t)get_u32(r->p) << 32 | get_u32(r->p + 4));
-        r->p += 8;
-        return true;
-}
-
-static inline bool rd_lsn(struct rd *r, relay_lsn_t *v)
-{
-        if (!rd_has(r, 8))
-                return false;
-        *v = (uint64_t)get_u32(r->p) << 32 | get_u32(r->p + 4);
-        r->p += 8;
-        return true;
-}
+/*
+ * The fixed-size fields. Oids, xids and LSNs are unsigned on the server
+ * though the protocol documentation calls them Int32 and Int64; the signed
+ * readers reinterpret the same bits (two's complement).
+ */
+#define RD_FIXED(name, type, size)                                                                 \
+        static inline bool name(struct rd *r, type *v)                                             \
+        {                                                                                          \
+                uint64_t x;                                                                        \
+                if (!rd_be(r, size, &x))                                                           \
+                        return false;                                                              \
+                *v = (type)x;                                                                      \
+                return true;                                                                       \
+        }
+RD_FIXED(rd_u8, uint8_t, 1)
+RD_FIXED(rd_i16, int16_t, 2)
+RD_FIXED(rd_u32, uint32_t, 4)
+RD_FIXED(rd_i32, int32_t, 4)
+RD_FIXED(rd_lsn, relay_lsn_t, 8)
+RD_FIXED(rd_i64, int64_t, 8)
+#undef RD_FIXED
 
 /* A NUL-terminated string that must end inside the buffer; *len excludes the NUL. */
 static inline bool rd_str(struct rd *r, const char **s, size_t *len)
@@ -495,11 +471,26 @@ static int parse_tuple(struct rd *r, uint8_t type, const relay_pgo_relation_t *r
         return RELAY_OK;
 }
 
+/* "expected 'N', 'K' or 'O', got 0x58" for the tags in accept. */
+static int bad_tag(char *err, size_t errlen, uint8_t type, const char *accept, uint8_t tag)
+{
+        char list[32] = "";
+        size_t n = strlen(accept), used = 0;
+
+        for (size_t i = 0; i < n; i++)
+                used += (size_t)snprintf(list + used, sizeof(list) - used, "%s'%c'",
+                                         i == 0 ? "" : i + 1 < n ? ", " : " or ", accept[i]);
+        return bad(err, errlen, type, "expected %s, got 0x%02x", list, tag);
+}
+
 /*
- * The relid that starts every row message, and its cache entry: Int32 relid.
+ * What starts every row message: Int32 relid, Byte1 tag, one of accept
+ * (the tuple that follows: 'N' new, 'K' key, 'O' old row). The relid must
+ * be cached.
  */
-static int read_relation(const relay_pgoutput_t *d, struct rd *r, uint8_t type, uint32_t *relid,
-                         const relay_pgo_relation_t **rel, char *err, size_t errlen)
+static int read_row_start(const relay_pgoutput_t *d, struct rd *r, uint8_t type,
+                          const char *accept, uint32_t *relid, const relay_pgo_relation_t **rel,
+                          uint8_t *tag, char *err, size_t errlen)
 {
         if (!rd_u32(r, relid))
                 return TRUNC;
@@ -507,6 +498,10 @@ static int read_relation(const relay_pgoutput_t *d, struct rd *r, uint8_t type, 
         if (*rel == NULL)
                 return bad(err, errlen, type,
                            "relation %u was never described by a Relation message", *relid);
+        if (!rd_u8(r, tag))
+                return TRUNC;
+        if (*tag == 0 || strchr(accept, *tag) == NULL)
+                return bad_tag(err, errlen, type, accept, *tag);
         return RELAY_OK;
 }
 
@@ -517,14 +512,10 @@ static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_inser
                         size_t errlen)
 {
         uint8_t tag;
-        int rc;
+        int rc = read_row_start(d, r, 'I', "N", &m->relid, &m->relation, &tag, err, errlen);
 
-        if ((rc = read_relation(d, r, 'I', &m->relid, &m->relation, err, errlen)) != RELAY_OK)
+        if (rc != RELAY_OK)
                 return rc;
-        if (!rd_u8(r, &tag))
-                return TRUNC;
-        if (tag != 'N')
-                return bad(err, errlen, 'I', "expected 'N', got 0x%02x", tag);
         return parse_tuple(r, 'I', m->relation, d->newvals, &m->newtuple, err, errlen);
 }
 
@@ -536,23 +527,20 @@ static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_updat
                         size_t errlen)
 {
         uint8_t tag;
-        int rc;
+        int rc = read_row_start(d, r, 'U', "NKO", &m->relid, &m->relation, &tag, err, errlen);
 
-        if ((rc = read_relation(d, r, 'U', &m->relid, &m->relation, err, errlen)) != RELAY_OK)
+        if (rc != RELAY_OK)
                 return rc;
-        if (!rd_u8(r, &tag))
-                return TRUNC;
-        if (tag == 'K' || tag == 'O') {
+        if (tag != 'N') {
                 m->oldkind = (char)tag;
                 rc = parse_tuple(r, 'U', m->relation, d->oldvals, &m->oldtuple, err, errlen);
                 if (rc != RELAY_OK)
                         return rc;
                 if (!rd_u8(r, &tag))
                         return TRUNC;
+                if (tag != 'N')
+                        return bad_tag(err, errlen, 'U', "N", tag);
         }
-        if (tag != 'N')
-                return bad(err, errlen, 'U', "expected 'N'%s, got 0x%02x",
-                           m->oldkind ? "" : ", 'K' or 'O'", tag);
         return parse_tuple(r, 'U', m->relation, d->newvals, &m->newtuple, err, errlen);
 }
 
@@ -563,14 +551,10 @@ static int parse_delete(const relay_pgoutput_t *d, struct rd *r, relay_pgo_delet
                         size_t errlen)
 {
         uint8_t tag;
-        int rc;
+        int rc = read_row_start(d, r, 'D', "KO", &m->relid, &m->relation, &tag, err, errlen);
 
-        if ((rc = read_relation(d, r, 'D', &m->relid, &m->relation, err, errlen)) != RELAY_OK)
+        if (rc != RELAY_OK)
                 return rc;
-        if (!rd_u8(r, &tag))
-                return TRUNC;
-        if (tag != 'K' && tag != 'O')
-                return bad(err, errlen, 'D', "expected 'K' or 'O', got 0x%02x", tag);
         m->oldkind = (char)tag;
         return parse_tuple(r, 'D', m->relation, d->oldvals, &m->oldtuple, err, errlen);
 }

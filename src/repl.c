@@ -351,6 +351,24 @@ out:
         return rc;
 }
 
+/* Run "<before><quoted slot name><after>"; NULL (err set) when out of memory. */
+static PGresult *slot_command(relay_repl_t *r, const char *before, const char *after, char *err,
+                              size_t errlen)
+{
+        char sql[256];
+        char *q = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
+        PGresult *res = NULL;
+
+        if (q != NULL) {
+                snprintf(sql, sizeof(sql), "%s%s%s", before, q, after);
+                PQfreemem(q);
+                res = PQexec(r->conn, sql);
+        }
+        if (res == NULL)
+                relay_err_set(err, errlen, "out of memory");
+        return res;
+}
+
 int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                            relay_slot_outcome_t *outcome, char *err, size_t errlen)
 {
@@ -395,14 +413,8 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                         rc = RELAY_ESLOTLOST;
                 } else if (strcmp(wal_status, "lost") == 0) {
                         PQclear(res);
-                        char *qs = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
-                        if (!qs) {
-                                relay_err_set(err, errlen, "out of memory");
+                        if (!(res = slot_command(r, "DROP_REPLICATION_SLOT ", "", err, errlen)))
                                 return RELAY_ENOMEM;
-                        }
-                        snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", qs);
-                        PQfreemem(qs);
-                        res = PQexec(r->conn, sql);
                         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
                                 char what[160];
                                 snprintf(what, sizeof(what),
@@ -431,18 +443,14 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                               r->slot);
                 return RELAY_ESLOTLOST;
         }
-create:;
-        char *qslot = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
-        if (!qslot) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+create:
         /* The legacy syntax is accepted by 14 to 17; no snapshot is exported
          * because rows from before the slot are not ours to send (backfill is
          * a separate feature). */
-        snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL pgoutput NOEXPORT_SNAPSHOT", qslot);
-        PQfreemem(qslot);
-        res = PQexec(r->conn, sql);
+        res = slot_command(r, "CREATE_REPLICATION_SLOT ", " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
+                           err, errlen);
+        if (!res)
+                return RELAY_ENOMEM;
         if (PQresultStatus(res) == PGRES_TUPLES_OK) {
                 *outcome = was_lost ? RELAY_SLOT_RECREATED : RELAY_SLOT_CREATED;
                 rc = 0;

@@ -29,6 +29,10 @@
         "a lower-case identifier: a letter or \"_\", then letters, digits, \"_\" or \"$\", at "    \
         "most 63 characters (quoted identifiers are not supported)"
 #define RELAY_NAMES_COLUMN_RULE "a column name: 1 to 63 bytes, no control characters"
+#define RELAY_NAMES_SLOT_RULE                                                                      \
+        "a replication slot name: 1 to 63 lower-case letters, digits and \"_\""
+#define RELAY_NAMES_TOPIC_RULE                                                                     \
+        "1 to 249 letters, digits, \".\", \"_\" and \"-\", not \".\" or \"..\""
 
 /** @brief A table name split into its parts; both strings owned. */
 typedef struct {
@@ -54,6 +58,12 @@ typedef struct {
  *        case-folded: [a-z_][a-z0-9_$]*, at most 63 bytes?
  */
 bool relay_names_is_ident(const char *s, size_t n);
+
+/**
+ * @brief Is s[0..n) a valid replication slot name: [a-z0-9_], 1 to 63
+ *        bytes (PostgreSQL's ReplicationSlotValidateName())?
+ */
+bool relay_names_is_slot(const char *s, size_t n);
 
 /** @brief Is s[0..n) a usable column name: 1 to 63 bytes, no control characters? */
 bool relay_names_is_column(const char *s, size_t n);
