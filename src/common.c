@@ -1,11 +1,14 @@
 /*
- * common.c - the error-buffer helper and return-code names every module
- * shares. Kept tiny so any module (and any test) can link it alone.
+ * common.c - the error-buffer helper, return-code descriptions and the small
+ * string helpers every module shares. Kept tiny and libc-only so any module
+ * (and any test, and the fuzzer) can link it alone.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "relay/common.h"
 
@@ -27,28 +30,70 @@ const char *relay_strerror(int code)
 {
         switch (code) {
         case RELAY_OK:
-                return "RELAY_OK";
+                return "success";
         case RELAY_EINVAL:
-                return "RELAY_EINVAL";
+                return "invalid configuration or argument";
         case RELAY_EPROTO:
-                return "RELAY_EPROTO";
+                return "protocol violation by the server";
         case RELAY_EIO:
-                return "RELAY_EIO";
+                return "connection lost or refused";
         case RELAY_ENOMEM:
-                return "RELAY_ENOMEM";
+                return "out of memory";
         case RELAY_EKAFKA:
-                return "RELAY_EKAFKA";
+                return "Kafka error";
         case RELAY_EBUSY:
-                return "RELAY_EBUSY";
+                return "replication slot active in another process";
         case RELAY_ESETUP:
-                return "RELAY_ESETUP";
+                return "server not set up for the relay";
         case RELAY_EAGAIN:
-                return "RELAY_EAGAIN";
+                return "queue full, try again";
         case RELAY_EMAP:
-                return "RELAY_EMAP";
+                return "outbox row cannot become an event";
         case RELAY_ESLOTLOST:
-                return "RELAY_ESLOTLOST";
+                return "replication slot dropped or invalidated";
+        case RELAY_EREJECTED:
+                return "event rejected by Kafka";
         default:
                 return "unknown return code";
         }
+}
+
+int relay_hexval(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+char *relay_dupn(const char *s, size_t n)
+{
+        char *d = malloc(n + 1);
+
+        if (d != NULL) {
+                if (n > 0)
+                        memcpy(d, s, n);
+                d[n] = '\0';
+        }
+        return d;
+}
+
+bool relay_list_next(const char **p, const char **item, size_t *len)
+{
+        const char *s = *p, *e;
+
+        if (s == NULL)
+                return false;
+        e = s + strcspn(s, ",");
+        *p = *e == ',' ? e + 1 : NULL;
+        while (s < e && (*s == ' ' || *s == '\t'))
+                s++;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+                e--;
+        *item = s;
+        *len = (size_t)(e - s);
+        return true;
 }

@@ -29,13 +29,14 @@
 #include <librdkafka/rdkafka.h>
 
 #include "relay/config.h"
+#include "relay/event.h"
+#include "relay/names.h"
 
 #define KAFKA_PREFIX "kafka."
 #define ENV_PREFIX "OUTBOX_RELAY_"
 #define ENV_KAFKA_PREFIX ENV_PREFIX "KAFKA_"
 #define MASK "********"
 #define MAX_MS INT64_C(3600000) /* one hour: anything longer is a typo */
-#define PG_NAMEDATALEN 64       /* PostgreSQL truncates names to 63 bytes */
 
 typedef enum {
         KT_STRING,   /* free text */
@@ -46,6 +47,7 @@ typedef enum {
         KT_COLUMN,   /* column name: non-empty, <= 63 bytes, no control characters */
         KT_COLUMNS,  /* comma-separated KT_COLUMNs, possibly none; stored without blanks */
         KT_TEMPLATE, /* Kafka topic with ${column} placeholders */
+        KT_TOPIC,    /* one literal Kafka topic name */
         KT_INT,      /* integer within [min, max] */
         KT_ENUM,     /* one of choices (case-insensitive, stored lower case) */
 } key_type_t;
@@ -82,7 +84,7 @@ static const key_def_t keys[] = {
         {.name = "errors.backoff.ms", .type = KT_INT, .def = "1000", .min = 10, .max = MAX_MS,
          .unit = "milliseconds",
          .desc = "first wait before resending an event Kafka rejected (doubles per attempt)"},
-        {.name = "errors.dlq.topic", .type = KT_TEMPLATE, .def = "outbox.dlq",
+        {.name = "errors.dlq.topic", .type = KT_TOPIC, .def = "outbox.dlq",
          .desc = "dead-letter topic for events that cannot be delivered (errors.policy = dlq)"},
         {.name = "errors.policy", .type = KT_ENUM, .def = "dlq", .choices = error_policies,
          .desc = "an event Kafka rejects for good or that cannot be mapped: dlq (retry, then "
@@ -558,45 +560,23 @@ static int parse_conninfo(const key_def_t *k, const char *v, char **norm, int64_
         return RELAY_EINVAL;
 }
 
-/* [a-z_][a-z0-9_$]{0,62}: what PostgreSQL accepts unquoted, already case-folded. */
-static bool is_ident(const char *s, size_t n)
-{
-        if (n == 0 || n >= PG_NAMEDATALEN || !((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
-                return false;
-        for (size_t i = 1; i < n; i++)
-                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-                      s[i] == '_' || s[i] == '$'))
-                        return false;
-        return true;
-}
+/* Types whose value must pass one rule of names.h, and the rule in words ("must be ..."). */
+static const struct {
+        bool (*valid)(const char *s, size_t n);
+        const char *rule;
+} name_rules[] = {
+        [KT_SLOT] = {relay_names_is_slot, RELAY_NAMES_SLOT_RULE},
+        [KT_IDENT] = {relay_names_is_ident, RELAY_NAMES_IDENT_RULE},
+        [KT_COLUMN] = {relay_names_is_column, RELAY_NAMES_COLUMN_RULE},
+        [KT_TOPIC] = {relay_names_is_topic, "one Kafka topic name (no ${column}): " RELAY_NAMES_TOPIC_RULE},
+};
 
-#define IDENT_RULE                                                                                 \
-        "a lower-case identifier: a letter or \"_\", then letters, digits, \"_\" or \"$\", at "    \
-        "most 63 characters (quoted identifiers are not supported)"
-
-static int parse_slot(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+static int parse_name(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                       size_t whylen)
 {
-        size_t n = strlen(v);
-
-        (void)k, (void)norm, (void)num;
-        /* PostgreSQL's ReplicationSlotValidateName() rule. */
-        if (n == 0 || n >= PG_NAMEDATALEN ||
-            strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != n) {
-                relay_err_set(why, whylen,
-                              "must be a replication slot name: 1 to 63 lower-case letters, "
-                              "digits and \"_\"");
-                return RELAY_EINVAL;
-        }
-        return 0;
-}
-
-static int parse_ident(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
-                       size_t whylen)
-{
-        (void)k, (void)norm, (void)num;
-        if (!is_ident(v, strlen(v))) {
-                relay_err_set(why, whylen, "must be %s", IDENT_RULE);
+        (void)norm, (void)num;
+        if (!name_rules[k->type].valid(v, strlen(v))) {
+                relay_err_set(why, whylen, "must be %s", name_rules[k->type].rule);
                 return RELAY_EINVAL;
         }
         return 0;
@@ -605,152 +585,64 @@ static int parse_ident(const key_def_t *k, const char *v, char **norm, int64_t *
 static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                        size_t whylen)
 {
-        const char *dot = strchr(v, '.');
+        relay_table_name_t t;
+        int rc;
 
         (void)k, (void)num;
-        if (dot == NULL ? !is_ident(v, strlen(v))
-                        : !is_ident(v, (size_t)(dot - v)) || !is_ident(dot + 1, strlen(dot + 1))) {
-                relay_err_set(why, whylen,
-                              "must be \"schema.table\" or \"table\" (meaning public.table), each "
-                              "part %s",
-                              IDENT_RULE);
-                return RELAY_EINVAL;
-        }
-        if (dot == NULL) {
-                /* Store one spelling so every reader can split at the '.'. */
-                size_t n = strlen(v);
-                *norm = malloc(n + sizeof("public."));
-                if (*norm == NULL)
-                        return RELAY_ENOMEM;
-                memcpy(*norm, "public.", 7);
-                memcpy(*norm + 7, v, n + 1);
-        }
-        return 0;
-}
-
-static bool is_column(const char *s, size_t n)
-{
-        if (n == 0 || n >= PG_NAMEDATALEN)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (iscntrl((unsigned char)s[i]))
-                        return false;
-        return true;
-}
-
-#define COLUMN_RULE "a column name: 1 to 63 bytes, no control characters"
-
-static int parse_column(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
-                        size_t whylen)
-{
-        (void)k, (void)norm, (void)num;
-        if (!is_column(v, strlen(v))) {
-                relay_err_set(why, whylen, "must be %s", COLUMN_RULE);
-                return RELAY_EINVAL;
-        }
-        return 0;
+        if ((rc = relay_names_parse_table(v, &t, why, whylen)) != 0)
+                return rc;
+        /* Store one spelling, schema.table, for --print-config and the settings. */
+        *norm = malloc(strlen(t.schema) + 1 + strlen(t.name) + 1);
+        if (*norm != NULL)
+                sprintf(*norm, "%s.%s", t.schema, t.name);
+        relay_names_table_free(&t);
+        return *norm != NULL ? 0 : RELAY_ENOMEM;
 }
 
 static int parse_columns(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                          size_t whylen)
 {
         sbuf_t b = {0};
-        const char *p = v;
-        size_t count = 0;
+        const char *p = v, *s;
+        size_t count = 0, n;
 
         (void)k, (void)num;
         if (strspn(v, " \t") == strlen(v)) {
                 *norm = strdup("");
                 return *norm != NULL ? 0 : RELAY_ENOMEM;
         }
-        for (;;) {
-                size_t n = strcspn(p, ",");
-                const char *s = p, *e = p + n;
-                while (s < e && (*s == ' ' || *s == '\t'))
-                        s++;
-                while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
-                        e--;
-                if (!is_column(s, (size_t)(e - s))) {
+        while (relay_list_next(&p, &s, &n)) {
+                if (!relay_names_is_column(s, n)) {
                         free(b.p);
                         relay_err_set(why, whylen,
                                       "must be a comma-separated list of column names, each %s",
-                                      COLUMN_RULE);
+                                      RELAY_NAMES_COLUMN_RULE);
                         return RELAY_EINVAL;
                 }
                 /* A repeated column would send the same header twice. */
-                for (const char *q = b.p; count > 0 && q != NULL;) {
-                        size_t m = strcspn(q, ",");
-                        if (m == (size_t)(e - s) && strncmp(q, s, m) == 0) {
+                const char *q = count > 0 ? b.p : NULL, *item;
+                size_t m;
+                while (relay_list_next(&q, &item, &m)) {
+                        if (m == n && strncmp(item, s, m) == 0) {
                                 relay_err_set(why, whylen, "must name each column once, but "
-                                              "\"%.*s\" is listed twice", (int)m, q);
+                                              "\"%.*s\" is listed twice", (int)m, item);
                                 free(b.p);
                                 return RELAY_EINVAL;
                         }
-                        q = q[m] == ',' ? q + m + 1 : NULL;
                 }
                 if (count++ > 0)
                         sb_addc(&b, ',');
-                sb_addn(&b, s, (size_t)(e - s));
-                if (p[n] == '\0')
-                        break;
-                p += n + 1;
+                sb_addn(&b, s, n);
         }
         *norm = sb_finish(&b);
         return *norm != NULL ? 0 : RELAY_ENOMEM;
-}
-
-/* Characters Kafka allows in a topic name. */
-static bool is_topic_char(char ch)
-{
-        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-               ch == '.' || ch == '_' || ch == '-';
 }
 
 static int parse_template(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                           size_t whylen)
 {
         (void)k, (void)norm, (void)num;
-        if (v[0] == '\0') {
-                relay_err_set(why, whylen, "must not be empty; write a topic name with ${column} "
-                              "placeholders, e.g. outbox.event.${aggregatetype}");
-                return RELAY_EINVAL;
-        }
-        for (const char *p = v; *p != '\0'; p++) {
-                if (*p == '$') {
-                        const char *name = p + 2;
-                        size_t n;
-                        if (p[1] != '{') {
-                                relay_err_set(why, whylen, "must use \"$\" only to start a "
-                                              "${column} placeholder (Kafka topic names cannot "
-                                              "contain \"$\")");
-                                return RELAY_EINVAL;
-                        }
-                        n = strcspn(name, "}${");
-                        if (name[n] != '}') {
-                                relay_err_set(why, whylen, "must close every \"${\" with \"}\", "
-                                              "as in outbox.event.${aggregatetype}");
-                                return RELAY_EINVAL;
-                        }
-                        if (!is_column(name, n)) {
-                                relay_err_set(why, whylen, "must name a column in every ${...}: "
-                                              "%s", COLUMN_RULE);
-                                return RELAY_EINVAL;
-                        }
-                        p = name + n;
-                } else if (!is_topic_char(*p)) {
-                        if (isprint((unsigned char)*p))
-                                relay_err_set(why, whylen, "must not contain \"%c\": outside "
-                                              "${column} a Kafka topic name allows only letters, "
-                                              "digits, \".\", \"_\" and \"-\"", *p);
-                        else
-                                relay_err_set(why, whylen, "must not contain byte 0x%02x: "
-                                              "outside ${column} a Kafka topic name allows only "
-                                              "letters, digits, \".\", \"_\" and \"-\"",
-                                              (unsigned char)*p);
-                        return RELAY_EINVAL;
-                }
-        }
-        return 0;
+        return relay_names_parse_template(v, NULL, why, whylen);
 }
 
 static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
@@ -815,10 +707,10 @@ static int parse_enum(const key_def_t *k, const char *v, char **norm, int64_t *n
 
 /* Indexed by key_type_t. */
 static const parse_fn parsers[] = {
-        [KT_STRING] = parse_string,   [KT_CONNINFO] = parse_conninfo, [KT_SLOT] = parse_slot,
-        [KT_IDENT] = parse_ident,     [KT_TABLE] = parse_table,       [KT_COLUMN] = parse_column,
-        [KT_COLUMNS] = parse_columns, [KT_TEMPLATE] = parse_template, [KT_INT] = parse_int,
-        [KT_ENUM] = parse_enum,
+        [KT_STRING] = parse_string,   [KT_CONNINFO] = parse_conninfo, [KT_SLOT] = parse_name,
+        [KT_IDENT] = parse_name,      [KT_TABLE] = parse_table,       [KT_COLUMN] = parse_name,
+        [KT_COLUMNS] = parse_columns, [KT_TEMPLATE] = parse_template, [KT_TOPIC] = parse_name,
+        [KT_INT] = parse_int,         [KT_ENUM] = parse_enum,
 };
 
 /* --- setting values ---------------------------------------------------- */
@@ -1380,12 +1272,19 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
         if ((rc = check_pipelining(c, err, errlen)))
                 return rc;
 
-        find_key("errors.dlq.topic", &lo);
-        if (strstr(c->value[lo], "${") || c->value[lo][0] == '\0') {
+        /* id and type travel as headers too. */
+        find_key("outbox.headers", &lo);
+        size_t nheaders = 2, n;
+        const char *p = c->value[lo][0] != '\0' ? c->value[lo] : NULL, *item;
+        while (relay_list_next(&p, &item, &n))
+                nheaders++;
+        if (nheaders > RELAY_EVENT_MAX_HEADERS) {
                 relay_err_set(err, errlen,
-                              "errors.dlq.topic = \"%s\" (at %s) must be one literal topic name "
-                              "without ${column}",
-                              c->value[lo], c->origin[lo]);
+                              "outbox.headers (at %s) lists %zu columns: with id and type an "
+                              "event would carry %zu headers, more than the %d allowed; list at "
+                              "most %d columns",
+                              c->origin[lo], nheaders - 2, nheaders, RELAY_EVENT_MAX_HEADERS,
+                              RELAY_EVENT_MAX_HEADERS - 2);
                 return RELAY_EINVAL;
         }
 

@@ -28,7 +28,7 @@ static bool json_format;
 
 /* Indexed by relay_log_level_t. */
 static const struct {
-        const char *name;  /* in configuration and JSON */
+        const char *name;  /* in JSON */
         const char *label; /* in text lines, as PostgreSQL spells it */
 } levels[] = {
         {"debug", "DEBUG"},
@@ -38,34 +38,10 @@ static const struct {
         {"fatal", "FATAL"},
 };
 
-int relay_log_configure(const char *level, const char *format, char *err, size_t errlen)
+void relay_log_configure(relay_log_level_t level, relay_log_format_t format)
 {
-        int lv = -1;
-        bool js;
-
-        /* "fatal" is not offered: hiding errors from the log is never wanted. */
-        for (int i = RELAY_LOG_DEBUG; i <= RELAY_LOG_ERROR; i++)
-                if (level != NULL && strcmp(level, levels[i].name) == 0)
-                        lv = i;
-        if (lv < 0) {
-                relay_err_set(err, errlen,
-                              "invalid log level \"%s\": must be one of debug, info, warning, "
-                              "error",
-                              level ? level : "");
-                return RELAY_EINVAL;
-        }
-        if (format != NULL && strcmp(format, "text") == 0) {
-                js = false;
-        } else if (format != NULL && strcmp(format, "json") == 0) {
-                js = true;
-        } else {
-                relay_err_set(err, errlen, "invalid log format \"%s\": must be text or json",
-                              format ? format : "");
-                return RELAY_EINVAL;
-        }
-        min_level = (relay_log_level_t)lv;
-        json_format = js;
-        return 0;
+        min_level = level;
+        json_format = format == RELAY_LOG_JSON;
 }
 
 /*

@@ -9,18 +9,6 @@
 
 #include "relay/lsn.h"
 
-/* Value of a hex digit, or -1. Not isxdigit(): that follows the locale. */
-static int hexval(char ch)
-{
-        if (ch >= '0' && ch <= '9')
-                return ch - '0';
-        if (ch >= 'a' && ch <= 'f')
-                return ch - 'a' + 10;
-        if (ch >= 'A' && ch <= 'F')
-                return ch - 'A' + 10;
-        return -1;
-}
-
 /*
  * Read 1 to 8 hex digits from *p into *half and advance *p past them.
  * Hand-rolled rather than strtoul because strtoul accepts a sign, leading
@@ -33,7 +21,7 @@ static int parse_half(const char **p, uint32_t *half)
         int n = 0;
         int d;
 
-        while ((d = hexval(s[n])) >= 0) {
+        while ((d = relay_hexval(s[n])) >= 0) {
                 if (n == 8)
                         return -1;
                 v = (v << 4) | (uint32_t)d;

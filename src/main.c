@@ -17,6 +17,7 @@
 #include "relay/config.h"
 #include "relay/log.h"
 #include "relay/relay.h"
+#include "relay/settings.h"
 #include "relay_version.h"
 
 #define PROG "outbox-relay"
@@ -109,6 +110,7 @@ int main(int argc, char **argv)
         size_t nsets = 0;
         bool print_config = false;
         relay_config_t *cfg = NULL;
+        relay_settings_t *set = NULL;
         int opt, rc;
 
         relay_install_signals();
@@ -187,20 +189,22 @@ int main(int argc, char **argv)
         if (rc == 0)
                 rc = relay_config_validate(cfg, err, sizeof(err));
         if (rc == 0)
-                rc = relay_log_configure(relay_config_get(cfg, "log.level"),
-                                         relay_config_get(cfg, "log.format"), err, sizeof(err));
+                rc = relay_settings_load(&set, cfg, err, sizeof(err));
         if (rc < 0) {
                 relay_config_free(cfg);
                 return config_error(err);
         }
+        relay_log_configure(set->log_level, set->log_format);
 
         if (print_config) {
                 relay_config_print(cfg, stdout);
+                relay_settings_free(set);
                 relay_config_free(cfg);
                 return finish_stdout();
         }
 
-        rc = relay_run(cfg);
+        rc = relay_run(cfg, set);
+        relay_settings_free(set);
         relay_config_free(cfg);
         return rc;
 }

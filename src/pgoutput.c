@@ -2,14 +2,18 @@
  * pgoutput.c - decoder for the pgoutput logical replication protocol,
  * versions 1 to 4, and the relation cache that row messages refer to.
  *
- * The decoder owns three things: the relation cache (relid -> relation, one
- * allocation per entry in an open-addressing table), the stream-block state
- * that decides whether a change carries an [xid], and scratch arrays for tuple
- * values and truncate relids. The scratch arrays are sized when a Relation is
- * cached, so decoding a row message never allocates: Inserts are the hot path.
+ * The decoder owns two things: the relation cache (relid -> relation, one
+ * allocation per entry in an open-addressing table) and scratch arrays for
+ * tuple values and truncate relids. The scratch arrays are sized when a
+ * Relation is cached, so decoding a row message never allocates: Inserts are
+ * the hot path.
+ *
+ * Stream and two-phase messages are refused by type (see pgoutput.h): the
+ * relay never asks for them, and without them no change carries an [xid]
+ * prefix, so the decoder keeps no stream state.
  *
  * Every byte comes from the network and is checked before use; a malformed
- * message is RELAY_EPROTO and leaves the cache and stream state as they were.
+ * message is RELAY_EPROTO and leaves the cache as it was.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -46,8 +50,6 @@ struct relay_pgo_relation {
 };
 
 struct relay_pgoutput {
-        int proto;
-        bool in_stream;               /* between Stream Start and Stream Stop */
         relay_pgo_relation_t **slots; /* NULL = empty; cap is a power of two, never full */
         size_t cap;
         size_t count;
@@ -76,65 +78,41 @@ static inline bool rd_has(struct rd *r, size_t n)
         return false;
 }
 
-static inline bool rd_u8(struct rd *r, uint8_t *v)
+/* size (1 to 8) big-endian bytes as an unsigned number. */
+static inline bool rd_be(struct rd *r, size_t size, uint64_t *v)
 {
-        if (!rd_has(r, 1))
+        uint64_t x = 0;
+
+        if (!rd_has(r, size))
                 return false;
-        *v = r->p[0];
-        r->p += 1;
+        for (size_t i = 0; i < size; i++)
+                x = x << 8 | r->p[i];
+        r->p += size;
+        *v = x;
         return true;
 }
 
-static inline bool rd_i16(struct rd *r, int16_t *v)
-{
-        if (!rd_has(r, 2))
-                return false;
-        *v = (int16_t)(uint16_t)((unsigned)r->p[0] << 8 | r->p[1]);
-        r->p += 2;
-        return true;
-}
-
-static inline uint32_t get_u32(const uint8_t *p)
-{
-        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline bool rd_i32(struct rd *r, int32_t *v)
-{
-        if (!rd_has(r, 4))
-                return false;
-        *v = (int32_t)get_u32(r->p);
-        r->p += 4;
-        return true;
-}
-
-/* Oids and xids are unsigned on the server; the wire calls them Int32. */
-static inline bool rd_u32(struct rd *r, uint32_t *v)
-{
-        if (!rd_has(r, 4))
-                return false;
-        *v = get_u32(r->p);
-        r->p += 4;
-        return true;
-}
-
-static inline bool rd_i64(struct rd *r, int64_t *v)
-{
-        if (!rd_has(r, 8))
-                return false;
-        *v = (int64_t)((uint64_t)get_u32(r->p) << 32 | get_u32(r->p + 4));
-        r->p += 8;
-        return true;
-}
-
-static inline bool rd_lsn(struct rd *r, relay_lsn_t *v)
-{
-        if (!rd_has(r, 8))
-                return false;
-        *v = (uint64_t)get_u32(r->p) << 32 | get_u32(r->p + 4);
-        r->p += 8;
-        return true;
-}
+/*
+ * The fixed-size fields. Oids, xids and LSNs are unsigned on the server
+ * though the protocol documentation calls them Int32 and Int64; the signed
+ * readers reinterpret the same bits (two's complement).
+ */
+#define RD_FIXED(name, type, size)                                                                 \
+        static inline bool name(struct rd *r, type *v)                                             \
+        {                                                                                          \
+                uint64_t x;                                                                        \
+                if (!rd_be(r, size, &x))                                                           \
+                        return false;                                                              \
+                *v = (type)x;                                                                      \
+                return true;                                                                       \
+        }
+RD_FIXED(rd_u8, uint8_t, 1)
+RD_FIXED(rd_i16, int16_t, 2)
+RD_FIXED(rd_u32, uint32_t, 4)
+RD_FIXED(rd_i32, int32_t, 4)
+RD_FIXED(rd_lsn, relay_lsn_t, 8)
+RD_FIXED(rd_i64, int64_t, 8)
+#undef RD_FIXED
 
 /* A NUL-terminated string that must end inside the buffer; *len excludes the NUL. */
 static inline bool rd_str(struct rd *r, const char **s, size_t *len)
@@ -207,35 +185,10 @@ static const char *msgname(uint8_t type)
         }
 }
 
-/* The protocol version that introduced a message type; 0 for unknown types. */
-static int minproto(uint8_t type)
+/* Messages that exist only with streaming or two_phase, which the relay never requests. */
+static bool not_requested(uint8_t type)
 {
-        switch (type) {
-        case 'B':
-        case 'C':
-        case 'O':
-        case 'R':
-        case 'Y':
-        case 'I':
-        case 'U':
-        case 'D':
-        case 'T':
-        case 'M':
-                return 1;
-        case 'S':
-        case 'E':
-        case 'c':
-        case 'A':
-                return 2;
-        case 'b':
-        case 'P':
-        case 'K':
-        case 'r':
-        case 'p':
-                return 3;
-        default:
-                return 0;
-        }
+        return type != 0 && strchr("SEcAbPKrp", type) != NULL;
 }
 
 static int bad(char *err, size_t errlen, uint8_t type, const char *fmt, ...) RELAY_PRINTF(4, 5);
@@ -341,52 +294,46 @@ static bool reserve_values(relay_pgoutput_t *d, size_t n)
         return true;
 }
 
-/* [xid] precedes a change only inside a stream block; only proto >= 2 has blocks. */
-static inline bool read_xid(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m)
-{
-        return !d->in_stream || rd_u32(r, &m->xid);
-}
-
 /*
- * Begin: Int64 final_lsn, Int64 commit_ts, Int32 xid              (20 bytes)
+ * Begin: Byte1 'B', Int64 final_lsn, Int64 commit_ts, Int32 xid   (20 bytes)
  */
-static int parse_begin(struct rd *r, relay_pgo_msg_t *m)
+static int parse_begin(struct rd *r, relay_pgo_begin_t *m)
 {
         if (!rd_has(r, 20))
                 return TRUNC;
-        (void)(rd_lsn(r, &m->lsn) && rd_i64(r, &m->timestamp) && rd_u32(r, &m->xid));
+        (void)(rd_lsn(r, &m->final_lsn) && rd_i64(r, &m->commit_time) && rd_u32(r, &m->xid));
         return RELAY_OK;
 }
 
 /*
- * Commit: Int8 flags (0), Int64 commit_lsn, Int64 end_lsn, Int64 commit_ts
- *                                                                 (25 bytes)
+ * Commit: Byte1 'C', Int8 flags (0), Int64 commit_lsn, Int64 end_lsn,
+ *         Int64 commit_ts                                         (25 bytes)
  */
-static int parse_commit(struct rd *r, relay_pgo_msg_t *m, char *err, size_t errlen)
+static int parse_commit(struct rd *r, relay_pgo_commit_t *m, char *err, size_t errlen)
 {
         if (!rd_has(r, 25))
                 return TRUNC;
-        (void)(rd_u8(r, &m->flags) && rd_lsn(r, &m->lsn) && rd_lsn(r, &m->end_lsn) &&
-               rd_i64(r, &m->timestamp));
+        (void)(rd_u8(r, &m->flags) && rd_lsn(r, &m->commit_lsn) && rd_lsn(r, &m->end_lsn) &&
+               rd_i64(r, &m->commit_time));
         if (m->flags != 0)
                 return bad(err, errlen, 'C', "unknown flags 0x%02x", m->flags);
         return RELAY_OK;
 }
 
 /*
- * Origin: Int64 origin_commit_lsn, String origin_name
+ * Origin: Byte1 'O', Int64 origin_commit_lsn, String origin_name
  */
-static int parse_origin(struct rd *r, relay_pgo_msg_t *m)
+static int parse_origin(struct rd *r, relay_pgo_origin_t *m)
 {
         size_t len;
 
-        if (!rd_lsn(r, &m->lsn) || !rd_str(r, &m->name, &len))
+        if (!rd_lsn(r, &m->origin_lsn) || !rd_str(r, &m->name, &len))
                 return TRUNC;
         return RELAY_OK;
 }
 
 /*
- * Relation: [Int32 xid], Int32 relid, String namespace, String relname,
+ * Relation: Byte1 'R', Int32 relid, String namespace, String relname,
  *           Int8 replident ('d', 'n', 'f', 'i'), Int16 ncols, then ncols times:
  *           Int8 flags (1 = part of the key), String name, Int32 type_oid,
  *           Int32 typmod
@@ -395,7 +342,7 @@ static int parse_origin(struct rd *r, relay_pgo_msg_t *m)
  * copies them into a single allocation. The entry is only built here; the
  * caller installs it once the whole message proved valid.
  */
-static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
+static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_relation_msg_t *m,
                           relay_pgo_relation_t **ret, char *err, size_t errlen)
 {
         const char *nsp, *relname, *name;
@@ -408,8 +355,8 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
         relay_pgo_relation_t *rel;
         char *s;
 
-        if (!read_xid(d, r, m) || !rd_u32(r, &m->relid) || !rd_str(r, &nsp, &nsplen) ||
-            !rd_str(r, &relname, &rellen) || !rd_u8(r, &replident) || !rd_i16(r, &ncols))
+        if (!rd_u32(r, &m->relid) || !rd_str(r, &nsp, &nsplen) || !rd_str(r, &relname, &rellen) ||
+            !rd_u8(r, &replident) || !rd_i16(r, &ncols))
                 return TRUNC;
         if (replident != 'd' && replident != 'n' && replident != 'f' && replident != 'i')
                 return bad(err, errlen, 'R', "unknown replica identity 0x%02x for relation %u",
@@ -462,14 +409,13 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
 }
 
 /*
- * Type: [Int32 xid], Int32 type_oid, String namespace, String typname
+ * Type: Byte1 'Y', Int32 type_oid, String namespace, String typname
  */
-static int parse_type(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m)
+static int parse_type(struct rd *r, relay_pgo_type_t *m)
 {
         size_t len;
 
-        if (!read_xid(d, r, m) || !rd_u32(r, &m->type_oid) || !rd_str(r, &m->nspname, &len) ||
-            !rd_str(r, &m->name, &len))
+        if (!rd_u32(r, &m->oid) || !rd_str(r, &m->nspname, &len) || !rd_str(r, &m->name, &len))
                 return TRUNC;
         return RELAY_OK;
 }
@@ -525,99 +471,109 @@ static int parse_tuple(struct rd *r, uint8_t type, const relay_pgo_relation_t *r
         return RELAY_OK;
 }
 
-static int unknown_relation(char *err, size_t errlen, uint8_t type, uint32_t relid)
+/* "expected 'N', 'K' or 'O', got 0x58" for the tags in accept. */
+static int bad_tag(char *err, size_t errlen, uint8_t type, const char *accept, uint8_t tag)
 {
-        return bad(err, errlen, type, "relation %u was never described by a Relation message",
-                   relid);
+        char list[32] = "";
+        size_t n = strlen(accept), used = 0;
+
+        for (size_t i = 0; i < n; i++)
+                used += (size_t)snprintf(list + used, sizeof(list) - used, "%s'%c'",
+                                         i == 0 ? "" : i + 1 < n ? ", " : " or ", accept[i]);
+        return bad(err, errlen, type, "expected %s, got 0x%02x", list, tag);
 }
 
 /*
- * Insert: [Int32 xid], Int32 relid, Byte1 'N', TupleData
+ * What starts every row message: Int32 relid, Byte1 tag, one of accept
+ * (the tuple that follows: 'N' new, 'K' key, 'O' old row). The relid must
+ * be cached.
  */
-static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m, char *err,
+static int read_row_start(const relay_pgoutput_t *d, struct rd *r, uint8_t type,
+                          const char *accept, uint32_t *relid, const relay_pgo_relation_t **rel,
+                          uint8_t *tag, char *err, size_t errlen)
+{
+        if (!rd_u32(r, relid))
+                return TRUNC;
+        *rel = lookup(d, *relid);
+        if (*rel == NULL)
+                return bad(err, errlen, type,
+                           "relation %u was never described by a Relation message", *relid);
+        if (!rd_u8(r, tag))
+                return TRUNC;
+        if (*tag == 0 || strchr(accept, *tag) == NULL)
+                return bad_tag(err, errlen, type, accept, *tag);
+        return RELAY_OK;
+}
+
+/*
+ * Insert: Byte1 'I', Int32 relid, Byte1 'N', TupleData
+ */
+static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_insert_t *m, char *err,
                         size_t errlen)
 {
         uint8_t tag;
+        int rc = read_row_start(d, r, 'I', "N", &m->relid, &m->relation, &tag, err, errlen);
 
-        if (!read_xid(d, r, m) || !rd_u32(r, &m->relid))
-                return TRUNC;
-        m->relation = lookup(d, m->relid);
-        if (m->relation == NULL)
-                return unknown_relation(err, errlen, 'I', m->relid);
-        if (!rd_u8(r, &tag))
-                return TRUNC;
-        if (tag != 'N')
-                return bad(err, errlen, 'I', "expected 'N', got 0x%02x", tag);
+        if (rc != RELAY_OK)
+                return rc;
         return parse_tuple(r, 'I', m->relation, d->newvals, &m->newtuple, err, errlen);
 }
 
 /*
- * Update: [Int32 xid], Int32 relid, optionally (Byte1 'K' | Byte1 'O') TupleData,
+ * Update: Byte1 'U', Int32 relid, optionally (Byte1 'K' | Byte1 'O') TupleData,
  *         Byte1 'N', TupleData
  */
-static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m, char *err,
+static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_update_t *m, char *err,
                         size_t errlen)
 {
         uint8_t tag;
-        int rc;
+        int rc = read_row_start(d, r, 'U', "NKO", &m->relid, &m->relation, &tag, err, errlen);
 
-        if (!read_xid(d, r, m) || !rd_u32(r, &m->relid))
-                return TRUNC;
-        m->relation = lookup(d, m->relid);
-        if (m->relation == NULL)
-                return unknown_relation(err, errlen, 'U', m->relid);
-        if (!rd_u8(r, &tag))
-                return TRUNC;
-        if (tag == 'K' || tag == 'O') {
+        if (rc != RELAY_OK)
+                return rc;
+        if (tag != 'N') {
                 m->oldkind = (char)tag;
                 rc = parse_tuple(r, 'U', m->relation, d->oldvals, &m->oldtuple, err, errlen);
                 if (rc != RELAY_OK)
                         return rc;
                 if (!rd_u8(r, &tag))
                         return TRUNC;
+                if (tag != 'N')
+                        return bad_tag(err, errlen, 'U', "N", tag);
         }
-        if (tag != 'N')
-                return bad(err, errlen, 'U', "expected 'N'%s, got 0x%02x",
-                           m->oldkind ? "" : ", 'K' or 'O'", tag);
         return parse_tuple(r, 'U', m->relation, d->newvals, &m->newtuple, err, errlen);
 }
 
 /*
- * Delete: [Int32 xid], Int32 relid, (Byte1 'K' | Byte1 'O'), TupleData
+ * Delete: Byte1 'D', Int32 relid, (Byte1 'K' | Byte1 'O'), TupleData
  */
-static int parse_delete(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m, char *err,
+static int parse_delete(const relay_pgoutput_t *d, struct rd *r, relay_pgo_delete_t *m, char *err,
                         size_t errlen)
 {
         uint8_t tag;
+        int rc = read_row_start(d, r, 'D', "KO", &m->relid, &m->relation, &tag, err, errlen);
 
-        if (!read_xid(d, r, m) || !rd_u32(r, &m->relid))
-                return TRUNC;
-        m->relation = lookup(d, m->relid);
-        if (m->relation == NULL)
-                return unknown_relation(err, errlen, 'D', m->relid);
-        if (!rd_u8(r, &tag))
-                return TRUNC;
-        if (tag != 'K' && tag != 'O')
-                return bad(err, errlen, 'D', "expected 'K' or 'O', got 0x%02x", tag);
+        if (rc != RELAY_OK)
+                return rc;
         m->oldkind = (char)tag;
         return parse_tuple(r, 'D', m->relation, d->oldvals, &m->oldtuple, err, errlen);
 }
 
 /*
- * Truncate: [Int32 xid], Int32 nrelids, Int8 options (1 CASCADE,
+ * Truncate: Byte1 'T', Int32 nrelids, Int8 options (1 CASCADE,
  *           2 RESTART IDENTITY), Int32 relid x nrelids
  */
-static int parse_truncate(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m, char *err,
+static int parse_truncate(relay_pgoutput_t *d, struct rd *r, relay_pgo_truncate_t *m, char *err,
                           size_t errlen)
 {
         int32_t n;
 
-        if (!read_xid(d, r, m) || !rd_i32(r, &n) || !rd_u8(r, &m->flags))
+        if (!rd_i32(r, &n) || !rd_u8(r, &m->options))
                 return TRUNC;
         if (n < 0)
                 return bad(err, errlen, 'T', "negative relation count %d", n);
-        if (m->flags & ~3u)
-                return bad(err, errlen, 'T', "unknown options 0x%02x", m->flags);
+        if (m->options & ~3u)
+                return bad(err, errlen, 'T', "unknown options 0x%02x", m->options);
         /* Check the length before sizing the scratch from a count the server chose. */
         if (!rd_has(r, (size_t)n * 4))
                 return TRUNC;
@@ -637,158 +593,28 @@ static int parse_truncate(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
 }
 
 /*
- * Message: [Int32 xid], Int8 flags (1 = transactional), Int64 lsn,
+ * Message: Byte1 'M', Int8 flags (1 = transactional), Int64 lsn,
  *          String prefix, Int32 len, Byte(len) content
  */
-static int parse_message(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m, char *err,
-                         size_t errlen)
+static int parse_message(struct rd *r, relay_pgo_message_t *m, char *err, size_t errlen)
 {
         size_t len;
+        uint8_t flags;
         int32_t n;
         const uint8_t *content;
 
-        if (!read_xid(d, r, m) || !rd_u8(r, &m->flags) || !rd_lsn(r, &m->lsn) ||
-            !rd_str(r, &m->name, &len) || !rd_i32(r, &n))
+        if (!rd_u8(r, &flags) || !rd_lsn(r, &m->lsn) || !rd_str(r, &m->prefix, &len) ||
+            !rd_i32(r, &n))
                 return TRUNC;
-        if (m->flags & ~1u)
-                return bad(err, errlen, 'M', "unknown flags 0x%02x", m->flags);
+        if (flags & ~1u)
+                return bad(err, errlen, 'M', "unknown flags 0x%02x", flags);
         if (n < 0)
                 return bad(err, errlen, 'M', "negative content length %d", n);
         if (!rd_bytes(r, (size_t)n, &content))
                 return TRUNC;
+        m->transactional = flags & 1;
         m->content = (const char *)content;
         m->content_len = (uint32_t)n;
-        return RELAY_OK;
-}
-
-/*
- * Stream Start: Int32 xid, Int8 first_segment (0 or 1)            (5 bytes)
- */
-static int parse_stream_start(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
-                              char *err, size_t errlen)
-{
-        if (d->in_stream)
-                return bad(err, errlen, 'S', "already inside a stream block");
-        if (!rd_has(r, 5))
-                return TRUNC;
-        (void)(rd_u32(r, &m->xid) && rd_u8(r, &m->flags));
-        if (m->flags > 1)
-                return bad(err, errlen, 'S', "first_segment is %u, not 0 or 1", m->flags);
-        return RELAY_OK;
-}
-
-/*
- * Stream Stop: no fields                                          (0 bytes)
- */
-static int parse_stream_stop(const relay_pgoutput_t *d, char *err, size_t errlen)
-{
-        if (!d->in_stream)
-                return bad(err, errlen, 'E', "not inside a stream block");
-        return RELAY_OK;
-}
-
-/*
- * Stream Commit: Int32 xid, Int8 flags (0), Int64 commit_lsn, Int64 end_lsn,
- *                Int64 commit_ts                                   (29 bytes)
- */
-static int parse_stream_commit(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
-                               char *err, size_t errlen)
-{
-        /* The server ends a streamed transaction only outside a block. */
-        if (d->in_stream)
-                return bad(err, errlen, 'c', "inside a stream block");
-        if (!rd_has(r, 29))
-                return TRUNC;
-        (void)(rd_u32(r, &m->xid) && rd_u8(r, &m->flags) && rd_lsn(r, &m->lsn) &&
-               rd_lsn(r, &m->end_lsn) && rd_i64(r, &m->timestamp));
-        if (m->flags != 0)
-                return bad(err, errlen, 'c', "unknown flags 0x%02x", m->flags);
-        return RELAY_OK;
-}
-
-/*
- * Stream Abort: Int32 xid, Int32 subxid                           (8 bytes)
- *               [Int64 abort_lsn, Int64 abort_ts]                 (24 bytes)
- *
- * The long form exists from proto 4 on, and only with streaming=parallel. We
- * never ask for that but do not know what a server does with the option
- * unset, so under proto 4 the length decides.
- */
-static int parse_stream_abort(const relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *m,
-                              char *err, size_t errlen)
-{
-        size_t left = (size_t)(r->end - r->p);
-
-        if (d->in_stream)
-                return bad(err, errlen, 'A', "inside a stream block");
-        if (!rd_has(r, 8))
-                return TRUNC;
-        (void)(rd_u32(r, &m->xid) && rd_u32(r, &m->subxid));
-        if (d->proto >= 4 && left == 24)
-                (void)(rd_lsn(r, &m->lsn) && rd_i64(r, &m->timestamp));
-        else if (left != 8)
-                return bad(err, errlen, 'A', "has %zu bytes, expected 8%s", left,
-                           d->proto >= 4 ? " or 24" : "");
-        return RELAY_OK;
-}
-
-/*
- * Begin Prepare: Int64 prepare_lsn, Int64 end_lsn, Int64 prepare_ts, Int32 xid,
- *                String gid                                       (28 bytes + gid)
- */
-static int parse_begin_prepare(struct rd *r, relay_pgo_msg_t *m)
-{
-        size_t len;
-
-        if (!rd_has(r, 28))
-                return TRUNC;
-        (void)(rd_lsn(r, &m->lsn) && rd_lsn(r, &m->end_lsn) && rd_i64(r, &m->timestamp) &&
-               rd_u32(r, &m->xid));
-        if (!rd_str(r, &m->name, &len))
-                return TRUNC;
-        return RELAY_OK;
-}
-
-/*
- * Prepare, Stream Prepare, Commit Prepared:
- *         Int8 flags (0), Int64 lsn (prepare/commit), Int64 end_lsn,
- *         Int64 ts (prepare/commit), Int32 xid, String gid        (29 bytes + gid)
- */
-static int parse_prepare(const relay_pgoutput_t *d, struct rd *r, uint8_t type, relay_pgo_msg_t *m,
-                         char *err, size_t errlen)
-{
-        size_t len;
-
-        if (type == 'p' && d->in_stream)
-                return bad(err, errlen, type, "inside a stream block");
-        if (!rd_has(r, 29))
-                return TRUNC;
-        (void)(rd_u8(r, &m->flags) && rd_lsn(r, &m->lsn) && rd_lsn(r, &m->end_lsn) &&
-               rd_i64(r, &m->timestamp) && rd_u32(r, &m->xid));
-        if (!rd_str(r, &m->name, &len))
-                return TRUNC;
-        if (m->flags != 0)
-                return bad(err, errlen, type, "unknown flags 0x%02x", m->flags);
-        return RELAY_OK;
-}
-
-/*
- * Rollback Prepared: Int8 flags (0), Int64 prepare_end_lsn, Int64 rollback_end_lsn,
- *                    Int64 prepare_ts, Int64 rollback_ts, Int32 xid, String gid
- *                                                                 (37 bytes + gid)
- */
-static int parse_rollback_prepared(struct rd *r, relay_pgo_msg_t *m, char *err, size_t errlen)
-{
-        size_t len;
-
-        if (!rd_has(r, 37))
-                return TRUNC;
-        (void)(rd_u8(r, &m->flags) && rd_lsn(r, &m->lsn) && rd_lsn(r, &m->end_lsn) &&
-               rd_i64(r, &m->prepare_timestamp) && rd_i64(r, &m->timestamp) && rd_u32(r, &m->xid));
-        if (!rd_str(r, &m->name, &len))
-                return TRUNC;
-        if (m->flags != 0)
-                return bad(err, errlen, 'r', "unknown flags 0x%02x", m->flags);
         return RELAY_OK;
 }
 
@@ -801,7 +627,6 @@ relay_pgoutput_t *relay_pgoutput_new(int proto_version)
         d = calloc(1, sizeof(*d));
         if (d == NULL)
                 return NULL;
-        d->proto = proto_version;
         d->cap = INITIAL_SLOTS;
         d->slots = calloc(d->cap, sizeof(*d->slots));
         if (d->slots == NULL || !reserve_values(d, INITIAL_VALUES)) {
@@ -827,8 +652,8 @@ void relay_pgoutput_free(relay_pgoutput_t *d)
 
 /*
  * Any pgoutput message: Byte1 type, then the type's fields (see the parsers).
- * State (the relation cache, the stream flag) changes only after the whole
- * message, including the absence of trailing bytes, has been checked.
+ * The cache changes only after the whole message, including the absence of
+ * trailing bytes, has been checked.
  */
 int relay_pgoutput_decode(relay_pgoutput_t *d, const char *buf, size_t len, relay_pgo_msg_t *out,
                           char *err, size_t errlen)
@@ -837,7 +662,7 @@ int relay_pgoutput_decode(relay_pgoutput_t *d, const char *buf, size_t len, rela
         struct rd r;
         relay_pgo_relation_t *newrel = NULL;
         uint8_t type;
-        int need, rc;
+        int rc;
 
         if (len == 0) {
                 relay_err_set(err, errlen, "truncated pgoutput message: no type byte");
@@ -849,77 +674,53 @@ int relay_pgoutput_decode(relay_pgoutput_t *d, const char *buf, size_t len, rela
         r.end = (const uint8_t *)buf + len;
         r.want = 0;
 
-        need = minproto(type);
-        if (need == 0) {
-                relay_err_set(err, errlen, "invalid pgoutput message: unknown message type 0x%02x",
-                              type);
+        if (not_requested(type)) {
+                relay_err_set(err, errlen,
+                              "unexpected pgoutput %s message (type '%c'): the relay starts "
+                              "replication without streaming and two_phase, so the server must "
+                              "not send it",
+                              msgname(type), type);
                 return RELAY_EPROTO;
         }
-        if (d->proto < need)
-                return bad(err, errlen, type, "not part of protocol version %d (needs %d)",
-                           d->proto, need);
 
         memset(out, 0, sizeof(*out));
         out->kind = (relay_pgo_kind_t)type;
-        out->in_stream = d->in_stream;
 
         switch (type) {
         case 'I':
-                rc = parse_insert(d, &r, out, err, errlen);
+                rc = parse_insert(d, &r, &out->insert, err, errlen);
                 break;
         case 'B':
-                rc = parse_begin(&r, out);
+                rc = parse_begin(&r, &out->begin);
                 break;
         case 'C':
-                rc = parse_commit(&r, out, err, errlen);
+                rc = parse_commit(&r, &out->commit, err, errlen);
                 break;
         case 'U':
-                rc = parse_update(d, &r, out, err, errlen);
+                rc = parse_update(d, &r, &out->update, err, errlen);
                 break;
         case 'D':
-                rc = parse_delete(d, &r, out, err, errlen);
+                rc = parse_delete(d, &r, &out->delete, err, errlen);
                 break;
         case 'R':
-                rc = parse_relation(d, &r, out, &newrel, err, errlen);
+                rc = parse_relation(d, &r, &out->relation, &newrel, err, errlen);
                 break;
         case 'Y':
-                rc = parse_type(d, &r, out);
+                rc = parse_type(&r, &out->type);
                 break;
         case 'O':
-                rc = parse_origin(&r, out);
+                rc = parse_origin(&r, &out->origin);
                 break;
         case 'T':
-                rc = parse_truncate(d, &r, out, err, errlen);
+                rc = parse_truncate(d, &r, &out->truncate, err, errlen);
                 break;
         case 'M':
-                rc = parse_message(d, &r, out, err, errlen);
-                break;
-        case 'S':
-                rc = parse_stream_start(d, &r, out, err, errlen);
-                break;
-        case 'E':
-                rc = parse_stream_stop(d, err, errlen);
-                break;
-        case 'c':
-                rc = parse_stream_commit(d, &r, out, err, errlen);
-                break;
-        case 'A':
-                rc = parse_stream_abort(d, &r, out, err, errlen);
-                break;
-        case 'b':
-                rc = parse_begin_prepare(&r, out);
-                break;
-        case 'P':
-        case 'K':
-        case 'p':
-                rc = parse_prepare(d, &r, type, out, err, errlen);
-                break;
-        case 'r':
-                rc = parse_rollback_prepared(&r, out, err, errlen);
+                rc = parse_message(&r, &out->message, err, errlen);
                 break;
         default:
-                rc = bad(err, errlen, type, "no parser");
-                break; /* minproto() has the same set */
+                relay_err_set(err, errlen, "invalid pgoutput message: unknown message type 0x%02x",
+                              type);
+                return RELAY_EPROTO;
         }
 
         if (rc == TRUNC) {
@@ -941,11 +742,7 @@ int relay_pgoutput_decode(relay_pgoutput_t *d, const char *buf, size_t len, rela
                         free(newrel);
                         return nomem(err, errlen, type);
                 }
-                out->relation = newrel;
-        } else if (type == 'S') {
-                d->in_stream = true;
-        } else if (type == 'E') {
-                d->in_stream = false;
+                out->relation.relation = newrel;
         }
         return RELAY_OK;
 }

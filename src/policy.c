@@ -35,51 +35,18 @@ struct relay_policy {
         size_t nrejected;
 };
 
-static char *dupn(const char *s, size_t n)
-{
-        char *d = malloc(n + 1);
-        if (d) {
-                if (n)
-                        memcpy(d, s, n);
-                d[n] = '\0';
-        }
-        return d;
-}
-
-static int add_skip_ids(relay_policy_t *p, const char *list)
-{
-        for (const char *s = list ? list : ""; *s;) {
-                size_t n = strcspn(s, ",");
-                const char *b = s;
-                size_t m = n;
-                while (m && (*b == ' ' || *b == '\t')) {
-                        b++;
-                        m--;
-                }
-                while (m && (b[m - 1] == ' ' || b[m - 1] == '\t'))
-                        m--;
-                if (m) {
-                        char **ids = realloc(p->skip, (p->nskip + 1) * sizeof(*ids));
-                        if (!ids)
-                                return RELAY_ENOMEM;
-                        p->skip = ids;
-                        if (!(ids[p->nskip] = dupn(b, m)))
-                                return RELAY_ENOMEM;
-                        p->nskip++;
-                }
-                s += n;
-                if (*s == ',')
-                        s++;
-        }
-        return 0;
-}
-
 int relay_policy_new(relay_policy_t **out, const relay_policy_conf_t *conf, char *err,
                      size_t errlen)
 {
         relay_policy_t *p = calloc(1, sizeof(*p));
         const char *dlq = conf->dlq_topic ? conf->dlq_topic : "";
-        if (!p || !(p->dlq_topic = dupn(dlq, strlen(dlq))) || add_skip_ids(p, conf->skip_ids)) {
+        bool oom = !p || !(p->dlq_topic = relay_dupn(dlq, strlen(dlq))) ||
+                   (conf->nskip && !(p->skip = calloc(conf->nskip, sizeof(*p->skip))));
+        for (size_t i = 0; !oom && i < conf->nskip; i++) {
+                oom = !(p->skip[i] = relay_dupn(conf->skip_ids[i], strlen(conf->skip_ids[i])));
+                p->nskip += !oom;
+        }
+        if (oom) {
                 relay_policy_free(p);
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
@@ -151,7 +118,7 @@ int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const char *id, si
         if (!r) {
                 if (!(r = calloc(1, sizeof(*r))))
                         return RELAY_ENOMEM;
-                if (id && !(r->id = dupn(id, len))) {
+                if (id && !(r->id = relay_dupn(id, len))) {
                         free(r);
                         return RELAY_ENOMEM;
                 }

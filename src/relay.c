@@ -40,6 +40,7 @@
 #include "relay/pgoutput.h"
 #include "relay/producer.h"
 #include "relay/repl.h"
+#include "relay/settings.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -100,7 +101,8 @@ typedef struct {
 } inplace_t;
 
 typedef struct {
-        const relay_config_t *cfg;
+        const relay_config_t *cfg; /* for the producer's kafka.* pairs */
+        const relay_settings_t *set;
         process_t *proc;
         relay_repl_t *repl;
         relay_pgoutput_t *dec;
@@ -554,7 +556,7 @@ static int session_resend(session_t *s, const relay_event_t *ev, relay_lsn_t lsn
 }
 
 /* One outbox row: skip it, settle it in place as poison, or produce it. */
-static int session_event(session_t *s, const relay_pgo_msg_t *m, relay_lsn_t lsn, char *err,
+static int session_event(session_t *s, const relay_pgo_insert_t *m, relay_lsn_t lsn, char *err,
                          size_t errlen)
 {
         relay_policy_t *pol = s->proc->pol;
@@ -631,44 +633,44 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                 return rc;
         switch (m.kind) {
         case RELAY_PGO_BEGIN:
-                if (relay_acktrack_begin(s->ack, m.lsn) != 0) {
+                if (relay_acktrack_begin(s->ack, m.begin.final_lsn) != 0) {
                         relay_err_set(err, errlen, "Begin at " RELAY_LSN_FMT " inside a transaction",
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
-                s->txn_lsn = m.lsn;
-                s->commit_ts = m.timestamp;
+                s->txn_lsn = m.begin.final_lsn;
+                s->commit_ts = m.begin.commit_time;
                 return 0;
         case RELAY_PGO_COMMIT:
-                if (relay_acktrack_commit(s->ack, m.end_lsn) != 0) {
+                if (relay_acktrack_commit(s->ack, m.commit.end_lsn) != 0) {
                         relay_err_set(err, errlen,
                                       "Commit with end LSN " RELAY_LSN_FMT " outside a transaction "
                                       "or not after the previous one",
-                                      RELAY_LSN_ARGS(m.end_lsn));
+                                      RELAY_LSN_ARGS(m.commit.end_lsn));
                         return RELAY_EPROTO;
                 }
-                if (m.end_lsn > pg->received)
-                        pg->received = m.end_lsn;
+                if (m.commit.end_lsn > pg->received)
+                        pg->received = m.commit.end_lsn;
                 s->txns++;
                 return 0;
         case RELAY_PGO_RELATION:
-                rc = relay_outbox_bind(s->outbox, m.relation);
+                rc = relay_outbox_bind(s->outbox, m.relation.relation);
                 if (rc < 0) {
                         relay_err_set(err, errlen, "out of memory");
                         return rc;
                 }
                 if (rc == 1)
-                        relay_log_debug("outbox table is relation %u", (unsigned)m.relid);
+                        relay_log_debug("outbox table is relation %u", (unsigned)m.relation.relid);
                 return 0;
         case RELAY_PGO_INSERT:
-                if (!relay_outbox_is_outbox(s->outbox, m.relid))
+                if (!relay_outbox_is_outbox(s->outbox, m.insert.relid))
                         return 0;
                 if (!relay_acktrack_in_txn(s->ack)) {
                         relay_err_set(err, errlen, "Insert at " RELAY_LSN_FMT " outside a transaction",
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
-                return session_event(s, &m, w->wal_start, err, errlen);
+                return session_event(s, &m.insert, w->wal_start, err, errlen);
         case RELAY_PGO_UPDATE:
         case RELAY_PGO_DELETE:
         case RELAY_PGO_TRUNCATE:
@@ -676,13 +678,11 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
         case RELAY_PGO_ORIGIN:
         case RELAY_PGO_MESSAGE:
                 return 0;
-        default:
-                relay_err_set(err, errlen,
-                              "unexpected pgoutput message '%c' at " RELAY_LSN_FMT
-                              ": streaming and two-phase decoding were not requested",
-                              (char)m.kind, RELAY_LSN_ARGS(w->wal_start));
-                return RELAY_EPROTO;
         }
+        /* The decoder refuses every other kind at its type byte. */
+        relay_err_set(err, errlen, "unexpected pgoutput message kind %d at " RELAY_LSN_FMT,
+                      (int)m.kind, RELAY_LSN_ARGS(w->wal_start));
+        return RELAY_EPROTO;
 }
 
 /* Wait for Kafka to acknowledge what is in flight (up to the shutdown
@@ -690,7 +690,7 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
 static void session_drain(session_t *s)
 {
         char err[RELAY_ERRBUF];
-        int64_t deadline = now_ms() + relay_config_get_int(s->cfg, "shutdown.timeout.ms");
+        int64_t deadline = now_ms() + s->set->shutdown_timeout_ms;
         while (relay_producer_outq_len(s->prod) > 0 && now_ms() < deadline) {
                 relay_producer_poll(s->prod, 50);
                 /* A failed delivery or a dead producer ends the wait. */
@@ -708,7 +708,7 @@ static void session_drain(session_t *s)
             relay_repl_stop(s->repl, 5000, err, sizeof(err)) != 0)
                 relay_log_warning("%s", err);
         relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
-                       RELAY_LSN_ARGS(s->prog.sent_flush), relay_config_get(s->cfg, "slot.name"));
+                       RELAY_LSN_ARGS(s->prog.sent_flush), s->set->slot_name);
 }
 
 /* Stop between transactions, so a clean stop never leaves a half-sent
@@ -823,34 +823,19 @@ static int session_stream(session_t *s, char *err, size_t errlen)
         }
 }
 
-static int session_open(session_t *s, const relay_config_t *cfg, process_t *proc, bool first,
-                        bool may_create_slot, bool recreate_slot, relay_lsn_t *resume, char *err,
-                        size_t errlen)
+static int session_open(session_t *s, const relay_config_t *cfg, const relay_settings_t *set,
+                        process_t *proc, bool first, bool may_create_slot, bool recreate_slot,
+                        relay_lsn_t *resume, char *err, size_t errlen)
 {
         int rc;
-        const char *slot = relay_config_get(cfg, "slot.name");
-        relay_repl_conf_t rconf = {
-                .conninfo = relay_config_get(cfg, "postgres.conninfo"),
-                .slot = slot,
-                .publication = relay_config_get(cfg, "publication.name"),
-                .table = relay_config_get(cfg, "outbox.table"),
-        };
-        relay_outbox_conf_t oconf = {
-                .table = rconf.table,
-                .col_id = relay_config_get(cfg, "outbox.column.id"),
-                .col_aggregate_type = relay_config_get(cfg, "outbox.column.aggregate_type"),
-                .col_aggregate_id = relay_config_get(cfg, "outbox.column.aggregate_id"),
-                .col_type = relay_config_get(cfg, "outbox.column.type"),
-                .col_payload = relay_config_get(cfg, "outbox.column.payload"),
-                .headers = relay_config_get(cfg, "outbox.headers"),
-                .topic_template = relay_config_get(cfg, "topic.template"),
-        };
+        const char *slot = set->slot_name;
         bool created;
 
         memset(s, 0, sizeof(*s));
         s->cfg = cfg;
+        s->set = set;
         s->proc = proc;
-        if ((rc = relay_outbox_new(&s->outbox, &oconf, err, errlen)))
+        if ((rc = relay_outbox_new(&s->outbox, set, err, errlen)))
                 return rc;
         if (!(s->ack = relay_acktrack_new())) {
                 relay_err_set(err, errlen, "out of memory");
@@ -860,7 +845,7 @@ static int session_open(session_t *s, const relay_config_t *cfg, process_t *proc
                 return rc;
         if (first) {
                 char kerr[RELAY_ERRBUF];
-                const char *servers = relay_config_get(cfg, "kafka.bootstrap.servers");
+                const char *servers = set->kafka_bootstrap_servers;
                 /* In short slices, so a stop signal is not kept waiting. */
                 int64_t deadline = now_ms() + KAFKA_PING_MS;
                 do
@@ -878,14 +863,14 @@ static int session_open(session_t *s, const relay_config_t *cfg, process_t *proc
                         return RELAY_ESETUP;
                 }
         }
-        if ((rc = relay_repl_connect(&s->repl, &rconf, err, errlen)))
+        if ((rc = relay_repl_connect(&s->repl, set, err, errlen)))
                 return rc;
         int v = relay_repl_server_version(s->repl);
         if (first)
                 relay_log_info("connected to PostgreSQL %d.%d, pgoutput protocol version %d", v / 10000,
                                v % 10000, relay_repl_proto_version(s->repl));
 
-        s->prog.status_interval_ms = relay_config_get_int(cfg, "status.interval.ms");
+        s->prog.status_interval_ms = set->status_interval_ms;
         int64_t wst = relay_repl_wal_sender_timeout_ms(s->repl);
         if (wst > 0 && s->prog.status_interval_ms > wst / 2) {
                 if (first)
@@ -898,8 +883,9 @@ static int session_open(session_t *s, const relay_config_t *cfg, process_t *proc
         if ((rc = relay_repl_ensure_publication(s->repl, &created, err, errlen)))
                 return rc;
         if (created)
-                relay_log_info("created publication \"%s\" for table \"%s\" (inserts only)",
-                               rconf.publication, rconf.table);
+                relay_log_info("created publication \"%s\" for table \"%s.%s\" (inserts only)",
+                               set->publication_name, set->outbox_table.schema,
+                               set->outbox_table.name);
         relay_slot_outcome_t outcome;
         if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, recreate_slot, &outcome, err,
                                          errlen)))
@@ -937,10 +923,10 @@ static void nap(int64_t ms)
         }
 }
 
-static int64_t backoff_ms(const relay_config_t *cfg, int attempt)
+static int64_t backoff_ms(const relay_settings_t *set, int attempt)
 {
-        int64_t base = relay_config_get_int(cfg, "reconnect.backoff.ms");
-        int64_t max = relay_config_get_int(cfg, "reconnect.backoff.max.ms");
+        int64_t base = set->reconnect_backoff_ms;
+        int64_t max = set->reconnect_backoff_max_ms;
         int64_t d = base;
         for (int i = 0; i < attempt && d < max; i++)
                 d *= 2;
@@ -1008,15 +994,16 @@ static void process_free(process_t *pr)
         relay_limits_free(pr->lim);
 }
 
-static int process_init(process_t *pr, const relay_config_t *cfg, char *err, size_t errlen)
+static int process_init(process_t *pr, const relay_settings_t *set, char *err, size_t errlen)
 {
         relay_policy_conf_t pc = {
-                .stop = strcmp(relay_config_get(cfg, "errors.policy"), "stop") == 0,
-                .retries = relay_config_get_int(cfg, "errors.retries"),
-                .backoff_ms = relay_config_get_int(cfg, "errors.backoff.ms"),
-                .backoff_max_ms = relay_config_get_int(cfg, "errors.backoff.max.ms"),
-                .dlq_topic = relay_config_get(cfg, "errors.dlq.topic"),
-                .skip_ids = relay_config_get(cfg, "errors.skip.ids"),
+                .stop = set->errors_policy == RELAY_ERRORS_STOP,
+                .retries = set->errors_retries,
+                .backoff_ms = set->errors_backoff_ms,
+                .backoff_max_ms = set->errors_backoff_max_ms,
+                .dlq_topic = set->errors_dlq_topic,
+                .skip_ids = (const char *const *)set->errors_skip_ids,
+                .nskip = set->n_errors_skip_ids,
         };
         memset(pr, 0, sizeof(*pr));
         if (relay_policy_new(&pr->pol, &pc, err, errlen))
@@ -1028,37 +1015,37 @@ static int process_init(process_t *pr, const relay_config_t *cfg, char *err, siz
         return 0;
 }
 
-int relay_run(const relay_config_t *cfg)
+int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
 {
         srand((unsigned)time(NULL) ^ (unsigned)getpid());
 
-        const char *slot = relay_config_get(cfg, "slot.name");
+        const char *slot = set->slot_name;
         char err[RELAY_ERRBUF];
         bool first = true, ever_streamed = false, standby_logged = false;
-        bool recreate = strcmp(relay_config_get(cfg, "slot.recreate"), "true") == 0;
+        bool recreate = set->slot_recreate;
         relay_lsn_t resume = 0; /* highest LSN this process confirmed, across sessions */
         int attempt = 0;
         process_t proc;
 
-        if (process_init(&proc, cfg, err, sizeof(err))) {
+        if (process_init(&proc, set, err, sizeof(err))) {
                 relay_log_fatal("%s", err);
                 process_free(&proc);
                 return RELAY_EXIT_FATAL;
         }
-        if (strcmp(relay_config_get(cfg, "delivery.unsafe.allow.pipelining"), "true") == 0)
+        if (set->unsafe_allow_pipelining)
                 relay_log_warning("delivery.unsafe.allow.pipelining = true: with more than one "
                                   "request in flight librdkafka can report an event delivered "
                                   "that Kafka never stored; the relay resends such events, but "
                                   "an aggregate's events may be reordered");
-        relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", table \"%s\"", slot,
-                       relay_config_get(cfg, "publication.name"),
-                       relay_config_get(cfg, "outbox.table"));
+        relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", table \"%s.%s\"",
+                       slot, set->publication_name, set->outbox_table.schema,
+                       set->outbox_table.name);
         int exit_code = RELAY_EXIT_OK;
         bool drained = false;
         while (!stop_requested) {
                 session_t s;
                 err[0] = '\0';
-                int rc = session_open(&s, cfg, &proc, first, !ever_streamed, recreate, &resume, err,
+                int rc = session_open(&s, cfg, set, &proc, first, !ever_streamed, recreate, &resume, err,
                                       sizeof(err));
                 if (rc == 0) {
                         if (standby_logged)
@@ -1110,10 +1097,10 @@ int relay_run(const relay_config_t *cfg)
                                 break;
                         }
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);
-                        nap(backoff_ms(cfg, attempt++));
+                        nap(backoff_ms(set, attempt++));
                         continue;
                 case OUTCOME_RETRY: {
-                        int64_t d = backoff_ms(cfg, attempt++);
+                        int64_t d = backoff_ms(set, attempt++);
                         relay_log_warning("%s; retrying in %lld ms", err, (long long)d);
                         nap(d);
                         continue;

@@ -12,18 +12,22 @@
  */
 #include "relay/repl.h"
 
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <libpq-fe.h>
 
 struct relay_repl {
         PGconn *conn;
-        char *slot;
-        char *publication;
-        char *nspname;
-        char *relname;
+        /* Borrowed from the settings. */
+        const char *slot;
+        const char *publication;
+        const char *nspname;
+        const char *relname;
         int server_version;
         int proto_version;
         int64_t wal_sender_timeout_ms;
@@ -82,10 +86,6 @@ void relay_repl_free(relay_repl_t *r)
                 PQfreemem(r->copybuf);
         if (r->conn)
                 PQfinish(r->conn);
-        free(r->slot);
-        free(r->publication);
-        free(r->nspname);
-        free(r->relname);
         free(r);
 }
 
@@ -122,7 +122,7 @@ static int64_t parse_pg_duration_ms(const char *s)
         return 60000;
 }
 
-int relay_repl_connect(relay_repl_t **out, const relay_repl_conf_t *conf, char *err, size_t errlen)
+int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
          * the entries after it override: replication mode, and the session
@@ -130,7 +130,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_repl_conf_t *conf, char *
          * predictable text format. */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
                               "application_name", NULL};
-        const char *vals[] = {conf->conninfo && *conf->conninfo ? conf->conninfo : NULL,
+        const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "database", "UTF8",
                               "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 "
                               "-c TimeZone=UTC -c bytea_output=hex",
@@ -139,13 +139,10 @@ int relay_repl_connect(relay_repl_t **out, const relay_repl_conf_t *conf, char *
         int rc = RELAY_ENOMEM;
         if (!r)
                 goto fail;
-        const char *dot = strchr(conf->table, '.');
-        r->slot = strdup(conf->slot);
-        r->publication = strdup(conf->publication);
-        r->nspname = dot ? strndup(conf->table, (size_t)(dot - conf->table)) : strdup("public");
-        r->relname = strdup(dot ? dot + 1 : conf->table);
-        if (!r->slot || !r->publication || !r->nspname || !r->relname)
-                goto fail;
+        r->slot = set->slot_name;
+        r->publication = set->publication_name;
+        r->nspname = set->outbox_table.schema;
+        r->relname = set->outbox_table.name;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
@@ -354,6 +351,24 @@ out:
         return rc;
 }
 
+/* Run "<before><quoted slot name><after>"; NULL (err set) when out of memory. */
+static PGresult *slot_command(relay_repl_t *r, const char *before, const char *after, char *err,
+                              size_t errlen)
+{
+        char sql[256];
+        char *q = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
+        PGresult *res = NULL;
+
+        if (q != NULL) {
+                snprintf(sql, sizeof(sql), "%s%s%s", before, q, after);
+                PQfreemem(q);
+                res = PQexec(r->conn, sql);
+        }
+        if (res == NULL)
+                relay_err_set(err, errlen, "out of memory");
+        return res;
+}
+
 int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                            relay_slot_outcome_t *outcome, char *err, size_t errlen)
 {
@@ -398,14 +413,8 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                         rc = RELAY_ESLOTLOST;
                 } else if (strcmp(wal_status, "lost") == 0) {
                         PQclear(res);
-                        char *qs = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
-                        if (!qs) {
-                                relay_err_set(err, errlen, "out of memory");
+                        if (!(res = slot_command(r, "DROP_REPLICATION_SLOT ", "", err, errlen)))
                                 return RELAY_ENOMEM;
-                        }
-                        snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", qs);
-                        PQfreemem(qs);
-                        res = PQexec(r->conn, sql);
                         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
                                 char what[160];
                                 snprintf(what, sizeof(what),
@@ -434,18 +443,14 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                               r->slot);
                 return RELAY_ESLOTLOST;
         }
-create:;
-        char *qslot = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
-        if (!qslot) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+create:
         /* The legacy syntax is accepted by 14 to 17; no snapshot is exported
          * because rows from before the slot are not ours to send (backfill is
          * a separate feature). */
-        snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL pgoutput NOEXPORT_SNAPSHOT", qslot);
-        PQfreemem(qslot);
-        res = PQexec(r->conn, sql);
+        res = slot_command(r, "CREATE_REPLICATION_SLOT ", " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
+                           err, errlen);
+        if (!res)
+                return RELAY_ENOMEM;
         if (PQresultStatus(res) == PGRES_TUPLES_OK) {
                 *outcome = was_lost ? RELAY_SLOT_RECREATED : RELAY_SLOT_CREATED;
                 rc = 0;
@@ -588,32 +593,93 @@ int relay_repl_flush(relay_repl_t *r, char *err, size_t errlen)
         return 0;
 }
 
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait until the socket is readable (or writable); false once the deadline passed. */
+static bool wait_socket(const relay_repl_t *r, bool for_write, int64_t deadline)
+{
+        struct pollfd pfd = {.fd = PQsocket(r->conn), .events = for_write ? POLLOUT : POLLIN};
+        int64_t left = deadline - mono_ms();
+
+        if (left <= 0)
+                return false;
+        /* EINTR (a signal) just means look again. */
+        (void)poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+        return true;
+}
+
+/*
+ * Non-blocking throughout, so that a server that does not answer cannot hold
+ * the relay past timeout_ms: CopyDone, then the server's remaining CopyData
+ * and its CopyDone, then the command's results.
+ */
 int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen)
 {
+        int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+        const char *what = "could not end the replication stream";
         PGresult *res;
-        (void)timeout_ms;
+        char *buf;
+        int n, rc = 0;
+
         if (r->copybuf) {
                 PQfreemem(r->copybuf);
                 r->copybuf = NULL;
         }
-        /* Blocking from here: the server answers CopyDone at once, and a
-         * status update is already sent, so nothing is lost if it does not. */
-        if (PQsetnonblocking(r->conn, 0) != 0 || PQputCopyEnd(r->conn, NULL) != 1 ||
-            PQflush(r->conn) != 0) {
-                set_pg_error(err, errlen, "could not end the replication stream", PQerrorMessage(r->conn));
+        while ((n = PQputCopyEnd(r->conn, NULL)) == 0)
+                if (!wait_socket(r, true, deadline))
+                        goto timeout;
+        if (n < 0) {
+                set_pg_error(err, errlen, what, PQerrorMessage(r->conn));
                 return RELAY_EIO;
         }
-        char *buf;
-        int n;
-        while ((n = PQgetCopyData(r->conn, &buf, 0)) > 0)
-                PQfreemem(buf);
-        int rc = 0;
-        while ((res = PQgetResult(r->conn)) != NULL) {
+        while ((n = PQflush(r->conn)) == 1)
+                if (!wait_socket(r, true, deadline))
+                        goto timeout;
+        if (n < 0) {
+                set_pg_error(err, errlen, what, PQerrorMessage(r->conn));
+                return RELAY_EIO;
+        }
+        /* What the server sent before it saw our CopyDone is not wanted any more. */
+        while ((n = PQgetCopyData(r->conn, &buf, 1)) != -1) {
+                if (n > 0) {
+                        PQfreemem(buf);
+                        continue;
+                }
+                if (n == 0 && !wait_socket(r, false, deadline))
+                        goto timeout;
+                if (n == -2 || !PQconsumeInput(r->conn)) {
+                        set_pg_error(err, errlen, what, PQerrorMessage(r->conn));
+                        return RELAY_EIO;
+                }
+        }
+        for (;;) {
+                while (PQisBusy(r->conn)) {
+                        if (!wait_socket(r, false, deadline))
+                                goto timeout;
+                        if (!PQconsumeInput(r->conn)) {
+                                set_pg_error(err, errlen, what, PQerrorMessage(r->conn));
+                                return RELAY_EIO;
+                        }
+                }
+                if ((res = PQgetResult(r->conn)) == NULL)
+                        break;
                 if (PQresultStatus(res) == PGRES_FATAL_ERROR) {
-                        result_error(err, errlen, "could not end the replication stream", res, r->conn);
+                        result_error(err, errlen, what, res, r->conn);
                         rc = RELAY_EIO;
                 }
                 PQclear(res);
         }
         return rc;
+
+timeout:
+        relay_err_set(err, errlen,
+                      "%s: the server did not confirm the end within %d ms; the status already "
+                      "sent holds, so nothing is lost",
+                      what, timeout_ms);
+        return RELAY_EIO;
 }

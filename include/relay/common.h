@@ -1,12 +1,13 @@
 /*
- * common.h - error codes, LSN type and the error-buffer helper shared by every
- * module of outbox-relay.
+ * common.h - error codes, LSN type, the error-buffer helper and the few string
+ * helpers shared by every module of outbox-relay.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
 #ifndef RELAY_COMMON_H
 #define RELAY_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,7 +54,30 @@ enum {
  */
 void relay_err_set(char *err, size_t errlen, const char *fmt, ...) RELAY_PRINTF(3, 4);
 
-/** @brief Short name of a return code, for debug output. */
+/**
+ * @brief What a return code means, in a few words ("connection lost or
+ *        refused"), for messages that have no detail of their own; "unknown
+ *        return code" for anything else.
+ */
 const char *relay_strerror(int code);
+
+/** @brief Value of a hex digit (0-9, a-f, A-F), or -1. Locale-independent, unlike isxdigit(). */
+int relay_hexval(char c);
+
+/**
+ * @brief Copy of n bytes at s plus a terminating NUL (s may be NULL when n is
+ *        0). Caller frees with free(); NULL when out of memory.
+ */
+char *relay_dupn(const char *s, size_t n);
+
+/**
+ * @brief Next item of a comma-separated list, blanks (space, tab) around it
+ *        trimmed. Start with *p at the list; each call sets *item and *len
+ *        (the item may be empty: "a,,b" has three) and moves *p on, to NULL
+ *        after the last item. A list of blanks alone is one empty item;
+ *        callers that mean "no items" by it check first.
+ * @returns false when *p is NULL (no more items).
+ */
+bool relay_list_next(const char **p, const char **item, size_t *len);
 
 #endif

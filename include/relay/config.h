@@ -10,10 +10,14 @@
  * OUTBOX_RELAY_<KEY> map to keys by upper-casing and replacing '.' with '_'
  * (see relay_config_load_env()).
  *
- * Values are checked when set (type, range, syntax); rules spanning several
- * keys are checked by relay_config_validate(). outbox.table is stored as
- * "schema.table" (a bare name gets "public."); both parts are lower-case
- * unquoted identifiers, so splitting at the '.' is unambiguous.
+ * Values are checked when set (type, range, syntax, with the name rules of
+ * names.h); rules spanning several keys are checked by
+ * relay_config_validate(). outbox.table is stored as "schema.table" (a bare
+ * name gets "public.").
+ *
+ * Modules do not read keys by name: relay_settings_load() (settings.h)
+ * converts the validated configuration into typed settings once, and the
+ * producer reads the kafka.* pairs with relay_config_kafka_at().
  *
  * SPDX-License-Identifier: Apache-2.0
  */

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "relay/common.h"
-#include "relay/outbox.h"
+#include "relay/event.h"
 
 typedef struct relay_limits relay_limits_t;
 

@@ -20,12 +20,16 @@ typedef enum {
         RELAY_LOG_FATAL = 4,
 } relay_log_level_t;
 
+typedef enum {
+        RELAY_LOG_TEXT = 0, /* PostgreSQL-like lines */
+        RELAY_LOG_JSON = 1, /* one JSON object per line */
+} relay_log_format_t;
+
 /**
- * @brief Configure: level name ("debug", "info", "warning", "error") and
- *        format ("text" or "json").
- * @returns 0 or RELAY_EINVAL for an unknown name (nothing changed).
+ * @brief Configure the lowest level logged and the line format (the
+ *        log.level and log.format settings). Until called: info, text.
  */
-int relay_log_configure(const char *level, const char *format, char *err, size_t errlen) RELAY_MUST_CHECK;
+void relay_log_configure(relay_log_level_t level, relay_log_format_t format);
 
 /** @brief Emit one line at level (dropped below the configured level). */
 void relay_log(relay_log_level_t level, const char *fmt, ...) RELAY_PRINTF(2, 3);

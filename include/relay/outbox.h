@@ -17,52 +17,18 @@
 #include <stdint.h>
 
 #include "relay/common.h"
+#include "relay/event.h"
 #include "relay/pgoutput.h"
+#include "relay/settings.h"
 
 typedef struct relay_outbox relay_outbox_t;
 
-/** @brief Mapping settings; strings are borrowed only during relay_outbox_new(). */
-typedef struct {
-        const char *table;          /* "schema.table" */
-        const char *col_id;
-        const char *col_aggregate_type;
-        const char *col_aggregate_id;
-        const char *col_type;
-        const char *col_payload;
-        const char *headers;        /* comma-separated extra columns sent as headers */
-        const char *topic_template; /* literal text and ${column} references */
-} relay_outbox_conf_t;
-
-typedef struct {
-        const char *name;  /* NUL-terminated */
-        const char *value; /* not NUL-terminated; NULL for SQL NULL */
-        size_t len;
-} relay_header_t;
-
 /**
- * @brief One event, ready to produce. Every pointer borrows from the decoded
- *        message or from the mapping's scratch space: valid until the next
- *        relay_outbox_map() or until the message buffer is released.
+ * @brief Create a mapping from the outbox.* and topic.template settings.
+ *        set is borrowed and must outlive the mapping.
+ * @returns 0 and *out (caller frees with relay_outbox_free()); RELAY_ENOMEM.
  */
-typedef struct {
-        const char *topic; /* NUL-terminated */
-        const char *key;
-        size_t key_len;
-        const char *value; /* NULL when the payload is SQL NULL */
-        size_t value_len;
-        const char *id; /* the event id, for messages and the id header */
-        size_t id_len;
-        const relay_header_t *headers;
-        size_t nheaders;
-        int64_t timestamp_ms; /* commit time, ms since the Unix epoch */
-} relay_event_t;
-
-/**
- * @brief Create a mapping.
- * @returns 0 and *out (caller frees with relay_outbox_free()); RELAY_EINVAL
- *          for a bad table name or topic template; RELAY_ENOMEM.
- */
-int relay_outbox_new(relay_outbox_t **out, const relay_outbox_conf_t *conf, char *err,
+int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *err,
                      size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief Free; accepts NULL. */
@@ -84,13 +50,14 @@ bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid);
  *        commit time (PostgreSQL epoch microseconds, from Begin).
  * @returns 0 and *ev; RELAY_EMAP when the row cannot become an event (a
  *          needed column is missing from the table, id or aggregate id is
- *          NULL, a topic column is NULL, the topic name is invalid), with a
- *          message naming the column and the fix. Even then *ev holds what
+ *          NULL, a topic column is NULL, the topic name is invalid, more
+ *          than RELAY_EVENT_MAX_HEADERS headers), with a message naming the
+ *          column and the fix. Even then *ev holds what
  *          the row does have (id, key, value, headers, timestamp; topic NULL
  *          when it could not be built), so the caller can name the event and
  *          dead-letter it; RELAY_ENOMEM.
  */
-int relay_outbox_map(relay_outbox_t *o, const relay_pgo_msg_t *insert, int64_t commit_ts,
+int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *insert, int64_t commit_ts,
                      relay_event_t *ev, char *err, size_t errlen) RELAY_MUST_CHECK;
 
 #endif

@@ -4,9 +4,17 @@
  *
  * The decoder owns one relation cache (relid -> namespace, name, columns),
  * filled by Relation messages. Every other message is decoded into a
- * relay_pgo_msg_t whose pointers borrow from the input buffer or from the
+ * relay_pgo_msg_t: a kind and one struct per kind (as PostgreSQL's
+ * logicalproto.h has LogicalRepBeginData, LogicalRepCommitData, ...), so each
+ * field means one thing. Its pointers borrow from the input buffer or from the
  * cache; they stay valid until the next call of relay_pgoutput_decode() on the
  * same decoder (or until the input buffer is freed, whichever comes first).
+ *
+ * The relay starts replication without streaming and without two_phase, so
+ * the server never sends the stream (S, E, c, A) or two-phase (b, P, K, r, p)
+ * messages; the decoder refuses them at the type byte as a protocol error
+ * naming the message, rather than carry parsers nothing uses. Without them
+ * the message layouts are the same in versions 1 to 4.
  *
  * The decoder never trusts the server: every read is bounds-checked and a
  * malformed message is RELAY_EPROTO with a description in the error buffer.
@@ -24,6 +32,7 @@
 typedef struct relay_pgoutput relay_pgoutput_t;
 typedef struct relay_pgo_relation relay_pgo_relation_t;
 
+/** @brief The messages the decoder accepts; the value is the type byte. */
 typedef enum {
         RELAY_PGO_BEGIN = 'B',
         RELAY_PGO_COMMIT = 'C',
@@ -35,15 +44,6 @@ typedef enum {
         RELAY_PGO_DELETE = 'D',
         RELAY_PGO_TRUNCATE = 'T',
         RELAY_PGO_MESSAGE = 'M',
-        RELAY_PGO_STREAM_START = 'S',
-        RELAY_PGO_STREAM_STOP = 'E',
-        RELAY_PGO_STREAM_COMMIT = 'c',
-        RELAY_PGO_STREAM_ABORT = 'A',
-        RELAY_PGO_BEGIN_PREPARE = 'b',
-        RELAY_PGO_PREPARE = 'P',
-        RELAY_PGO_COMMIT_PREPARED = 'K',
-        RELAY_PGO_ROLLBACK_PREPARED = 'r',
-        RELAY_PGO_STREAM_PREPARE = 'p',
 } relay_pgo_kind_t;
 
 /** @brief One column value of a TupleData, borrowed from the input buffer. */
@@ -59,50 +59,103 @@ typedef struct {
         const relay_pgo_value_t *values; /* borrowed, owned by the decoder */
 } relay_pgo_tuple_t;
 
+/*
+ * Timestamps are microseconds since 2000-01-01 UTC (PostgreSQL's epoch), as
+ * on the wire. Strings are NUL-terminated and borrowed.
+ */
+
+/** @brief Begin: a transaction starts. */
+typedef struct {
+        relay_lsn_t final_lsn; /* LSN of its commit record */
+        int64_t commit_time;
+        uint32_t xid;
+} relay_pgo_begin_t;
+
+/** @brief Commit: the transaction ends. */
+typedef struct {
+        uint8_t flags;          /* always 0 (checked) */
+        relay_lsn_t commit_lsn; /* LSN of the commit record (Begin's final_lsn) */
+        relay_lsn_t end_lsn;    /* end of the commit record: what a subscriber confirms */
+        int64_t commit_time;
+} relay_pgo_commit_t;
+
+/** @brief Origin: the transaction was replayed from another node. */
+typedef struct {
+        relay_lsn_t origin_lsn; /* commit LSN on the origin server */
+        const char *name;
+} relay_pgo_origin_t;
+
+/** @brief Relation: a table's layout, now in the cache. */
+typedef struct {
+        uint32_t relid;
+        const relay_pgo_relation_t *relation; /* the new cache entry */
+} relay_pgo_relation_msg_t;
+
+/** @brief Type: a data type used by a following Relation. */
+typedef struct {
+        uint32_t oid;
+        const char *nspname; /* "" = pg_catalog */
+        const char *name;
+} relay_pgo_type_t;
+
+/** @brief Insert: a new row. */
+typedef struct {
+        uint32_t relid;
+        const relay_pgo_relation_t *relation; /* cached (an unknown relid is RELAY_EPROTO) */
+        relay_pgo_tuple_t newtuple;
+} relay_pgo_insert_t;
+
+/** @brief Update: a changed row, with the old key or row when the replica identity sends it. */
+typedef struct {
+        uint32_t relid;
+        const relay_pgo_relation_t *relation;
+        char oldkind;               /* 'K' (key), 'O' (old row) or 0 when absent */
+        relay_pgo_tuple_t oldtuple; /* ncols 0 when oldkind is 0 */
+        relay_pgo_tuple_t newtuple;
+} relay_pgo_update_t;
+
+/** @brief Delete: a removed row, identified by its key or whole old row. */
+typedef struct {
+        uint32_t relid;
+        const relay_pgo_relation_t *relation;
+        char oldkind; /* 'K' or 'O' */
+        relay_pgo_tuple_t oldtuple;
+} relay_pgo_delete_t;
+
+/** @brief Truncate: tables emptied. */
+typedef struct {
+        uint8_t options;        /* 1 CASCADE, 2 RESTART IDENTITY */
+        uint32_t nrelids;
+        const uint32_t *relids; /* borrowed, owned by the decoder */
+} relay_pgo_truncate_t;
+
+/** @brief Message: pg_logical_emit_message() output. */
+typedef struct {
+        bool transactional;
+        relay_lsn_t lsn;
+        const char *prefix;
+        const char *content; /* not NUL-terminated */
+        uint32_t content_len;
+} relay_pgo_message_t;
+
 /**
- * @brief A decoded message. Only the fields of its kind are set; the rest are
- *        zero. Pointers borrow (see file comment).
+ * @brief A decoded message: kind says which member of the union is set.
+ *        Pointers borrow (see file comment).
  */
 typedef struct {
         relay_pgo_kind_t kind;
-        uint32_t xid;             /* Begin, stream messages, prepare family, and
-                                   * [xid]-carrying messages inside a stream block */
-        relay_lsn_t lsn;          /* Begin: final_lsn; Commit/Stream Commit/Commit
-                                   * Prepared: commit_lsn; Prepare family: prepare_lsn;
-                                   * Rollback Prepared: prepare_end_lsn; Stream Abort
-                                   * (v4 long form): abort_lsn;
-                                   * Origin: origin_commit_lsn; Message: its lsn */
-        relay_lsn_t end_lsn;      /* Commit family and prepare family: end_lsn;
-                                   * Rollback Prepared: rollback_end_lsn */
-        int64_t timestamp;        /* Begin/Commit family: commit time; prepare family:
-                                   * prepare time; Rollback Prepared: rollback time;
-                                   * Stream Abort (v4 long form): abort time;
-                                   * microseconds since 2000-01-01 UTC (PG epoch) */
-        uint8_t flags;            /* Commit family flags; Message: 1 = transactional;
-                                   * Truncate: options; Stream Start: first_segment */
-        uint32_t relid;           /* Relation, Insert, Update, Delete */
-        const relay_pgo_relation_t *relation; /* Relation/Insert/Update/Delete: the cached
-                                               * relation (Insert etc. on an unknown
-                                               * relid is RELAY_EPROTO) */
-        relay_pgo_tuple_t newtuple; /* Insert, Update: the new row */
-        relay_pgo_tuple_t oldtuple; /* Update ('K'/'O', may be ncols 0), Delete */
-        char oldkind;               /* Update/Delete: 'K', 'O' or 0 when absent */
-        const char *name;           /* Origin: origin name; Message: prefix; Type: type
-                                     * name; prepare family: gid (NUL-terminated,
-                                     * borrowed) */
-        const char *content;        /* Message: content bytes (borrowed) */
-        uint32_t content_len;
-        uint32_t nrelids;           /* Truncate: number of relids */
-        bool in_stream;             /* decoded inside a Stream Start..Stop block */
-        const uint32_t *relids;     /* Truncate: nrelids relids (borrowed, owned by
-                                     * the decoder) */
-        uint32_t type_oid;          /* Type: the type's oid */
-        const char *nspname;        /* Type: its namespace ("" = pg_catalog); the type
-                                     * name is in name */
-        uint32_t subxid;            /* Stream Abort: the aborted (sub)transaction,
-                                     * == xid when the whole transaction aborts */
-        int64_t prepare_timestamp;  /* Rollback Prepared: prepare time (timestamp
-                                     * holds the rollback time) */
+        union {
+                relay_pgo_begin_t begin;
+                relay_pgo_commit_t commit;
+                relay_pgo_origin_t origin;
+                relay_pgo_relation_msg_t relation;
+                relay_pgo_type_t type;
+                relay_pgo_insert_t insert;
+                relay_pgo_update_t update;
+                relay_pgo_delete_t delete;
+                relay_pgo_truncate_t truncate;
+                relay_pgo_message_t message;
+        };
 } relay_pgo_msg_t;
 
 /**
@@ -121,8 +174,9 @@ void relay_pgoutput_free(relay_pgoutput_t *d);
  *        Relation for a known relid replaces the old entry; pointers to the
  *        old entry obtained earlier become invalid).
  * @returns 0 and *out filled; RELAY_EPROTO for truncated, over-long or
- *          malformed input, an unknown message type, a row message for a relid
- *          never described, or a tuple whose column count differs from its
+ *          malformed input, an unknown message type, a stream or two-phase
+ *          message (never requested), a row message for a relid never
+ *          described, or a tuple whose column count differs from its
  *          relation's; RELAY_ENOMEM. On error *out is unspecified and the
  *          cache is unchanged.
  */

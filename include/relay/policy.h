@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "relay/common.h"
-#include "relay/outbox.h"
+#include "relay/event.h"
 
 typedef struct relay_policy relay_policy_t;
 
@@ -32,7 +32,8 @@ typedef struct {
         int64_t backoff_ms;   /* errors.backoff.ms */
         int64_t backoff_max_ms; /* errors.backoff.max.ms */
         const char *dlq_topic;  /* errors.dlq.topic */
-        const char *skip_ids;   /* errors.skip.ids, comma-separated */
+        const char *const *skip_ids; /* errors.skip.ids (copied) */
+        size_t nskip;
 } relay_policy_conf_t;
 
 /** @brief What to do next with a poison event. */
@@ -43,7 +44,7 @@ typedef enum {
 } relay_policy_action_t;
 
 /** @brief Headers of at most this many: an event's own plus the error headers. */
-#define RELAY_POLICY_MAX_HEADERS (64 + 5)
+#define RELAY_POLICY_MAX_HEADERS (RELAY_EVENT_MAX_HEADERS + 5)
 
 /** @brief Scratch space for a dead-letter copy; lives as long as the copy. */
 typedef struct {

@@ -26,7 +26,7 @@
 
 #include "relay/common.h"
 #include "relay/config.h"
-#include "relay/outbox.h"
+#include "relay/event.h"
 
 typedef struct relay_producer relay_producer_t;
 

@@ -10,6 +10,7 @@
 #define RELAY_RELAY_H
 
 #include "relay/config.h"
+#include "relay/settings.h"
 
 /* Process exit codes (documented in README). */
 enum {
@@ -32,9 +33,10 @@ void relay_install_signals(void);
 
 /**
  * @brief Run until a signal or a fatal error (relay_install_signals() must
- *        have run). cfg is borrowed and must be validated.
+ *        have run). cfg (validated; the producer reads its kafka.* pairs)
+ *        and set (loaded from cfg) are borrowed for the whole run.
  * @returns one of the RELAY_EXIT_* codes.
  */
-int relay_run(const relay_config_t *cfg);
+int relay_run(const relay_config_t *cfg, const relay_settings_t *set);
 
 #endif

@@ -16,26 +16,21 @@
 #include <stdint.h>
 
 #include "relay/common.h"
+#include "relay/settings.h"
 #include "relay/walproto.h"
 
 typedef struct relay_repl relay_repl_t;
 
-/** @brief Connection settings; strings borrowed only during the call that takes them. */
-typedef struct {
-        const char *conninfo;    /* libpq conninfo or URI; "" = PG* variables */
-        const char *slot;
-        const char *publication;
-        const char *table;       /* "schema.table" */
-} relay_repl_conf_t;
-
 /**
  * @brief Connect and check the server: PostgreSQL >= 14, wal_level=logical,
- *        a role allowed to replicate.
+ *        a role allowed to replicate. Reads postgres.conninfo, slot.name,
+ *        publication.name and outbox.table from set (borrowed; it must
+ *        outlive the connection).
  * @returns 0 and *out (caller frees with relay_repl_free()); RELAY_EIO when
  *          the server cannot be reached (retry); RELAY_ESETUP when it is
  *          reachable but not usable, with the fix in err.
  */
-int relay_repl_connect(relay_repl_t **out, const relay_repl_conf_t *conf, char *err,
+int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err,
                        size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief Close and free; accepts NULL. */
@@ -121,8 +116,12 @@ bool relay_repl_wants_write(relay_repl_t *r);
 int relay_repl_flush(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /**
- * @brief End the stream cleanly (CopyDone, wait for the server's end, up to
- *        timeout_ms). Returns 0 or RELAY_EIO; the connection stays open.
+ * @brief End the stream cleanly: send CopyDone and wait, at most timeout_ms
+ *        in all (0: do not wait), for the server's CopyDone and the end of
+ *        START_REPLICATION. Whatever the server still streams is discarded.
+ * @returns 0; RELAY_EIO when the connection failed or the server did not
+ *          answer in time (err says which). The connection stays open
+ *          either way; free it with relay_repl_free().
  */
 int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen) RELAY_MUST_CHECK;
 

@@ -8,8 +8,8 @@
  * decoder of that version.
  *
  * The four decoders outlive single inputs, as on a real connection, so that
- * Relations and stream blocks from earlier inputs shape how later ones are
- * decoded. They start primed with Relations shaped like the fixture tables
+ * Relations from earlier inputs shape how later ones are decoded (stream and
+ * two-phase messages are refused at their type byte, so they leave no state). They start primed with Relations shaped like the fixture tables
  * (so seed Inserts reach the tuple code at once) and are rebuilt every
  * RESET_EVERY inputs, which bounds both memory and the history a crash can
  * depend on. A crash that needs history may not reproduce from its saved
@@ -99,46 +99,89 @@ static void fresh_decoders(void)
         }
 }
 
+/* Read every byte of a tuple; NULL and unchanged values must have no data. */
+static size_t touch_tuple(const relay_pgo_relation_t *rel, relay_pgo_tuple_t t)
+{
+        size_t sum = 0;
+
+        if (t.ncols != relay_pgo_relation_ncols(rel))
+                abort();
+        for (int i = 0; i < t.ncols; i++) {
+                const relay_pgo_value_t *v = &t.values[i];
+
+                if ((v->kind == 'n' || v->kind == 'u') != (v->data == NULL))
+                        abort();
+                for (uint32_t j = 0; j < v->len; j++)
+                        sum += (unsigned char)v->data[j];
+        }
+        return sum;
+}
+
+/* A row message's relation must be the cached entry for its relid. */
+static size_t touch_relation(const relay_pgoutput_t *d, uint32_t relid,
+                             const relay_pgo_relation_t *rel)
+{
+        size_t sum;
+
+        if (rel == NULL || relay_pgo_relation_id(rel) != relid ||
+            relay_pgoutput_relation(d, relid) != rel)
+                abort();
+        sum = strlen(relay_pgo_relation_namespace(rel)) + strlen(relay_pgo_relation_name(rel));
+        for (int i = 0; i < relay_pgo_relation_ncols(rel); i++)
+                sum += strlen(relay_pgo_relation_colname(rel, i)) + relay_pgo_relation_coltype(rel, i);
+        return sum;
+}
+
 /* Read every byte a decoded message points at, and check what the API promises. */
 static void touch(const relay_pgoutput_t *d, const relay_pgo_msg_t *m)
 {
-        const relay_pgo_tuple_t *tuples[2] = {&m->oldtuple, &m->newtuple};
         size_t sum = 0;
 
-        if (m->name)
-                sum += strlen(m->name);
-        if (m->nspname)
-                sum += strlen(m->nspname);
-        for (uint32_t i = 0; i < m->content_len; i++)
-                sum += (unsigned char)m->content[i];
-        for (uint32_t i = 0; i < m->nrelids; i++)
-                sum += m->relids[i];
-        for (int t = 0; t < 2; t++) {
-                for (int i = 0; i < tuples[t]->ncols; i++) {
-                        const relay_pgo_value_t *v = &tuples[t]->values[i];
-
-                        if ((v->kind == 'n' || v->kind == 'u') != (v->data == NULL))
-                                abort();
-                        for (uint32_t j = 0; j < v->len; j++)
-                                sum += (unsigned char)v->data[j];
-                }
-        }
-        if (m->relation) {
-                const relay_pgo_relation_t *rel = m->relation;
-                int ncols = relay_pgo_relation_ncols(rel);
-
-                if (relay_pgoutput_relation(d, relay_pgo_relation_id(rel)) != rel)
+        switch (m->kind) {
+        case RELAY_PGO_BEGIN:
+                break;
+        case RELAY_PGO_COMMIT:
+                if (m->commit.flags != 0)
                         abort();
-                if ((m->kind == RELAY_PGO_INSERT || m->kind == RELAY_PGO_UPDATE) &&
-                    m->newtuple.ncols != ncols)
+                break;
+        case RELAY_PGO_ORIGIN:
+                sum += strlen(m->origin.name);
+                break;
+        case RELAY_PGO_RELATION:
+                sum += touch_relation(d, m->relation.relid, m->relation.relation);
+                break;
+        case RELAY_PGO_TYPE:
+                sum += strlen(m->type.nspname) + strlen(m->type.name);
+                break;
+        case RELAY_PGO_INSERT:
+                sum += touch_relation(d, m->insert.relid, m->insert.relation);
+                sum += touch_tuple(m->insert.relation, m->insert.newtuple);
+                break;
+        case RELAY_PGO_UPDATE:
+                sum += touch_relation(d, m->update.relid, m->update.relation);
+                if (m->update.oldkind)
+                        sum += touch_tuple(m->update.relation, m->update.oldtuple);
+                else if (m->update.oldtuple.ncols != 0)
                         abort();
-                if (m->oldkind && m->oldtuple.ncols != ncols)
+                sum += touch_tuple(m->update.relation, m->update.newtuple);
+                break;
+        case RELAY_PGO_DELETE:
+                sum += touch_relation(d, m->delete.relid, m->delete.relation);
+                if (m->delete.oldkind != 'K' && m->delete.oldkind != 'O')
                         abort();
-                sum += strlen(relay_pgo_relation_namespace(rel)) +
-                       strlen(relay_pgo_relation_name(rel));
-                for (int i = 0; i < ncols; i++)
-                        sum += strlen(relay_pgo_relation_colname(rel, i)) +
-                               relay_pgo_relation_coltype(rel, i);
+                sum += touch_tuple(m->delete.relation, m->delete.oldtuple);
+                break;
+        case RELAY_PGO_TRUNCATE:
+                for (uint32_t i = 0; i < m->truncate.nrelids; i++)
+                        sum += m->truncate.relids[i];
+                break;
+        case RELAY_PGO_MESSAGE:
+                sum += strlen(m->message.prefix);
+                for (uint32_t i = 0; i < m->message.content_len; i++)
+                        sum += (unsigned char)m->message.content[i];
+                break;
+        default:
+                abort(); /* a kind outside the enum */
         }
         sink += sum;
 }

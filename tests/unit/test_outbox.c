@@ -5,10 +5,15 @@
  * events are refused with a message naming the column.
  *
  * Relation and Insert messages are built byte by byte in pgoutput's v1
- * layout and go through the real decoder.
+ * layout and go through the real decoder; the mapping's settings come from
+ * a configuration through relay_settings_load(), as in the daemon.
  */
+#include <stdio.h>
+
+#include "relay/config.h"
 #include "relay/outbox.h"
 #include "relay/pgoutput.h"
+#include "relay/settings.h"
 
 #include "tap.h"
 
@@ -81,13 +86,32 @@ static const char *const cols[] = {"id", "aggregatetype", "aggregateid", "type",
 static const uint32_t types_json[] = {2950, 1043, 1043, 1043, 3802, 25};
 static const uint32_t types_bytea[] = {2950, 1043, 1043, 1043, 17, 25};
 
-static relay_outbox_t *mapping(const char *table, const char *headers, const char *tpl)
+/* Settings from a configuration with these three keys set (the rest default). */
+static relay_settings_t *settings(const char *table, const char *headers, const char *tpl)
 {
-        relay_outbox_conf_t c = {table, "id", "aggregatetype", "aggregateid", "type", "payload",
-                                 headers, tpl};
+        relay_config_t *c = NULL;
+        relay_settings_t *set = NULL;
+        char err[RELAY_ERRBUF];
+
+        if (relay_config_new(&c) != 0 ||
+            relay_config_set(c, "outbox.table", table, "test", err, sizeof(err)) != 0 ||
+            relay_config_set(c, "outbox.headers", headers, "test", err, sizeof(err)) != 0 ||
+            relay_config_set(c, "topic.template", tpl, "test", err, sizeof(err)) != 0 ||
+            relay_settings_load(&set, c, err, sizeof(err)) != 0)
+                tap_bail("settings: %s", err);
+        relay_config_free(c);
+        return set;
+}
+
+/* The mapping borrows the settings: *set is freed by the caller after the mapping. */
+static relay_outbox_t *mapping(relay_settings_t **set, const char *table, const char *headers,
+                               const char *tpl)
+{
         relay_outbox_t *o = NULL;
         char err[RELAY_ERRBUF];
-        if (relay_outbox_new(&o, &c, err, sizeof(err)) != 0)
+
+        *set = settings(table, headers, tpl);
+        if (relay_outbox_new(&o, *set, err, sizeof(err)) != 0)
                 tap_bail("relay_outbox_new: %s", err);
         return o;
 }
@@ -95,7 +119,8 @@ static relay_outbox_t *mapping(const char *table, const char *headers, const cha
 static void test_defaults(void)
 {
         relay_pgoutput_t *d = relay_pgoutput_new(1);
-        relay_outbox_t *o = mapping("public.outbox", "tenant", "outbox.event.${aggregatetype}");
+        relay_settings_t *set;
+        relay_outbox_t *o = mapping(&set, "public.outbox", "tenant", "outbox.event.${aggregatetype}");
         relay_pgo_msg_t m;
         relay_event_t ev;
         char err[RELAY_ERRBUF];
@@ -103,12 +128,12 @@ static void test_defaults(void)
 
         relation(&b, 100, "public", "other", 6, cols, types_json);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode other relation");
-        is_int(relay_outbox_bind(o, m.relation), 0, "another table with the same columns is not the outbox");
+        is_int(relay_outbox_bind(o, m.relation.relation), 0, "another table with the same columns is not the outbox");
         ok(!relay_outbox_is_outbox(o, 100), "relid 100 is not the outbox");
 
         relation(&b, 200, "public", "outbox", 6, cols, types_json);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode outbox relation");
-        is_int(relay_outbox_bind(o, m.relation), 1, "outbox table bound");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "outbox table bound");
         ok(relay_outbox_is_outbox(o, 200), "relid 200 is the outbox");
 
         const char *row[] = {"8d5c5c6e-0000-4000-8000-000000000001", "order", "order-42",
@@ -117,7 +142,7 @@ static void test_defaults(void)
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert");
         /* 2026-11-29 00:00:00 UTC = 1795910400 Unix seconds */
         int64_t commit_ts = (INT64_C(1795910400) - INT64_C(946684800)) * 1000000 + 123456;
-        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), 0, "map");
+        is_int(relay_outbox_map(o, &m.insert, commit_ts, &ev, err, sizeof(err)), 0, "map");
         is_str(ev.topic, "outbox.event.order", "topic from the template");
         ok(ev.key_len == 8 && memcmp(ev.key, "order-42", 8) == 0, "key is the aggregate id");
         ok(ev.value_len == 13 && memcmp(ev.value, "{\"total\": 12}", 13) == 0, "value is the payload verbatim");
@@ -134,7 +159,7 @@ static void test_defaults(void)
         const char *nullpayload[] = {"id-2", "order", "order-42", "OrderDeleted", NULL, NULL};
         insert(&b, 200, 6, nullpayload);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with NULL payload");
-        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), 0, "NULL payload maps");
+        is_int(relay_outbox_map(o, &m.insert, commit_ts, &ev, err, sizeof(err)), 0, "NULL payload maps");
         ok(ev.value == NULL, "NULL payload gives a NULL value");
         ok(ev.headers[2].value == NULL, "NULL extra header column gives a NULL header value");
 
@@ -142,20 +167,20 @@ static void test_defaults(void)
         const char *nullkey[] = {"id-3", "order", NULL, "T", "{}", "x"};
         insert(&b, 200, 6, nullkey);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with NULL aggregate id");
-        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "NULL aggregate id refused");
+        is_int(relay_outbox_map(o, &m.insert, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "NULL aggregate id refused");
         ok(strstr(err, "NULL aggregate id") && strstr(err, "aggregateid"), "message names the column: %s", err);
         ok(ev.id && ev.id_len == 4 && memcmp(ev.id, "id-3", 4) == 0, "the event id is known for the caller's message");
 
         const char *nullid[] = {NULL, "order", "o", "T", "{}", "x"};
         insert(&b, 200, 6, nullid);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with NULL id");
-        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "NULL id refused");
+        is_int(relay_outbox_map(o, &m.insert, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "NULL id refused");
         ok(strstr(err, "NULL event id") != NULL, "message says so: %s", err);
 
         const char *badtopic[] = {"id-4", "ord er/1", "o", "T", "{}", "x"};
         insert(&b, 200, 6, badtopic);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert with a bad aggregate type");
-        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "invalid topic name refused");
+        is_int(relay_outbox_map(o, &m.insert, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "invalid topic name refused");
         ok(strstr(err, "outbox.event.ord er/1") != NULL, "message names the topic: %s", err);
 
         /* ALTER TABLE: a re-sent Relation without the type column; remapped by name. */
@@ -163,26 +188,29 @@ static void test_defaults(void)
         const uint32_t types2[] = {1043, 2950, 1043, 3802};
         relation(&b, 200, "public", "outbox", 4, cols2, types2);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode re-sent relation");
-        is_int(relay_outbox_bind(o, m.relation), 1, "rebound");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "rebound");
         const char *row2[] = {"agg-9", "id-9", "order", "{}"};
         insert(&b, 200, 4, row2);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert in new layout");
-        is_int(relay_outbox_map(o, &m, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "missing type column refused");
+        is_int(relay_outbox_map(o, &m.insert, commit_ts, &ev, err, sizeof(err)), RELAY_EMAP, "missing type column refused");
         ok(strstr(err, "no column \"type\"") && strstr(err, "outbox.column.type"), "message names column and key: %s", err);
         relay_outbox_free(o);
+        relay_settings_free(set);
 
         /* The same layout maps once the template and columns allow it. */
-        o = mapping("outbox", "", "events-${aggregatetype}-${aggregateid}");
-        is_int(relay_outbox_bind(o, m.relation), 1, "\"outbox\" means public.outbox");
+        o = mapping(&set, "outbox", "", "events-${aggregatetype}-${aggregateid}");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "\"outbox\" means public.outbox");
         ok(relay_outbox_is_outbox(o, 200), "bound");
         relay_outbox_free(o);
+        relay_settings_free(set);
         relay_pgoutput_free(d);
 }
 
 static void test_bytea_and_template(void)
 {
         relay_pgoutput_t *d = relay_pgoutput_new(1);
-        relay_outbox_t *o = mapping("app.events", "", "${aggregatetype}.v1-${type}");
+        relay_settings_t *set;
+        relay_outbox_t *o = mapping(&set, "app.events", "", "${aggregatetype}.v1-${type}");
         relay_pgo_msg_t m;
         relay_event_t ev;
         char err[RELAY_ERRBUF];
@@ -190,29 +218,88 @@ static void test_bytea_and_template(void)
 
         relation(&b, 7, "app", "events", 6, cols, types_bytea);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode relation");
-        is_int(relay_outbox_bind(o, m.relation), 1, "schema-qualified outbox bound");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "schema-qualified outbox bound");
         const char *row[] = {"e1", "cust", "c-1", "Created", "\\x00ff41", "t"};
         insert(&b, 7, 6, row);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode insert");
-        is_int(relay_outbox_map(o, &m, 0, &ev, err, sizeof(err)), 0, "map bytea row");
+        is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), 0, "map bytea row");
         is_str(ev.topic, "cust.v1-Created", "template with two columns and literals");
         ok(ev.value_len == 3 && (unsigned char)ev.value[0] == 0 && (unsigned char)ev.value[1] == 0xff &&
                    ev.value[2] == 'A',
            "bytea payload arrives as raw bytes");
         is_int(ev.timestamp_ms, INT64_C(946684800000), "PostgreSQL epoch maps to 2000-01-01");
         relay_outbox_free(o);
+        relay_settings_free(set);
         relay_pgoutput_free(d);
-
-        relay_outbox_conf_t bad = {"public.outbox", "id", "aggregatetype", "aggregateid", "type", "payload",
-                                   "", "outbox.${aggregatetype"};
-        is_int(relay_outbox_new(&o, &bad, err, sizeof(err)), RELAY_EINVAL, "unclosed ${ refused");
-        ok(strstr(err, "topic.template") != NULL, "message names topic.template: %s", err);
         relay_outbox_free(NULL);
+}
+
+/*
+ * More headers than an event may carry: refused, never cut silently. The
+ * configuration check (relay_config_validate) refuses such a list at start;
+ * the mapping does not rely on it.
+ */
+static void test_header_cap(void)
+{
+        enum { NEXTRA = RELAY_EVENT_MAX_HEADERS - 1, NCOLS = 5 + NEXTRA };
+        static char names[NEXTRA][8];
+        const char *colnames[NCOLS], *row[NCOLS];
+        uint32_t types[NCOLS];
+        char list[NEXTRA * 8], want[160];
+        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_settings_t *set;
+        relay_outbox_t *o;
+        relay_pgo_msg_t m;
+        relay_event_t ev;
+        char err[RELAY_ERRBUF];
+        size_t n = 0;
+        buf_t b;
+
+        for (int i = 0; i < 5; i++) {
+                colnames[i] = cols[i];
+                types[i] = types_json[i];
+                row[i] = i == 1 ? "order" : "v";
+        }
+        for (int i = 0; i < NEXTRA; i++) {
+                snprintf(names[i], sizeof(names[i]), "h%d", i);
+                n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", i ? "," : "", names[i]);
+                colnames[5 + i] = names[i];
+                types[5 + i] = 25;
+                row[5 + i] = "x";
+        }
+        o = mapping(&set, "public.outbox", list, "outbox.event.${aggregatetype}");
+        relation(&b, 300, "public", "outbox", NCOLS, colnames, types);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode wide relation");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "wide outbox bound");
+        insert(&b, 300, NCOLS, row);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode wide insert");
+        is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "%d headers (id, type, %d columns) refused", NEXTRA + 2, NEXTRA);
+        snprintf(want, sizeof(want), "would carry %d headers (id, type and %d outbox.headers "
+                 "columns), more than the %d", NEXTRA + 2, NEXTRA, RELAY_EVENT_MAX_HEADERS);
+        ok(strstr(err, want) != NULL, "message names the count and the cap: %s", err);
+        is_int(ev.nheaders, RELAY_EVENT_MAX_HEADERS, "a dead-letter copy gets the first %d",
+               RELAY_EVENT_MAX_HEADERS);
+        is_str(ev.topic, "outbox.event.order", "and everything else of the row");
+        relay_outbox_free(o);
+        relay_settings_free(set);
+
+        /* One column fewer fits exactly. */
+        list[strlen(list) - strlen(names[NEXTRA - 1]) - 1] = '\0';
+        o = mapping(&set, "public.outbox", list, "outbox.event.${aggregatetype}");
+        is_int(relay_outbox_bind(o, m.insert.relation), 1, "bound with %d extra headers", NEXTRA - 1);
+        is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), 0,
+               "%d headers map", RELAY_EVENT_MAX_HEADERS);
+        is_int(ev.nheaders, RELAY_EVENT_MAX_HEADERS, "all of them");
+        relay_outbox_free(o);
+        relay_settings_free(set);
+        relay_pgoutput_free(d);
 }
 
 int main(void)
 {
         test_defaults();
         test_bytea_and_template();
+        test_header_cap();
         return done_testing();
 }

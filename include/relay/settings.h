@@ -1,0 +1,89 @@
+/*
+ * settings.h - the configuration as typed values: every key the relay itself
+ * reads (all but the kafka.* pass-through), validated and converted once at
+ * start-up, so no module looks a setting up by name at run time.
+ *
+ * relay_config_t (config.h) is the layered key = value store with origins,
+ * for loading, --print-config and messages; relay_settings_t is what the
+ * modules read. Names, lists and the topic template arrive parsed, with the
+ * grammar of names.h.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_SETTINGS_H
+#define RELAY_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "relay/common.h"
+#include "relay/config.h"
+#include "relay/log.h"
+#include "relay/names.h"
+
+/** @brief errors.policy */
+typedef enum {
+        RELAY_ERRORS_DLQ = 0, /* retry, then the dead-letter topic */
+        RELAY_ERRORS_STOP,    /* stop before the event */
+} relay_errors_policy_t;
+
+/**
+ * @brief Every non-kafka key, typed. Durations are milliseconds. All strings
+ *        and arrays are owned by the struct (freed by relay_settings_free());
+ *        readers treat it as read-only.
+ */
+typedef struct {
+        char *postgres_conninfo; /* "" = PG* variables and libpq defaults */
+        char *kafka_bootstrap_servers; /* for messages only: the producer takes every
+                                        * kafka.* pair from the configuration */
+        char *slot_name;
+        bool slot_recreate;
+        char *publication_name;
+
+        relay_table_name_t outbox_table;
+        struct {
+                char *id;
+                char *aggregate_type;
+                char *aggregate_id;
+                char *type;
+                char *payload;
+        } outbox_column;
+        char **outbox_headers; /* extra columns sent as headers, in order, each once */
+        size_t n_outbox_headers;
+        relay_topic_template_t topic_template;
+
+        relay_errors_policy_t errors_policy;
+        int64_t errors_retries;
+        int64_t errors_backoff_ms;
+        int64_t errors_backoff_max_ms;
+        char *errors_dlq_topic;
+        char **errors_skip_ids; /* in the order listed; blanks trimmed, empty items dropped */
+        size_t n_errors_skip_ids;
+
+        bool unsafe_allow_pipelining; /* delivery.unsafe.allow.pipelining */
+
+        int64_t status_interval_ms;
+        int64_t shutdown_timeout_ms;
+        int64_t reconnect_backoff_ms;
+        int64_t reconnect_backoff_max_ms;
+
+        relay_log_level_t log_level;
+        relay_log_format_t log_format;
+} relay_settings_t;
+
+/**
+ * @brief Convert cfg (borrowed, best already through relay_config_validate())
+ *        into typed settings.
+ * @returns 0 and *out (caller frees with relay_settings_free()); RELAY_EINVAL
+ *          when a value does not convert (the message names the key and the
+ *          value; a configuration that was set through relay_config_set()
+ *          always converts); RELAY_ENOMEM.
+ */
+int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char *err,
+                        size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief Free the settings and everything they own; accepts NULL. */
+void relay_settings_free(relay_settings_t *s);
+
+#endif

@@ -1,0 +1,573 @@
+/*
+ * faults.c - the fault tests' helpers declared in faults.h: service control,
+ * the restore command, queries and writers that survive a database restart.
+ * Linked into the harness library; like harness.c it emits no test points
+ * (tap.h's counters are per translation unit), only diagnostics and bail-outs.
+ *
+ * Owns the restore command (one per test process) and its installation.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "faults/faults.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* --- small utilities ---------------------------------------------------- */
+
+bool fx_long(void)
+{
+        const char *v = getenv("RELAY_FAULTS_LONG");
+        return v && *v && strcmp(v, "0") != 0;
+}
+
+char *fx_vfmt(const char *fmt, va_list ap)
+{
+        va_list ap2;
+        va_copy(ap2, ap);
+        int n = vsnprintf(NULL, 0, fmt, ap2);
+        va_end(ap2);
+        if (n < 0)
+                tap_bail("bad format \"%s\"", fmt);
+        char *s = malloc((size_t)n + 1);
+        if (!s)
+                tap_bail("out of memory");
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+        return s;
+}
+
+char *fx_fmt(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *s = fx_vfmt(fmt, ap);
+        va_end(ap);
+        return s;
+}
+
+int fx_sh(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *cmd = fx_vfmt(fmt, ap);
+        va_end(ap);
+        char *full = fx_fmt("(%s) </dev/null >/dev/null 2>&1", cmd);
+        fflush(stdout);
+        int st = system(full);
+        free(full);
+        free(cmd);
+        if (st == -1 || !WIFEXITED(st))
+                return -1;
+        return WEXITSTATUS(st);
+}
+
+int fx_count(const char *hay, const char *needle)
+{
+        int n = 0;
+        size_t l = strlen(needle);
+        for (const char *p = hay; l && (p = strstr(p, needle)) != NULL; p += l)
+                n++;
+        return n;
+}
+
+int fx_log_count(const h_relay_t *r, const char *needle)
+{
+        char *log = h_relay_log(r);
+        int n = fx_count(log, needle);
+        free(log);
+        return n;
+}
+
+bool fx_wait_log_n(h_relay_t *r, const char *needle, int n, int timeout_ms)
+{
+        int64_t deadline = h_now_ms() + timeout_ms;
+        for (;;) {
+                bool exited = h_relay_wait(r, 0) >= 0;
+                if (fx_log_count(r, needle) >= n)
+                        return true;
+                if (exited || h_now_ms() >= deadline)
+                        return false;
+                h_sleep_ms(50);
+        }
+}
+
+int fx_rand(unsigned *seed, int lo, int hi)
+{
+        uint32_t x = *seed ? (uint32_t)*seed : 2463534242u;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *seed = x;
+        return hi > lo ? lo + (int)((x >> 4) % (uint32_t)(hi - lo + 1)) : lo;
+}
+
+uint64_t fx_lsn(const char *s)
+{
+        unsigned hi, lo;
+        if (!s || sscanf(s, "%X/%X", &hi, &lo) != 2)
+                return 0;
+        return ((uint64_t)hi << 32) | lo;
+}
+
+/* --- restoring the shared services -------------------------------------- */
+
+/*
+ * One shell command that puts back what the test changes (ALTER SYSTEM
+ * RESET + reload, a stopped or frozen broker, a stopped PostgreSQL). It runs
+ * at exit (tap_bail included) and, detached in a session of its own, when
+ * the test is killed by SIGTERM/SIGINT/SIGHUP: meson sends SIGTERM on a
+ * timeout and SIGKILL half a second later, too soon to wait for a broker to
+ * start. Every part is idempotent and cheap when there is nothing to do.
+ */
+static char fx_restore_cmd[8192];
+static bool fx_restore_installed;
+
+static void fx_restore_run(void)
+{
+        if (!fx_restore_cmd[0])
+                return;
+        char *full = fx_fmt("(%s) </dev/null >/dev/null 2>&1", fx_restore_cmd);
+        fflush(stdout);
+        if (system(full) == -1)
+                fprintf(stdout, "# could not run the restore command\n");
+        free(full);
+}
+
+static void fx_restore_on_signal(int sig)
+{
+        /* Only async-signal-safe calls: fork a detached shell that outlives
+         * the process group meson is about to SIGKILL. */
+        if (fx_restore_cmd[0]) {
+                pid_t p = fork();
+                if (p == 0) {
+                        setsid();
+                        int fd = open("/dev/null", O_RDWR);
+                        if (fd >= 0) {
+                                dup2(fd, 0);
+                                dup2(fd, 1);
+                                dup2(fd, 2);
+                        }
+                        execl("/bin/sh", "sh", "-c", fx_restore_cmd, (char *)NULL);
+                        _exit(127);
+                }
+        }
+        signal(sig, SIG_DFL);
+        raise(sig);
+}
+
+void fx_restore_add(const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *cmd = fx_vfmt(fmt, ap);
+        va_end(ap);
+        size_t have = strlen(fx_restore_cmd);
+        if (have + strlen(cmd) + 4 >= sizeof(fx_restore_cmd))
+                tap_bail("restore command too long");
+        snprintf(fx_restore_cmd + have, sizeof(fx_restore_cmd) - have, "%s%s", have ? "; " : "",
+                 cmd);
+        free(cmd);
+        if (!fx_restore_installed) {
+                fx_restore_installed = true;
+                atexit(fx_restore_run);
+                struct sigaction sa;
+                memset(&sa, 0, sizeof(sa));
+                sa.sa_handler = fx_restore_on_signal;
+                sigemptyset(&sa.sa_mask);
+                sigaction(SIGTERM, &sa, NULL);
+                sigaction(SIGINT, &sa, NULL);
+                sigaction(SIGHUP, &sa, NULL);
+        }
+}
+
+/* --- PostgreSQL server control -------------------------------------------- */
+
+const char *fx_pg_runas(void)
+{
+        return geteuid() == 0 ? "cd / && runuser -u postgres --" : "cd / &&";
+}
+
+char *fx_pg_ctl_cmd(const char *action)
+{
+        return fx_fmt("%s '%s/pg_ctl' -D '%s' -l '%s/postgresql.log' -w -t 120 %s", fx_pg_runas(),
+                      h_env("RELAY_TEST_PGBIN"), h_env("RELAY_TEST_DATADIR"),
+                      h_env("RELAY_TEST_LOGDIR"), action);
+}
+
+int fx_pg_ctl(const char *action)
+{
+        char *cmd = fx_pg_ctl_cmd(action);
+        int rc = fx_sh("%s", cmd);
+        free(cmd);
+        return rc;
+}
+
+void fx_restore_pg_running(void)
+{
+        char *status = fx_pg_ctl_cmd("status");
+        char *start = fx_pg_ctl_cmd("start");
+        fx_restore_add("%s || %s", status, start);
+        free(status);
+        free(start);
+}
+
+void fx_restore_pg_setting(const char *name)
+{
+        fx_restore_add("psql -X -q -h '%s' -p '%s' -U '%s' -d postgres -c 'ALTER SYSTEM RESET %s' "
+                       "-c 'SELECT pg_reload_conf()'",
+                       h_env("RELAY_TEST_PGHOST"), h_env("RELAY_TEST_PGPORT"),
+                       h_env("RELAY_TEST_PGUSER"), name);
+}
+
+void fx_pg_set(const char *name, const char *value)
+{
+        fx_restore_pg_setting(name);
+        PGconn *c = h_pg_connect("postgres");
+        h_pg_exec(c, "ALTER SYSTEM SET %s = '%s'", name, value);
+        h_pg_exec(c, "SELECT pg_reload_conf()");
+        PQfinish(c);
+}
+
+void fx_pg_reset(const char *name)
+{
+        PGconn *c = h_pg_connect("postgres");
+        h_pg_exec(c, "ALTER SYSTEM RESET %s", name);
+        h_pg_exec(c, "SELECT pg_reload_conf()");
+        PQfinish(c);
+}
+
+/* --- queries that survive a server restart ------------------------------------ */
+
+PGconn *fx_pg_try_connect(const char *db)
+{
+        char *ci = h_pg_conninfo(db);
+        char *full = fx_fmt("%s connect_timeout=5 application_name='relay_test_faults'", ci);
+        PGconn *c = PQconnectdb(full);
+        free(full);
+        free(ci);
+        if (c && PQstatus(c) == CONNECTION_OK)
+                return c;
+        PQfinish(c);
+        return NULL;
+}
+
+char *fx_pg_value_retry(PGconn **cp, const char *db, int timeout_ms, bool *okp,
+                        const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *sql = fx_vfmt(fmt, ap);
+        va_end(ap);
+        int64_t deadline = h_now_ms() + timeout_ms;
+        char *val = NULL;
+        bool good = false;
+        for (;;) {
+                if (!*cp || PQstatus(*cp) != CONNECTION_OK) {
+                        PQfinish(*cp);
+                        *cp = fx_pg_try_connect(db);
+                }
+                if (*cp) {
+                        PGresult *r = PQexec(*cp, sql);
+                        if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+                                good = true;
+                                if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+                                        val = strdup(PQgetvalue(r, 0, 0));
+                                PQclear(r);
+                                break;
+                        }
+                        PQclear(r);
+                        if (PQstatus(*cp) == CONNECTION_OK) {
+                                /* An SQL error on a good connection will not go away. */
+                                tap_diag("query failed: %s: %s", sql, PQerrorMessage(*cp));
+                                break;
+                        }
+                }
+                if (h_now_ms() >= deadline)
+                        break;
+                h_sleep_ms(200);
+        }
+        free(sql);
+        if (okp)
+                *okp = good;
+        return val;
+}
+
+fx_slot_t fx_slot(PGconn *c, const char *slot)
+{
+        fx_slot_t s;
+        memset(&s, 0, sizeof(s));
+        char *v = h_pg_value(c,
+                             "SELECT format('%%s %%s %%s %%s', coalesce(active_pid, 0), "
+                             "coalesce(confirmed_flush_lsn, '0/0'), pg_current_wal_lsn(), "
+                             "coalesce(wal_status, '-')) FROM pg_replication_slots "
+                             "WHERE slot_name = '%s'",
+                             slot);
+        if (v) {
+                char conf[32], cur[32];
+                if (sscanf(v, "%ld %31s %31s %15s", &s.active_pid, conf, cur, s.wal_status) == 4) {
+                        s.exists = true;
+                        s.confirmed = fx_lsn(conf);
+                        s.current = fx_lsn(cur);
+                }
+                free(v);
+        }
+        return s;
+}
+
+long long fx_committed(PGconn *c)
+{
+        char *v = h_pg_value(c, "SELECT coalesce(sum(version), 0) FROM aggregates");
+        long long n = v ? atoll(v) : 0;
+        free(v);
+        return n;
+}
+
+/* --- Kafka -------------------------------------------------------------------- */
+
+pid_t fx_kafka_pid(void)
+{
+        FILE *f = fopen(h_env("RELAY_TEST_KAFKA_PIDFILE"), "r");
+        long pid = 0;
+        if (f) {
+                if (fscanf(f, "%ld", &pid) != 1)
+                        pid = 0;
+                fclose(f);
+        }
+        return (pid_t)pid;
+}
+
+void fx_restore_kafka_running(void)
+{
+        const char *pidfile = h_env("RELAY_TEST_KAFKA_PIDFILE");
+        fx_restore_add("p=$(cat '%s' 2>/dev/null); [ -z \"$p\" ] || kill -CONT \"$p\"; '%s' start",
+                       pidfile, h_env("RELAY_TEST_KAFKA_CMD"));
+}
+
+int fx_kafka_ctl(const char *action)
+{
+        return fx_sh("'%s' %s", h_env("RELAY_TEST_KAFKA_CMD"), action);
+}
+
+void fx_delete_workload_topics(const h_workload_conf_t *wc)
+{
+        char topic[256];
+        for (int t = 0; t < H_WORKLOAD_TYPES; t++)
+                h_kafka_delete_topic(h_workload_topic(wc, t, topic, sizeof(topic)));
+}
+
+/* --- relay settings --------------------------------------------------------- */
+
+void fx_sets_add(fx_sets_t *s, const char *fmt, ...)
+{
+        if (s->n >= 32)
+                tap_bail("too many relay settings");
+        va_list ap;
+        va_start(ap, fmt);
+        s->owned[s->n] = fx_vfmt(fmt, ap);
+        va_end(ap);
+        s->v[s->n] = s->owned[s->n];
+        s->n++;
+        s->v[s->n] = NULL;
+}
+
+void fx_sets_init(fx_sets_t *s, const char *db, const char *slot, const char *kafka)
+{
+        memset(s, 0, sizeof(*s));
+        char *ci = h_pg_conninfo(db);
+        fx_sets_add(s, "postgres.conninfo=%s", ci);
+        free(ci);
+        fx_sets_add(s, "kafka.bootstrap.servers=%s", kafka ? kafka : h_kafka_bootstrap());
+        fx_sets_add(s, "slot.name=%s", slot);
+        fx_sets_add(s, "%s", "status.interval.ms=1000");
+}
+
+void fx_sets_free(fx_sets_t *s)
+{
+        for (int i = 0; i < s->n; i++)
+                free(s->owned[i]);
+        memset(s, 0, sizeof(*s));
+}
+
+/* --- one fault case: its database, names, connection and relay settings ------- */
+
+void fx_case_open(fx_case_t *k, const char *name, const char *tag)
+{
+        memset(k, 0, sizeof(*k));
+        k->db = h_pg_create_db(name);
+        k->suffix = h_unique_name(tag);
+        char *prefix = fx_fmt("slot_%s", tag);
+        k->slot = h_unique_name(prefix);
+        free(prefix);
+        k->c = h_pg_connect(k->db);
+}
+
+void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc)
+{
+        PQfinish(k->c);
+        h_pg_drop_db(k->db);
+        if (wc)
+                fx_delete_workload_topics(wc);
+        fx_sets_free(&k->sets);
+        free(k->db);
+        free(k->suffix);
+        free(k->slot);
+        memset(k, 0, sizeof(*k));
+}
+
+/* --- writers that survive a database restart ---------------------------------- */
+
+static const char *const fx_aggtypes[H_WORKLOAD_TYPES] = {"order", "customer"};
+
+static int fx_cmp_int(const void *a, const void *b)
+{
+        return *(const int *)a - *(const int *)b;
+}
+
+static bool fx_writer_exec(PGconn *c, const char *sql, bool tuples)
+{
+        PGresult *r = PQexec(c, sql);
+        bool good = PQresultStatus(r) == (tuples ? PGRES_TUPLES_OK : PGRES_COMMAND_OK) &&
+                    (!tuples || PQntuples(r) == 1);
+        PQclear(r);
+        return good;
+}
+
+static void *fx_writer_main(void *arg)
+{
+        fx_writer_t *w = arg;
+        const h_workload_conf_t *conf = w->conf;
+        unsigned seed = 15485863u * (unsigned)(w->id + 1) ^ (unsigned)h_now_ms();
+        int max_txn = conf->max_txn > 0 ? conf->max_txn : 1;
+        PGconn *c = NULL;
+        char sql[1024];
+
+        while (!atomic_load(w->stop) &&
+               (w->target == 0 || atomic_load(&w->committed) < w->target)) {
+                if (!c || PQstatus(c) != CONNECTION_OK) {
+                        if (c)
+                                atomic_fetch_add(&w->reconnects, 1);
+                        PQfinish(c);
+                        c = fx_pg_try_connect(conf->db);
+                        if (!c) {
+                                h_sleep_ms(100);
+                                continue;
+                        }
+                }
+                int n = fx_rand(&seed, 1, max_txn);
+                if (w->target > 0 && n > w->target - atomic_load(&w->committed))
+                        n = w->target - atomic_load(&w->committed);
+                int aggs[256];
+                if (n > 256)
+                        n = 256;
+                for (int i = 0; i < n; i++)
+                        aggs[i] = fx_rand(&seed, 0, conf->aggregates - 1);
+                qsort(aggs, (size_t)n, sizeof(int), fx_cmp_int); /* lock order: no deadlocks */
+                bool good = fx_writer_exec(c, "BEGIN", false);
+                for (int i = 0; good && i < n; i++) {
+                        int t = aggs[i] % H_WORKLOAD_TYPES;
+                        snprintf(sql, sizeof(sql),
+                                 "WITH v AS (UPDATE aggregates SET version = version + 1 "
+                                 "WHERE id = %d RETURNING version) "
+                                 "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                 "payload) SELECT gen_random_uuid(), '%s_%s', 'agg-%d', "
+                                 "'%sEvent', jsonb_build_object('agg', %d, 'v', v.version, "
+                                 "'w', %d, 'pad', repeat('x', 150)) FROM v RETURNING id",
+                                 aggs[i], fx_aggtypes[t], conf->suffix, aggs[i], fx_aggtypes[t],
+                                 aggs[i], w->id);
+                        good = fx_writer_exec(c, sql, true);
+                }
+                if (good)
+                        good = fx_writer_exec(c, "COMMIT", false);
+                if (good) {
+                        atomic_fetch_add(&w->committed, n);
+                } else {
+                        atomic_fetch_add(&w->failed_txns, 1);
+                        if (PQstatus(c) == CONNECTION_OK) {
+                                PQclear(PQexec(c, "ROLLBACK"));
+                        } else {
+                                h_sleep_ms(100);
+                                continue;
+                        }
+                }
+                if (conf->pause_ms > 0)
+                        h_sleep_ms(conf->pause_ms);
+        }
+        PQfinish(c);
+        return NULL;
+}
+
+fx_writers_t *fx_writers_start(const h_workload_conf_t *conf)
+{
+        fx_writers_t *ws = calloc(1, sizeof(*ws));
+        if (!ws)
+                tap_bail("out of memory");
+        ws->n = conf->writers;
+        ws->w = calloc((size_t)ws->n, sizeof(fx_writer_t));
+        if (!ws->w)
+                tap_bail("out of memory");
+        atomic_init(&ws->stop, 0);
+        for (int i = 0; i < ws->n; i++) {
+                fx_writer_t *w = &ws->w[i];
+                w->conf = conf;
+                w->id = i;
+                w->stop = &ws->stop;
+                w->target = conf->events > 0
+                                    ? conf->events / ws->n + (i < conf->events % ws->n ? 1 : 0)
+                                    : 0;
+                atomic_init(&w->committed, 0);
+                atomic_init(&w->failed_txns, 0);
+                atomic_init(&w->reconnects, 0);
+                if (pthread_create(&w->th, NULL, fx_writer_main, w) != 0)
+                        tap_bail("could not start a writer thread");
+        }
+        return ws;
+}
+
+int fx_writers_committed(fx_writers_t *ws)
+{
+        int n = 0;
+        for (int i = 0; i < ws->n; i++)
+                n += atomic_load(&ws->w[i].committed);
+        return n;
+}
+
+void fx_writers_stop(fx_writers_t *ws, bool wait_for_target, fx_writer_stats_t *st)
+{
+        if (!wait_for_target)
+                atomic_store(&ws->stop, 1);
+        memset(st, 0, sizeof(*st));
+        for (int i = 0; i < ws->n; i++) {
+                pthread_join(ws->w[i].th, NULL);
+                st->committed += atomic_load(&ws->w[i].committed);
+                st->failed_txns += atomic_load(&ws->w[i].failed_txns);
+                st->reconnects += atomic_load(&ws->w[i].reconnects);
+        }
+        free(ws->w);
+        free(ws);
+}
+
+/* --- checks ---------------------------------------------------------------------- */
+
+long long fx_wait_all_in_kafka(PGconn *c, const h_workload_conf_t *wc, int timeout_ms,
+                               long long *expected)
+{
+        long long want = fx_committed(c);
+        if (expected)
+                *expected = want;
+        return h_workload_wait_count(wc, want, timeout_ms);
+}
+
+void fx_diag_verify(const char *what, const h_verify_t *v)
+{
+        tap_diag("%s: committed %zu, in Kafka %zu, duplicates %zu, missing %zu, out of order %zu",
+                 what, v->expected, v->messages, v->duplicates, v->missing, v->out_of_order);
+        h_workload_diag(v);
+}

@@ -1,0 +1,76 @@
+/*
+ * test_common.c - the helpers every module shares: return-code
+ * descriptions, hex digits, byte copies and comma-separated lists.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/common.h"
+#include "tap.h"
+
+static void test_strerror(void)
+{
+        /* Every code of the enum, so a new code without a description fails here. */
+        for (int code = RELAY_OK; code >= RELAY_EREJECTED; code--)
+                ok(strcmp(relay_strerror(code), "unknown return code") != 0, "code %d: \"%s\"",
+                   code, relay_strerror(code));
+        is_str(relay_strerror(RELAY_EREJECTED - 1), "unknown return code", "below the last code");
+        is_str(relay_strerror(1), "unknown return code", "positive");
+        is_str(relay_strerror(RELAY_EIO), "connection lost or refused", "RELAY_EIO");
+}
+
+static void test_hex_and_dup(void)
+{
+        const char *digits = "0123456789abcdefABCDEF";
+        int bad = 0;
+        char *d;
+
+        for (int i = 0; digits[i] != '\0'; i++)
+                if (relay_hexval(digits[i]) != (i < 16 ? i : i - 6))
+                        bad++;
+        is_int(bad, 0, "every hex digit has its value");
+        ok(relay_hexval('g') == -1 && relay_hexval('/') == -1 && relay_hexval(':') == -1 &&
+               relay_hexval('@') == -1 && relay_hexval('`') == -1 && relay_hexval('\0') == -1,
+           "neighbours of the digit ranges are -1");
+
+        d = relay_dupn("abcdef", 3);
+        is_str(d, "abc", "relay_dupn copies n bytes and terminates");
+        free(d);
+        d = relay_dupn(NULL, 0);
+        is_str(d, "", "relay_dupn(NULL, 0) is \"\"");
+        free(d);
+}
+
+/* The items of list joined with '|', each in brackets. */
+static void items(const char *list, char *buf, size_t len)
+{
+        const char *p = list, *item;
+        size_t n, used = 0;
+
+        buf[0] = '\0';
+        while (relay_list_next(&p, &item, &n) && used < len)
+                used += (size_t)snprintf(buf + used, len - used, "[%.*s]", (int)n, item);
+}
+
+static void test_list(void)
+{
+        char buf[256];
+
+        items("a,b", buf, sizeof(buf));
+        is_str(buf, "[a][b]", "two items");
+        items(" a ,\tb\t", buf, sizeof(buf));
+        is_str(buf, "[a][b]", "blanks around items trimmed");
+        items("a,,b,", buf, sizeof(buf));
+        is_str(buf, "[a][][b][]", "empty items are reported, a trailing comma included");
+        items("", buf, sizeof(buf));
+        is_str(buf, "[]", "\"\" is one empty item");
+        items("a b", buf, sizeof(buf));
+        is_str(buf, "[a b]", "inner blanks kept");
+}
+
+int main(void)
+{
+        test_strerror();
+        test_hex_and_dup();
+        test_list();
+        return done_testing();
+}

@@ -1,0 +1,274 @@
+/*
+ * test_settings.c - the configuration as typed settings: every default,
+ * every key converted from what was set, the parsed table name, column lists
+ * and topic template; and the name rules of names.c that the configuration
+ * and the settings share (tables, templates, topic names).
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <stdio.h>
+
+#include "relay/config.h"
+#include "relay/event.h"
+#include "relay/names.h"
+#include "relay/settings.h"
+#include "tap.h"
+
+static char err[RELAY_ERRBUF];
+
+static relay_config_t *config(void)
+{
+        relay_config_t *c = NULL;
+
+        if (relay_config_new(&c) != 0)
+                tap_bail("relay_config_new failed");
+        return c;
+}
+
+static void set(relay_config_t *c, const char *arg)
+{
+        if (relay_config_set_arg(c, arg, err, sizeof(err)) != 0)
+                tap_bail("--set %s: %s", arg, err);
+}
+
+static relay_settings_t *load(const relay_config_t *c)
+{
+        relay_settings_t *s = NULL;
+
+        if (relay_settings_load(&s, c, err, sizeof(err)) != 0)
+                tap_bail("relay_settings_load: %s", err);
+        return s;
+}
+
+/* The literal or column parts of a template, "lit|$col|lit", for comparison. */
+static void template_str(const relay_topic_template_t *t, char *buf, size_t len)
+{
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < t->nparts && n < len; i++)
+                n += (size_t)snprintf(buf + n, len - n, "%s%s%.*s", i ? "|" : "",
+                                      t->parts[i].is_column ? "$" : "", (int)t->parts[i].len,
+                                      t->parts[i].text);
+}
+
+static void test_defaults(void)
+{
+        relay_config_t *c = config();
+        relay_settings_t *s = load(c);
+        char tpl[256];
+
+        is_str(s->postgres_conninfo, "", "postgres.conninfo empty");
+        is_str(s->kafka_bootstrap_servers, "", "kafka.bootstrap.servers unset reads \"\"");
+        is_str(s->slot_name, "outbox_relay", "slot.name");
+        ok(!s->slot_recreate, "slot.recreate false");
+        is_str(s->publication_name, "outbox_pub", "publication.name");
+        is_str(s->outbox_table.schema, "public", "outbox.table schema");
+        is_str(s->outbox_table.name, "outbox", "outbox.table name");
+        is_str(s->outbox_column.id, "id", "outbox.column.id");
+        is_str(s->outbox_column.aggregate_type, "aggregatetype", "outbox.column.aggregate_type");
+        is_str(s->outbox_column.aggregate_id, "aggregateid", "outbox.column.aggregate_id");
+        is_str(s->outbox_column.type, "type", "outbox.column.type");
+        is_str(s->outbox_column.payload, "payload", "outbox.column.payload");
+        is_int(s->n_outbox_headers, 0, "no outbox.headers");
+        template_str(&s->topic_template, tpl, sizeof(tpl));
+        is_str(tpl, "outbox.event.|$aggregatetype", "topic.template parsed");
+        is_int(s->errors_policy, RELAY_ERRORS_DLQ, "errors.policy dlq");
+        is_int(s->errors_retries, 3, "errors.retries");
+        is_int(s->errors_backoff_ms, 1000, "errors.backoff.ms");
+        is_int(s->errors_backoff_max_ms, 30000, "errors.backoff.max.ms");
+        is_str(s->errors_dlq_topic, "outbox.dlq", "errors.dlq.topic");
+        is_int(s->n_errors_skip_ids, 0, "no errors.skip.ids");
+        ok(!s->unsafe_allow_pipelining, "delivery.unsafe.allow.pipelining false");
+        is_int(s->status_interval_ms, 10000, "status.interval.ms");
+        is_int(s->shutdown_timeout_ms, 30000, "shutdown.timeout.ms");
+        is_int(s->reconnect_backoff_ms, 500, "reconnect.backoff.ms");
+        is_int(s->reconnect_backoff_max_ms, 30000, "reconnect.backoff.max.ms");
+        is_int(s->log_level, RELAY_LOG_INFO, "log.level info");
+        is_int(s->log_format, RELAY_LOG_TEXT, "log.format text");
+        relay_settings_free(s);
+        relay_settings_free(NULL);
+        relay_config_free(c);
+}
+
+static void test_converted(void)
+{
+        static const char *const sets[] = {
+                "postgres.conninfo=host=db dbname=app",
+                "kafka.bootstrap.servers=k1:9092,k2:9092",
+                "slot.name=s1",
+                "slot.recreate=TRUE",
+                "publication.name=p1",
+                "outbox.table=app.events",
+                "outbox.column.id=event_id",
+                "outbox.column.aggregate_type=agg_type",
+                "outbox.column.aggregate_id=agg_id",
+                "outbox.column.type=event_type",
+                "outbox.column.payload=body",
+                "outbox.headers= trace_id , tenant ",
+                "topic.template=${agg_type}.v1-${event_type}",
+                "errors.policy=Stop",
+                "errors.retries=0",
+                "errors.backoff.ms=20",
+                "errors.backoff.max.ms=40",
+                "errors.dlq.topic=dead.letters",
+                "errors.skip.ids= a-1 ,, b-2,",
+                "delivery.unsafe.allow.pipelining=true",
+                "status.interval.ms=2000",
+                "shutdown.timeout.ms=0",
+                "reconnect.backoff.ms=100",
+                "reconnect.backoff.max.ms=200",
+                "log.level=debug",
+                "log.format=json",
+        };
+        relay_config_t *c = config();
+        relay_settings_t *s;
+        char tpl[256];
+
+        for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+                set(c, sets[i]);
+        s = load(c);
+        is_str(s->postgres_conninfo, "host=db dbname=app", "postgres.conninfo");
+        is_str(s->kafka_bootstrap_servers, "k1:9092,k2:9092", "kafka.bootstrap.servers");
+        is_str(s->slot_name, "s1", "slot.name");
+        ok(s->slot_recreate, "slot.recreate TRUE is true");
+        is_str(s->publication_name, "p1", "publication.name");
+        is_str(s->outbox_table.schema, "app", "outbox.table schema");
+        is_str(s->outbox_table.name, "events", "outbox.table name");
+        is_str(s->outbox_column.id, "event_id", "outbox.column.id");
+        is_str(s->outbox_column.aggregate_type, "agg_type", "outbox.column.aggregate_type");
+        is_str(s->outbox_column.aggregate_id, "agg_id", "outbox.column.aggregate_id");
+        is_str(s->outbox_column.type, "event_type", "outbox.column.type");
+        is_str(s->outbox_column.payload, "body", "outbox.column.payload");
+        is_int(s->n_outbox_headers, 2, "two outbox.headers");
+        if (s->n_outbox_headers == 2) {
+                is_str(s->outbox_headers[0], "trace_id", "first, trimmed");
+                is_str(s->outbox_headers[1], "tenant", "second, trimmed");
+        }
+        template_str(&s->topic_template, tpl, sizeof(tpl));
+        is_str(tpl, "$agg_type|.v1-|$event_type", "topic.template: column, literal, column");
+        is_int(s->errors_policy, RELAY_ERRORS_STOP, "errors.policy Stop is stop");
+        is_int(s->errors_retries, 0, "errors.retries");
+        is_int(s->errors_backoff_ms, 20, "errors.backoff.ms");
+        is_int(s->errors_backoff_max_ms, 40, "errors.backoff.max.ms");
+        is_str(s->errors_dlq_topic, "dead.letters", "errors.dlq.topic");
+        is_int(s->n_errors_skip_ids, 2, "two skip ids, empty items dropped");
+        if (s->n_errors_skip_ids == 2) {
+                is_str(s->errors_skip_ids[0], "a-1", "first skip id, trimmed");
+                is_str(s->errors_skip_ids[1], "b-2", "second skip id");
+        }
+        ok(s->unsafe_allow_pipelining, "delivery.unsafe.allow.pipelining true");
+        is_int(s->status_interval_ms, 2000, "status.interval.ms");
+        is_int(s->shutdown_timeout_ms, 0, "shutdown.timeout.ms 0");
+        is_int(s->reconnect_backoff_ms, 100, "reconnect.backoff.ms");
+        is_int(s->reconnect_backoff_max_ms, 200, "reconnect.backoff.max.ms");
+        is_int(s->log_level, RELAY_LOG_DEBUG, "log.level debug");
+        is_int(s->log_format, RELAY_LOG_JSON, "log.format json");
+        relay_settings_free(s);
+
+        /* A bare table name means public; a template of one literal is one part. */
+        set(c, "outbox.table=events");
+        set(c, "topic.template=all-events");
+        set(c, "log.level=warning");
+        set(c, "errors.skip.ids=");
+        s = load(c);
+        is_str(s->outbox_table.schema, "public", "bare table name: schema public");
+        is_str(s->outbox_table.name, "events", "bare table name");
+        template_str(&s->topic_template, tpl, sizeof(tpl));
+        is_str(tpl, "all-events", "literal template is one part");
+        is_int(s->log_level, RELAY_LOG_WARNING, "log.level warning");
+        is_int(s->n_errors_skip_ids, 0, "empty errors.skip.ids");
+        relay_settings_free(s);
+        relay_config_free(c);
+}
+
+/* What the configuration refuses through the shared rules, and the header cap. */
+static void test_refused(void)
+{
+        relay_config_t *c = config();
+        char list[1024];
+        size_t n = 0;
+
+        is_int(relay_config_set_arg(c, "errors.dlq.topic=dlq.${aggregatetype}", err, sizeof(err)),
+               RELAY_EINVAL, "errors.dlq.topic with a ${column} refused");
+        ok(strstr(err, "must be one Kafka topic name (no ${column})") != NULL, "  says why: %s",
+           err);
+        is_int(relay_config_set_arg(c, "errors.dlq.topic=..", err, sizeof(err)), RELAY_EINVAL,
+               "errors.dlq.topic \"..\" refused");
+        is_int(relay_config_set_arg(c, "delivery.unsafe.allow.pipelining=yes", err, sizeof(err)),
+               RELAY_EINVAL, "delivery.unsafe.allow.pipelining=yes refused");
+
+        /* id and type plus 62 columns is the most an event may carry. */
+        for (int i = 0; i < RELAY_EVENT_MAX_HEADERS - 2; i++)
+                n += (size_t)snprintf(list + n, sizeof(list) - n, "%sh%d", i ? "," : "", i);
+        set(c, "kafka.bootstrap.servers=k:9092");
+        if (relay_config_set(c, "outbox.headers", list, "--set", err, sizeof(err)) != 0)
+                tap_bail("outbox.headers: %s", err);
+        is_int(relay_config_validate(c, err, sizeof(err)), 0, "%d outbox.headers columns pass",
+               RELAY_EVENT_MAX_HEADERS - 2);
+        snprintf(list + n, sizeof(list) - n, ",h%d", RELAY_EVENT_MAX_HEADERS - 2);
+        if (relay_config_set(c, "outbox.headers", list, "--set", err, sizeof(err)) != 0)
+                tap_bail("outbox.headers: %s", err);
+        is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "%d outbox.headers columns refused at start", RELAY_EVENT_MAX_HEADERS - 1);
+        ok(strstr(err, "outbox.headers (at --set) lists 63 columns: with id and type an event "
+                       "would carry 65 headers, more than the 64 allowed; list at most 62") != NULL,
+           "  names the count and the cap: %s", err);
+        relay_config_free(c);
+}
+
+static void test_names(void)
+{
+        relay_table_name_t t = {NULL, NULL};
+        relay_topic_template_t tpl = {NULL, 0};
+        char why[RELAY_ERRBUF], parts[256];
+
+        is_int(relay_names_parse_table("app.events", &t, why, sizeof(why)), 0, "app.events");
+        ok(t.schema && t.name && strcmp(t.schema, "app") == 0 && strcmp(t.name, "events") == 0,
+           "  split at the dot");
+        relay_names_table_free(&t);
+        relay_names_table_free(&t);
+        ok(t.schema == NULL && t.name == NULL, "table_free clears, so freeing twice is safe");
+        is_int(relay_names_parse_table("a.b.c", NULL, why, sizeof(why)), RELAY_EINVAL,
+               "a.b.c refused");
+        ok(strstr(why, "must be \"schema.table\" or \"table\"") != NULL, "  says why: %s", why);
+        is_int(relay_names_parse_table("Outbox", NULL, why, sizeof(why)), RELAY_EINVAL,
+               "upper case refused (would need quoting)");
+
+        is_int(relay_names_parse_template("${a}${b}", &tpl, why, sizeof(why)), 0,
+               "two adjacent columns");
+        template_str(&tpl, parts, sizeof(parts));
+        is_str(parts, "$a|$b", "  two column parts, no empty literal between");
+        relay_names_template_free(&tpl);
+        is_int(relay_names_parse_template("x.${a}.y", &tpl, why, sizeof(why)), 0, "x.${a}.y");
+        template_str(&tpl, parts, sizeof(parts));
+        is_str(parts, "x.|$a|.y", "  literal, column, literal");
+        relay_names_template_free(&tpl);
+        is_int(relay_names_parse_template("x.${a", &tpl, why, sizeof(why)), RELAY_EINVAL,
+               "unclosed ${ refused");
+        ok(tpl.parts == NULL && tpl.nparts == 0, "  and *out untouched");
+        is_int(relay_names_parse_template("a b", NULL, why, sizeof(why)), RELAY_EINVAL,
+               "blank refused");
+        ok(strstr(why, "must not contain \" \"") != NULL, "  says why: %s", why);
+
+        ok(relay_names_is_topic("a.b_c-D9", 8), "a.b_c-D9 is a topic name");
+        ok(!relay_names_is_topic(".", 1) && !relay_names_is_topic("..", 2), ". and .. are not");
+        ok(!relay_names_is_topic("a/b", 3) && !relay_names_is_topic("", 0), "a/b and \"\" are not");
+        {
+                char longname[RELAY_TOPIC_MAX + 1];
+                memset(longname, 'x', sizeof(longname));
+                ok(relay_names_is_topic(longname, RELAY_TOPIC_MAX), "%d characters are allowed",
+                   RELAY_TOPIC_MAX);
+                ok(!relay_names_is_topic(longname, RELAY_TOPIC_MAX + 1), "%d are not",
+                   RELAY_TOPIC_MAX + 1);
+        }
+}
+
+int main(void)
+{
+        test_defaults();
+        test_converted();
+        test_refused();
+        test_names();
+        return done_testing();
+}
