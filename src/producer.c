@@ -355,8 +355,17 @@ int relay_producer_fd(const relay_producer_t *p)
 
 int relay_producer_check(relay_producer_t *p, char *err, size_t errlen)
 {
-        if (!p->fatal)
-                return 0;
+        /* Ask librdkafka itself: its fatal state is set before error_cb
+         * is served, and produce calls fail from that moment. */
+        if (!p->fatal) {
+                char buf[RELAY_ERRBUF];
+                rd_kafka_resp_err_t e = rd_kafka_fatal_error(p->rk, buf, sizeof(buf));
+                if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+                        return 0;
+                p->fatal = true;
+                relay_err_set(p->fatal_msg, sizeof(p->fatal_msg), "fatal producer error: %s: %s",
+                              rd_kafka_err2name(e), buf);
+        }
         relay_err_set(err, errlen, "%s", p->fatal_msg);
         return RELAY_EKAFKA;
 }

@@ -214,7 +214,17 @@ static int session_kafka_check(session_t *s, char *err, size_t errlen)
                 relay_err_set(err, errlen, "%s", s->dr_err);
                 return RELAY_EKAFKA;
         }
-        return relay_producer_check(s->prod, err, errlen);
+        int rc = relay_producer_check(s->prod, err, errlen);
+        if (rc) {
+                /* A refused batch stops the producer (gapless) just before
+                 * its reports are queued: serve them (up to 200 ms), so the
+                 * refusal is what is reported and remembered. */
+                for (int i = 0; i < 10 && !s->dr_failed; i++)
+                        relay_producer_poll(s->prod, 20);
+                if (s->dr_failed)
+                        relay_err_set(err, errlen, "%s", s->dr_err);
+        }
+        return rc;
 }
 
 /* Send a standby status update when one is due, asked for, or worth it. */
@@ -258,6 +268,9 @@ static int session_send(session_t *s, const relay_event_t *ev, void *opaque, cha
 {
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, opaque, err, errlen);
+                /* A dead producer refuses everything: say why it died. */
+                if (rc == RELAY_EKAFKA && session_kafka_check(s, err, errlen))
+                        return RELAY_EKAFKA;
                 if (rc != RELAY_EAGAIN)
                         return rc;
                 if ((rc = session_serve(s, 10, err, errlen)))
