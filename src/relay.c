@@ -34,6 +34,7 @@
 #include "relay/acktrack.h"
 #include "relay/log.h"
 #include "relay/lsn.h"
+#include "relay/notify.h"
 #include "relay/outbox.h"
 #include "relay/pgoutput.h"
 #include "relay/producer.h"
@@ -622,6 +623,7 @@ static void session_drain(session_t *s)
         char err[RELAY_ERRBUF];
         int64_t deadline = now_ms() + relay_config_get_int(s->cfg, "shutdown.timeout.ms");
         while (relay_producer_outq_len(s->prod) > 0 && now_ms() < deadline) {
+                relay_notify_watchdog();
                 relay_producer_poll(s->prod, 50);
                 /* A halt still lets what is in flight finish; a failed
                  * delivery or a fatal producer ends the wait. */
@@ -649,6 +651,7 @@ static int session_stream(session_t *s, char *err, size_t errlen)
         int rc;
 
         for (;;) {
+                relay_notify_watchdog();
                 /* Stop between transactions, so a clean stop never leaves a
                  * half-sent transaction to be sent again. */
                 bool stopping = stop_requested && !relay_acktrack_in_txn(s->ack);
@@ -874,6 +877,7 @@ static void nap(int64_t ms)
 {
         int64_t end = now_ms() + ms;
         while (!stop_requested) {
+                relay_notify_watchdog();
                 int64_t left = end - now_ms();
                 if (left <= 0)
                         break;
@@ -945,10 +949,12 @@ int relay_run(const relay_config_t *cfg)
                         if (standby_logged)
                                 relay_log_info("replication slot \"%s\" is free; taking over", slot);
                         relay_log_info("streaming from replication slot \"%s\"", slot);
+                        relay_notify_ready("streaming");
                         standby_logged = false;
                         ever_streamed = true;
                         rc = session_stream(&s, err, sizeof(err));
                         if (rc == 0 || rc == RELAY_EMAP) {
+                                relay_notify_stopping();
                                 if (rc == RELAY_EMAP)
                                         relay_log_error("%s", err);
                                 session_drain(&s);
@@ -977,6 +983,7 @@ int relay_run(const relay_config_t *cfg)
                                                "process; standing by",
                                                slot);
                         standby_logged = true;
+                        relay_notify_ready("standing by: the slot is active in another process");
                         nap(STANDBY_RETRY_MS);
                         continue;
                 case RELAY_ESLOTLOST:
@@ -1000,6 +1007,7 @@ int relay_run(const relay_config_t *cfg)
                         return exit_code_for(rc);
                 }
         }
+        relay_notify_stopping();
         relay_log_info("stopped");
         return RELAY_EXIT_OK;
 }
