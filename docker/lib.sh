@@ -36,11 +36,11 @@ dk_die() {
 
 docker() { DOCKER_BUILDKIT=1 "$DK_DOCKER" "$@"; }
 
-# dk_install: the Debian packages this needs, installed when missing.
+# dk_install [PACKAGE...]: docker.io, debootstrap and these, when missing.
 dk_install() {
         local -a missing=()
         local pkg
-        for pkg in docker.io debootstrap; do
+        for pkg in docker.io debootstrap "$@"; do
                 dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null | grep -q '^install ok installed$' ||
                         missing+=("$pkg")
         done
