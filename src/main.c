@@ -72,7 +72,7 @@ static int health_check(void)
         }
         while (!found && (e = readdir(d)) != NULL) {
                 char path[64], buf[256];
-                const char *open, *close;
+                const char *lp, *rp;
                 size_t n;
                 FILE *f;
                 long pid = strtol(e->d_name, NULL, 10);
@@ -86,13 +86,13 @@ static int health_check(void)
                 fclose(f);
                 buf[n] = '\0';
                 /* "pid (comm) state ...": comm may hold anything, even ") ". */
-                open = strchr(buf, '(');
-                close = strrchr(buf, ')');
-                if (open == NULL || close == NULL || close < open || close[1] != ' ')
+                lp = strchr(buf, '(');
+                rp = strrchr(buf, ')');
+                if (lp == NULL || rp == NULL || rp < lp || rp[1] != ' ')
                         continue;
-                if ((size_t)(close - open - 1) == strlen(PROG) &&
-                    memcmp(open + 1, PROG, strlen(PROG)) == 0 && strchr("ZXxTt", close[2]) == NULL) {
-                        printf("healthy: " PROG " is process %ld, state %c\n", pid, close[2]);
+                if ((size_t)(rp - lp - 1) == strlen(PROG) && memcmp(lp + 1, PROG, strlen(PROG)) == 0 &&
+                    strchr("ZXxTt", rp[2]) == NULL) {
+                        printf("healthy: " PROG " is process %ld, state %c\n", pid, rp[2]);
                         found = 1;
                 }
         }
