@@ -8,7 +8,8 @@
 # made with debootstrap as local/debian:SUITE; dk_stop removes every
 # container, stops the daemon (and the containerd it started), unmounts what
 # it mounted and removes the state directory. Callers run dk_stop from an
-# EXIT trap so that a failure never leaves a daemon running.
+# EXIT trap so that a failure never leaves a daemon running; a run killed
+# outright (SIGKILL) is cleaned up by the next dk_start (dk_reap_stale).
 #
 # The debootstrap tarball is cached in DK_CACHE (default
 # /var/cache/outbox-relay/docker) for DK_BASE_MAX_AGE_DAYS (default 7): it is
@@ -53,8 +54,28 @@ dk_install() {
                 dk_die "apt-get could not install ${missing[*]}"
 }
 
+# dk_reap_stale: stop the daemons of earlier runs that were killed before
+# their dk_stop could run (their /tmp/outbox-relay-docker.PID has no PID).
+dk_reap_stale() {
+        local d owner
+        for d in /tmp/outbox-relay-docker.*; do
+                [ -d "$d" ] || continue
+                owner=${d##*.}
+                case $owner in '' | *[!0-9]*) continue ;; esac
+                kill -0 "$owner" 2>/dev/null && continue
+                dk_log "stopping what a killed run left in $d"
+                (
+                        DK_DIR=$d
+                        dk_started=1
+                        export DOCKER_HOST="unix://$d/docker.sock"
+                        dk_stop
+                ) || true
+        done
+}
+
 dk_start() {
         [ "$(id -u)" -eq 0 ] || dk_die "a private dockerd needs root"
+        dk_reap_stale
         [ ! -e "$DK_DIR" ] || dk_die "$DK_DIR exists: another run uses it, or remove it"
         mkdir -p "$DK_DIR"
         dk_started=1
