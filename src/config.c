@@ -1427,6 +1427,29 @@ void relay_config_print(const relay_config_t *c, FILE *out)
                 print_kafka(c, out);
 }
 
+bool relay_config_keydoc(size_t i, relay_config_keydoc_t *out)
+{
+        if (i >= NKEYS)
+                return false;
+        const key_def_t *k = &keys[i];
+        out->name = k->name;
+        out->def = k->def;
+        out->desc = k->desc;
+        env_name(k->name, out->env, sizeof(out->env));
+        out->values[0] = '\0';
+        if (k->type == KT_INT) {
+                snprintf(out->values, sizeof(out->values), "%lld to %lld %s", (long long)k->min,
+                         (long long)k->max, k->unit);
+        } else if (k->type == KT_ENUM) {
+                size_t n = 0;
+                for (size_t j = 0; k->choices[j] != NULL && n < sizeof(out->values); j++)
+                        n += (size_t)snprintf(out->values + n, sizeof(out->values) - n, "%s%s",
+                                              j == 0 ? "" : k->choices[j + 1] ? ", " : " or ",
+                                              k->choices[j]);
+        }
+        return true;
+}
+
 void relay_config_print_help(FILE *out)
 {
         char ename[128];

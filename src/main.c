@@ -6,16 +6,21 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
 #include "relay/config.h"
 #include "relay/log.h"
+#include "relay/manual.h"
 #include "relay/relay.h"
 #include "relay/settings.h"
 #include "relay_version.h"
@@ -24,48 +29,6 @@
 
 /* POSIX: the environment; declared by no standard header in strict C mode. */
 extern char **environ;
-
-static void usage(FILE *out)
-{
-        fputs(PROG " relays transactional-outbox rows from PostgreSQL logical replication\n"
-              "(pgoutput) to Kafka.\n"
-              "\n"
-              "Usage:\n"
-              "  " PROG " [OPTION]...\n"
-              "\n"
-              "Options:\n"
-              "  -c, --config=FILE      read configuration from FILE (default: the file named\n"
-              "                         by OUTBOX_RELAY_CONFIG, else none)\n"
-              "  -s, --set=KEY=VALUE    set a configuration key; may be repeated, applied in\n"
-              "                         order after the file and the environment\n"
-              "      --print-config     print the effective configuration with the origin of\n"
-              "                         each value (secrets masked) and exit\n"
-              "  -h, --help             show this help and exit\n"
-              "  -V, --version          show the version and exit\n"
-              "\n"
-              "Configuration is layered: defaults < file < environment < --set.\n"
-              "The file holds \"key = value\" lines and \"#\" comments; a value may be\n"
-              "double-quoted. Every key can also be set by the environment variable\n"
-              "OUTBOX_RELAY_<KEY>, the key upper-cased with \".\" written as \"_\"\n"
-              "(slot.name: OUTBOX_RELAY_SLOT_NAME; kafka.bootstrap.servers:\n"
-              "OUTBOX_RELAY_KAFKA_BOOTSTRAP_SERVERS).\n"
-              "\n"
-              "Configuration keys (key = default):\n",
-              out);
-        relay_config_print_help(out);
-        fputs("\n"
-              "Exit status:\n"
-              "  0  clean stop after SIGTERM or SIGINT\n"
-              "  1  fatal replication stream or protocol error\n"
-              "  2  bad command line or configuration\n"
-              "  3  server or broker setup error (version, wal_level, privilege, missing\n"
-              "     table or publication, unreachable at start)\n"
-              "  4  stopped before an event that could not be delivered: it could not be\n"
-              "     mapped or Kafka rejected it (errors.policy = stop), or its dead-letter\n"
-              "     write failed\n"
-              "  5  the replication slot was dropped or invalidated\n",
-              out);
-}
 
 static void version(void)
 {
@@ -93,13 +56,63 @@ static int finish_stdout(void)
         return RELAY_EXIT_OK;
 }
 
+/*
+ * --health-check: is another outbox-relay process alive (not a zombie, not
+ * stopped) in this process namespace? The container image's HEALTHCHECK
+ * runs this, as the image has no shell or ps to look with. 0 or 1.
+ */
+static int health_check(void)
+{
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        int found = 0;
+
+        if (d == NULL) {
+                fprintf(stderr, PROG ": error: could not open /proc: %s\n", strerror(errno));
+                return 1;
+        }
+        while (!found && (e = readdir(d)) != NULL) {
+                char path[64], buf[256];
+                const char *lp, *rp;
+                size_t n;
+                FILE *f;
+                long pid = strtol(e->d_name, NULL, 10);
+
+                if (pid <= 0 || pid == (long)getpid())
+                        continue;
+                snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+                if ((f = fopen(path, "r")) == NULL)
+                        continue; /* gone meanwhile */
+                n = fread(buf, 1, sizeof(buf) - 1, f);
+                fclose(f);
+                buf[n] = '\0';
+                /* "pid (comm) state ...": comm may hold anything, even ") ". */
+                lp = strchr(buf, '(');
+                rp = strrchr(buf, ')');
+                if (lp == NULL || rp == NULL || rp < lp || rp[1] != ' ')
+                        continue;
+                if ((size_t)(rp - lp - 1) == strlen(PROG) && memcmp(lp + 1, PROG, strlen(PROG)) == 0 &&
+                    strchr("ZXxTt", rp[2]) == NULL) {
+                        printf("healthy: " PROG " is process %ld, state %c\n", pid, rp[2]);
+                        found = 1;
+                }
+        }
+        closedir(d);
+        if (!found)
+                printf("unhealthy: no live " PROG " process\n");
+        return found ? finish_stdout() : 1;
+}
+
 int main(int argc, char **argv)
 {
-        enum { OPT_PRINT_CONFIG = 256 };
+        enum { OPT_PRINT_CONFIG = 256, OPT_EXAMPLE_CONFIG, OPT_HEALTH_CHECK, OPT_MAN };
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"set", required_argument, NULL, 's'},
                 {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
+                {"example-config", no_argument, NULL, OPT_EXAMPLE_CONFIG},
+                {"health-check", no_argument, NULL, OPT_HEALTH_CHECK},
+                {"man", no_argument, NULL, OPT_MAN},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
                 {NULL, 0, NULL, 0},
@@ -132,9 +145,20 @@ int main(int argc, char **argv)
                 case OPT_PRINT_CONFIG:
                         print_config = true;
                         break;
+                case OPT_EXAMPLE_CONFIG:
+                        free(sets);
+                        relay_manual_print_example(stdout);
+                        return finish_stdout();
+                case OPT_HEALTH_CHECK:
+                        free(sets);
+                        return health_check();
+                case OPT_MAN:
+                        free(sets);
+                        relay_manual_print_man(stdout);
+                        return finish_stdout();
                 case 'h':
                         free(sets);
-                        usage(stdout);
+                        relay_manual_print_help(stdout);
                         return finish_stdout();
                 case 'V':
                         free(sets);

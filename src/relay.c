@@ -35,6 +35,7 @@
 #include "relay/log.h"
 #include "relay/limits.h"
 #include "relay/lsn.h"
+#include "relay/notify.h"
 #include "relay/policy.h"
 #include "relay/outbox.h"
 #include "relay/pgoutput.h"
@@ -257,6 +258,7 @@ static int session_status(session_t *s, bool force, char *err, size_t errlen)
 static int session_serve(session_t *s, int ms, char *err, size_t errlen)
 {
         int rc;
+        relay_notify_watchdog(); /* the stream is held, not stuck */
         relay_producer_poll(s->prod, ms);
         if ((rc = session_kafka_check(s, err, errlen)))
                 return rc;
@@ -407,6 +409,7 @@ static int session_send_in_place(session_t *s, const relay_event_t *ev, relay_dr
         while (s->inplace.pending) {
                 /* Not session_serve(): after a refusal the producer reports
                  * itself dead (gapless) before the refused report is served. */
+                relay_notify_watchdog();
                 relay_producer_poll(s->prod, 10);
                 if (s->ack_bug || s->dr_failed)
                         return session_kafka_check(s, err, errlen);
@@ -705,6 +708,7 @@ static void session_drain(session_t *s)
         char err[RELAY_ERRBUF];
         int64_t deadline = now_ms() + s->set->shutdown_timeout_ms;
         while (relay_producer_outq_len(s->prod) > 0 && now_ms() < deadline) {
+                relay_notify_watchdog();
                 relay_producer_poll(s->prod, 50);
                 /* A failed delivery or a dead producer ends the wait. */
                 if (s->dr_failed || s->ack_bug || relay_producer_check(s->prod, err, sizeof(err)) != 0)
@@ -823,6 +827,7 @@ static int session_stream(session_t *s, char *err, size_t errlen)
         int rc;
 
         for (;;) {
+                relay_notify_watchdog();
                 if (session_may_stop(s))
                         return 0;
                 if ((rc = session_read_batch(s, &buffered, err, errlen)) ||
@@ -929,6 +934,7 @@ static void nap(int64_t ms)
 {
         int64_t end = now_ms() + ms;
         while (!stop_requested) {
+                relay_notify_watchdog();
                 int64_t left = end - now_ms();
                 if (left <= 0)
                         break;
@@ -1064,10 +1070,12 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         if (standby_logged)
                                 relay_log_info("replication slot \"%s\" is free; taking over", slot);
                         relay_log_info("streaming from replication slot \"%s\"", slot);
+                        relay_notify_ready("streaming");
                         standby_logged = false;
                         ever_streamed = true;
                         rc = session_stream(&s, err, sizeof(err));
                         if (rc == 0 || rc == RELAY_EMAP) {
+                                relay_notify_stopping();
                                 if (rc == RELAY_EMAP)
                                         relay_log_error("%s", err);
                                 session_drain(&s);
@@ -1101,6 +1109,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                                "process; standing by",
                                                slot);
                         standby_logged = true;
+                        relay_notify_ready("standing by: the slot is active in another process");
                         nap(STANDBY_RETRY_MS);
                         continue;
                 case OUTCOME_SLOTLOST:
@@ -1125,8 +1134,10 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 }
                 break;
         }
-        if (exit_code == RELAY_EXIT_OK && !drained)
+        if (exit_code == RELAY_EXIT_OK && !drained) {
+                relay_notify_stopping();
                 relay_log_info("stopped");
+        }
         process_free(&proc);
         return exit_code;
 }

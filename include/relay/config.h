@@ -121,6 +121,22 @@ void relay_config_print(const relay_config_t *c, FILE *out);
  */
 void relay_config_print_help(FILE *out);
 
+/** @brief What the manual says about one key of the table (see relay_config_keydoc()). */
+typedef struct {
+        const char *name;    /* borrowed from the table */
+        const char *def;     /* default, "" when none */
+        const char *desc;    /* one sentence, no final period */
+        char env[128];       /* its environment variable, OUTBOX_RELAY_... */
+        char values[160];    /* accepted values ("10 to 3600000 milliseconds", "dlq or stop"), or "" */
+} relay_config_keydoc_t;
+
+/**
+ * @brief Describe the i-th key of the table (alphabetical order): the one
+ *        source of --help, the manual page and the example file.
+ * @returns false when i is past the last key (out untouched).
+ */
+bool relay_config_keydoc(size_t i, relay_config_keydoc_t *out);
+
 /**
  * @brief Copy of a conninfo string with any password replaced by "********",
  *        for logs. Caller frees with free(); NULL when out of memory.

@@ -1,0 +1,32 @@
+/*
+ * notify.h - tell a service manager (systemd, Type=notify) how the relay is
+ * doing: ready (streaming or standing by), alive (watchdog), stopping.
+ *
+ * Built with libsystemd these are sd_notify() calls, which do nothing when
+ * the process was not started by systemd (no NOTIFY_SOCKET); built without
+ * it they are no-ops. None can fail in a way the caller must handle.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_NOTIFY_H
+#define RELAY_NOTIFY_H
+
+/**
+ * @brief READY=1 with status as the unit's status text (borrowed). Call
+ *        when streaming starts or when standing by; repeating it is harmless.
+ */
+void relay_notify_ready(const char *status);
+
+/**
+ * @brief WATCHDOG=1, when the service manager asked for a watchdog
+ *        (WatchdogSec=). Call once per turn of the main loop, from the main
+ *        loop's thread: a loop that stops turning is what the watchdog must
+ *        catch. Sends at most once per quarter of the watchdog interval, so
+ *        calling it on every turn costs a clock read.
+ */
+void relay_notify_watchdog(void);
+
+/** @brief STOPPING=1: a stop was requested and the relay is draining. */
+void relay_notify_stopping(void);
+
+#endif

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+# 0107-sd-notify - what systemd hears from the relay (Type=notify, WatchdogSec),
+# against the real PostgreSQL and Kafka of tests/env/up (TAP).
+#
+# Each relay gets its own NOTIFY_SOCKET, a datagram socket this test reads, as
+# systemd would. Relay A (WATCHDOG_USEC set) must send READY=1 with
+# STATUS=streaming, keep sending WATCHDOG=1, and relay its events (counted in
+# Kafka). Relay B on the same slot (no WATCHDOG_USEC) must send READY=1 with a
+# standing-by status and no WATCHDOG=1. SIGTERM to A: STOPPING=1, exit 0; B
+# takes over (READY=1, streaming) and relays what was inserted meanwhile.
+# SIGTERM to B: STOPPING=1, exit 0. Registered only in builds with libsystemd.
+#
+# SPDX-License-Identifier: Apache-2.0
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+N = 0
+FAILED = 0
+
+
+def tap(ok, what, detail=""):
+    global N, FAILED
+    N += 1
+    if not ok:
+        FAILED += 1
+    print(("ok" if ok else "not ok") + " %d - %s" % (N, what), flush=True)
+    if not ok and detail:
+        for line in str(detail).splitlines():
+            print("# " + line, flush=True)
+    return ok
+
+
+def bail(msg):
+    print("Bail out! " + msg, flush=True)
+    sys.exit(1)
+
+
+env = os.environ
+for v in ("RELAY_BIN", "RELAY_SQL_DIR", "RELAY_TEST_PGHOST", "RELAY_TEST_PGPORT",
+          "RELAY_TEST_PGUSER", "RELAY_TEST_KAFKA"):
+    if not env.get(v):
+        bail(v + " is not set: run through meson test with the environment of tests/env/up")
+
+tag = "sdnotify_%d_%d" % (os.getpid(), int(time.time()))
+db = slot = aggtype = tag
+topic = "outbox.event." + aggtype
+logdir = env.get("RELAY_TEST_LOGDIR") or tempfile.gettempdir()
+
+
+def psql(dbname, sql):
+    return subprocess.run(
+        ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", env["RELAY_TEST_PGHOST"],
+         "-p", env["RELAY_TEST_PGPORT"], "-U", env["RELAY_TEST_PGUSER"], "-d", dbname, "-c", sql],
+        check=True, capture_output=True, text=True).stdout.strip()
+
+
+def kafka_count():
+    out = subprocess.run(["kcat", "-b", env["RELAY_TEST_KAFKA"], "-C", "-t", topic, "-o", "beginning",
+                          "-e", "-q", "-f", "%k\n"], capture_output=True, text=True, timeout=60)
+    return len([l for l in out.stdout.splitlines() if l])
+
+
+def insert(first, count):
+    psql(db, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+             "SELECT gen_random_uuid(), '%s', 'agg-' || g, 'NotifyEvent', jsonb_build_object('i', g) "
+             "FROM generate_series(%d, %d) g" % (aggtype, first, first + count - 1))
+
+
+class Relay:
+    def __init__(self, name, watchdog_usec):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix="relay-notify-")
+        self.path = os.path.join(self.dir, "notify.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.messages = []
+        self.log = os.path.join(logdir, "%s.%s.log" % (tag, name))
+        e = dict(os.environ, NOTIFY_SOCKET=self.path)
+        e.pop("WATCHDOG_USEC", None)
+        e.pop("WATCHDOG_PID", None)
+        if watchdog_usec:
+            e["WATCHDOG_USEC"] = str(watchdog_usec)
+        conninfo = "host=%s port=%s user=%s dbname=%s" % (
+            env["RELAY_TEST_PGHOST"], env["RELAY_TEST_PGPORT"], env["RELAY_TEST_PGUSER"], db)
+        with open(self.log, "w") as logf:
+            self.proc = subprocess.Popen(
+                [env["RELAY_BIN"], "--set", "postgres.conninfo=" + conninfo,
+                 "--set", "kafka.bootstrap.servers=" + env["RELAY_TEST_KAFKA"],
+                 "--set", "slot.name=" + slot, "--set", "status.interval.ms=1000"],
+                env=e, stdout=logf, stderr=subprocess.STDOUT)
+
+    def wait_for(self, pred, seconds):
+        """Read datagrams until pred(messages) holds or seconds pass."""
+        deadline = time.monotonic() + seconds
+        while not pred(self.messages):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(min(left, 0.5))
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except socket.timeout:
+                pass
+        return True
+
+    def count(self, needle):
+        return sum(1 for m in self.messages if needle in m.split("\n"))
+
+    def drain(self):
+        self.sock.settimeout(0.2)
+        try:
+            while True:
+                self.messages.append(self.sock.recv(4096).decode())
+        except socket.timeout:
+            pass
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def logtail(self):
+        with open(self.log) as f:
+            return "".join(f.readlines()[-15:])
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.sock.close()
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+
+def ready_with(status):
+    return lambda ms: any("READY=1" in m.split("\n") and ("STATUS=" + status) in m for m in ms)
+
+
+relays = []
+try:
+    psql("postgres", "CREATE DATABASE " + db)
+    with open(os.path.join(env["RELAY_SQL_DIR"], "001_outbox.sql")) as f:
+        psql(db, f.read())
+
+    a = Relay("a", 200000)  # 0.2 s: pings at least every 50 ms of loop turns
+    relays.append(a)
+    tap(a.wait_for(ready_with("streaming"), 120), "relay A sends READY=1 with STATUS=streaming",
+        "messages: %r\n%s" % (a.messages, a.logtail()))
+    insert(1, 100)
+    tap(a.wait_for(lambda ms: a.count("WATCHDOG=1") >= 5, 60),
+        "relay A keeps sending WATCHDOG=1 (%d so far)" % a.count("WATCHDOG=1"), a.logtail())
+
+    b = Relay("b", 0)
+    relays.append(b)
+    tap(b.wait_for(ready_with("standing by"), 120),
+        "relay B on the same slot sends READY=1 with a standing-by status",
+        "messages: %r\n%s" % (b.messages, b.logtail()))
+
+    deadline = time.monotonic() + 120
+    n = 0
+    while time.monotonic() < deadline:
+        n = kafka_count()
+        if n >= 100:
+            break
+        time.sleep(1)
+    tap(n == 100, "Kafka holds the 100 events relay A relayed", "Kafka holds %d" % n)
+
+    rc = a.stop()
+    a.drain()
+    tap(rc == 0, "relay A exits 0 on SIGTERM", "exit status %d\n%s" % (rc, a.logtail()))
+    tap(a.count("STOPPING=1") >= 1, "relay A sends STOPPING=1", "messages: %r" % a.messages[-5:])
+
+    insert(101, 50)
+    tap(b.wait_for(ready_with("streaming"), 120), "relay B takes over and sends READY=1 streaming",
+        "messages: %r\n%s" % (b.messages, b.logtail()))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        n = kafka_count()
+        if n >= 150:
+            break
+        time.sleep(1)
+    tap(n == 150, "Kafka holds all 150 events after the takeover, none twice", "Kafka holds %d" % n)
+    rc = b.stop()
+    b.drain()
+    tap(rc == 0, "relay B exits 0 on SIGTERM", "exit status %d\n%s" % (rc, b.logtail()))
+    tap(b.count("STOPPING=1") >= 1, "relay B sends STOPPING=1", "messages: %r" % b.messages[-5:])
+    tap(b.count("WATCHDOG=1") == 0, "relay B, not asked for a watchdog, sends no WATCHDOG=1",
+        "%d WATCHDOG=1 messages" % b.count("WATCHDOG=1"))
+finally:
+    for r in relays:
+        r.close()
+    try:
+        psql("postgres", "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                         "WHERE slot_name = '%s' AND NOT active" % slot)
+        psql("postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
+    except subprocess.CalledProcessError as e:
+        print("# cleanup: " + e.stderr.strip(), flush=True)
+
+print("1..%d" % N, flush=True)
+if FAILED == 0 and not env.get("RELAY_TEST_KEEP_RELAY_LOGS"):
+    for r in relays:
+        try:
+            os.unlink(r.log)
+        except OSError:
+            pass
+sys.exit(1 if FAILED else 0)
