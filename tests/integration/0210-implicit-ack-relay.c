@@ -28,11 +28,14 @@
  *     relay must see it (an error containing "acknowledged without an
  *     offset", at least once), end the session without confirming past it
  *     and resend from the slot: nothing lost, duplicates allowed and
- *     reported.
- * Both: every committed event in Kafka, each aggregate's first occurrences
- * in commit order, every injected error served, the slot confirmed up to
- * the end of the WAL once the writers stop (the relay thinks it delivered
- * everything, and Kafka holds it).
+ *     reported. Order is reported, not asserted: the requests stored behind
+ *     the failed one stay in the log before the failed events come again
+ *     from the slot, so an aggregate can be out of order - what makes
+ *     pipelining unsafe even with the detection.
+ * Both: every committed event in Kafka, every injected error served, the
+ * slot confirmed up to the end of the WAL once the writers stop (the relay
+ * thinks it delivered everything, and Kafka holds it); at the defaults also
+ * each aggregate's first occurrences in commit order.
  *
  * Before the relay refused pipelining by default and checked offsets
  * (issue 10), the first case lost the events of each failed request, and
@@ -198,7 +201,19 @@ static void run_case(const char *name, const char *bootstraps, int rounds, bool 
 
         h_verify_t v;
         h_workload_verify(fc.c, &wc, &v);
-        fx_check_delivered(name, &v);
+        if (!pipelining) {
+                fx_check_delivered(name, &v);
+        } else {
+                /* The batches stored behind the failed one stay where they
+                 * are; the failed one's events come again from the slot after
+                 * them: nothing lost, but an aggregate can be out of order.
+                 * That is why pipelining is unsafe; it is reported, not
+                 * asserted. */
+                fx_diag_verify(name, &v);
+                is_int(v.missing, 0, "%s: no committed event is missing", name);
+                is_int(v.bad_key + v.bad_partition + v.bad_headers + v.bad_value, 0,
+                       "%s: keys, partitions, headers and values as written", name);
+        }
         res->events = (long long)v.expected;
         res->duplicates = (long long)v.duplicates;
         res->missing = (long long)v.missing;
