@@ -17,11 +17,12 @@
  *     broker's auto.create.topics.enable is on in tests/env), 1 partition;
  *   - created through the admin API (3 partitions) and written at once: the
  *     event commits a few milliseconds after CreateTopics answered.
- * Each new topic then gets EVENTS_PER_TOPIC single-event transactions
- * TRICKLE_MS apart (about the relay's linger.ms, so its first requests to
- * the new partitions are small), over 2 aggregates, from 4 churn writers
- * working on different topics at once, while the versioned-aggregate
- * workload (2 more writers, pre-created topics) commits all along.
+ * Each new topic then gets EVENTS_PER_TOPIC single-event transactions over
+ * 2 aggregates: the first alone, the others TRICKLE_MS apart (about the
+ * relay's linger.ms), so that the relay's first requests to the new
+ * partitions are small. 4 churn writers work on different topics at once
+ * while the versioned-aggregate workload (2 more writers, pre-created
+ * topics) commits all along.
  *
  * Checked, from what Kafka and PostgreSQL hold: every committed event of
  * every topic is in Kafka (0 lost), each aggregate in one partition with its
@@ -56,7 +57,8 @@
 #define CHURN_WRITERS 4
 #define AGGS_PER_TOPIC 2
 #define EVENTS_PER_TOPIC 12
-#define TRICKLE_MS 5 /* between a new topic's events: about the relay's linger.ms */
+#define FIRST_PAUSE_MS 20 /* after a new topic's first event */
+#define TRICKLE_MS 5      /* between its next events: about the relay's linger.ms */
 #define PRECREATED_PARTITIONS 3
 #define HOLE_LOG "acknowledged without an offset"
 
@@ -167,7 +169,6 @@ static void *churn_writer(void *arg)
                 } else {
                         atomic_fetch_add(&ch->auto_created, 1);
                 }
-                /* The first event at once, then a trickle. */
                 for (int e = 0; e < EVENTS_PER_TOPIC; e++) {
                         int k = e % AGGS_PER_TOPIC;
                         snprintf(sql, sizeof(sql),
@@ -180,7 +181,9 @@ static void *churn_writer(void *arg)
                                  i, k, ch->suffix, i, i, k, i, k);
                         if (!exec_ok(c, sql))
                                 atomic_fetch_add(&ch->failed, 1);
-                        h_sleep_ms(TRICKLE_MS);
+                        /* The first event alone (the relay's first request to
+                         * the new partition small), then a trickle. */
+                        h_sleep_ms(e == 0 ? FIRST_PAUSE_MS : TRICKLE_MS);
                 }
         }
         PQfinish(c);
