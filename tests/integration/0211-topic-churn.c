@@ -15,12 +15,13 @@
  *   - auto-created by their first event (topic template
  *     outbox.event.${aggregatetype}, one aggregate type per topic; the
  *     broker's auto.create.topics.enable is on in tests/env), 1 partition;
- *   - created through the admin API (3 partitions) and written at once: the
+ *   - created through the admin API (6 partitions) and written at once: the
  *     event commits a few milliseconds after CreateTopics answered.
  * Each new topic then gets EVENTS_PER_TOPIC single-event transactions over
- * 2 aggregates: the first alone, the others TRICKLE_MS apart (about the
- * relay's linger.ms), so that the relay's first requests to the new
- * partitions are small. 4 churn writers work on different topics at once
+ * AGGS_PER_TOPIC aggregates, TRICKLE_MS apart (about the relay's linger.ms),
+ * so that the relay's requests to the new partitions are small (1 to 4
+ * events per partition in most first requests, from librdkafka's debug
+ * log). 4 churn writers work on different topics at once
  * while the versioned-aggregate workload (2 more writers, pre-created
  * topics) commits all along.
  *
@@ -55,11 +56,10 @@
 #include "workload.h"
 
 #define CHURN_WRITERS 4
-#define AGGS_PER_TOPIC 2
-#define EVENTS_PER_TOPIC 12
-#define FIRST_PAUSE_MS 20 /* after a new topic's first event */
-#define TRICKLE_MS 5      /* between its next events: about the relay's linger.ms */
-#define PRECREATED_PARTITIONS 3
+#define AGGS_PER_TOPIC 6
+#define EVENTS_PER_TOPIC 24
+#define TRICKLE_MS 5 /* between a new topic's events: about the relay's linger.ms */
+#define PRECREATED_PARTITIONS 6
 #define HOLE_LOG "acknowledged without an offset"
 
 typedef struct {
@@ -181,9 +181,7 @@ static void *churn_writer(void *arg)
                                  i, k, ch->suffix, i, i, k, i, k);
                         if (!exec_ok(c, sql))
                                 atomic_fetch_add(&ch->failed, 1);
-                        /* The first event alone (the relay's first request to
-                         * the new partition small), then a trickle. */
-                        h_sleep_ms(e == 0 ? FIRST_PAUSE_MS : TRICKLE_MS);
+                        h_sleep_ms(TRICKLE_MS);
                 }
         }
         PQfinish(c);
