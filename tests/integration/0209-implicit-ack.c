@@ -98,7 +98,7 @@ typedef struct {
         size_t errors_left;  /* injected errors not served */
 } result_t;
 
-static FILE *g_dbg; /* RELAY_TEST_RDKAFKA_DEBUG=FILE: the producer's msg,eos debug log */
+static FILE *g_dbg; /* RELAY_TEST_RDKAFKA_DEBUG=FILE: the producers' msg,eos,protocol debug log */
 
 static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {

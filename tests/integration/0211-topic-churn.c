@@ -524,11 +524,12 @@ int main(void)
         tap_diag("FIGURES topic-churn: topics=%d auto_created=%d created_first=%d churn_events=%zu "
                  "workload_events=%zu missing=%zu out_of_order=%zu duplicates=%zu "
                  "dead_lettered=%lld holes_logged=%d session_restarts=%d kafka_warnings_logged=%d "
-                 "dead_letter_lines=%d retriable_produce_errors=%d implicit_acks=%d churn_s=%.1f drained_s=%.1f create_topic_avg_ms=%.0f "
-                 "delete_topics_s=%.1f",
+                 "dead_letter_lines=%d retriable_produce_errors=%d implicit_acks=%d churn_s=%.1f "
+                 "drained_s=%.1f create_topic_avg_ms=%.0f delete_topics_s=%.1f",
                  topics, atomic_load(&ch.auto_created), atomic_load(&ch.created), cv.expected,
                  v.expected, cv.missing + v.missing, cv.out_of_order + v.out_of_order,
-                 cv.duplicates + v.duplicates, (long long)in_dlq, holes, restarts, kwarn, dead, produce_errors, implicit,
+                 cv.duplicates + v.duplicates, (long long)in_dlq, holes, restarts, kwarn, dead,
+                 produce_errors, implicit,
                  churn_ms / 1000.0, drained_ms / 1000.0,
                  atomic_load(&ch.created)
                          ? (double)atomic_load(&ch.create_ms) / atomic_load(&ch.created)

@@ -305,8 +305,8 @@ void h_workload_verify(PGconn *c, const h_workload_conf_t *conf, h_verify_t *out
                                 seen[agg][v] = 1;
                                 if (v < maxv[agg]) {
                                         if (out->out_of_order < 5)
-                                                tap_diag("aggregate %d: version %d after %d", agg, v,
-                                                         maxv[agg]);
+                                                tap_diag("aggregate %d: version %d after %d",
+                                                         agg, v, maxv[agg]);
                                         out->out_of_order++;
                                 } else {
                                         maxv[agg] = v;
