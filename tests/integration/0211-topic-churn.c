@@ -11,12 +11,16 @@
  * created the partition, which answers NOT_LEADER_OR_FOLLOWER meanwhile);
  * and the first events of a topic trickle in as small requests that
  * librdkafka 2.0.2 pipelines (fewer than 5 messages in flight per
- * partition). Two ways in, half of the topics each:
+ * partition). Three ways in, a third of the topics each:
  *   - auto-created by their first event (topic template
  *     outbox.event.${aggregatetype}, one aggregate type per topic; the
  *     broker's auto.create.topics.enable is on in tests/env), 1 partition;
  *   - created through the admin API (6 partitions) and written at once: the
- *     event commits a few milliseconds after CreateTopics answered.
+ *     event commits a few milliseconds after CreateTopics answered;
+ *   - the same, written once the topic's metadata shows a leader for every
+ *     partition (as 0102 did when it lost an event): the relay then knows
+ *     the leaders at once, so its first request carries only the first
+ *     events, while the broker may still be loading the partition.
  * Each new topic then gets EVENTS_PER_TOPIC single-event transactions over
  * AGGS_PER_TOPIC aggregates, TRICKLE_MS apart (about the relay's linger.ms),
  * so that the relay's requests to the new partitions are small (1 to 4
@@ -68,7 +72,7 @@ typedef struct {
         int topics;
         rd_kafka_t *admin; /* shared; admin calls are thread-safe */
         atomic_int next;   /* next topic index to take */
-        atomic_int created, auto_created, failed;
+        atomic_int created, auto_created, waited, failed;
         atomic_llong create_ms; /* total time in CreateTopics */
 } churn_t;
 
@@ -137,6 +141,37 @@ static char *create_topic(rd_kafka_t *rk, const char *topic, int partitions)
         return msg;
 }
 
+/* Poll the topic's metadata until every partition has a leader (what a
+ * careful application does before writing to a new topic); false after
+ * 30 s. */
+static bool wait_leaders(rd_kafka_t *rk, const char *topic)
+{
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+        int64_t deadline = h_now_ms() + 30000;
+        bool ready = false;
+        while (!ready && h_now_ms() < deadline) {
+                const struct rd_kafka_metadata *md = NULL;
+                if (rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                    md->topic_cnt == 1 && !md->topics[0].err &&
+                    md->topics[0].partition_cnt == PRECREATED_PARTITIONS) {
+                        ready = true;
+                        for (int p = 0; p < md->topics[0].partition_cnt; p++)
+                                if (md->topics[0].partitions[p].err ||
+                                    md->topics[0].partitions[p].leader < 0)
+                                        ready = false;
+                }
+                if (md)
+                        rd_kafka_metadata_destroy(md);
+                if (!ready)
+                        h_sleep_ms(5);
+        }
+        rd_kafka_topic_destroy(rkt);
+        return ready;
+}
+
+static const char *const modes[] = {"auto-created", "created first",
+                                    "created, leaders waited for"};
+
 static bool exec_ok(PGconn *c, const char *sql)
 {
         PGresult *r = PQexec(c, sql);
@@ -154,7 +189,7 @@ static void *churn_writer(void *arg)
         char topic[256], sql[1024];
         int i;
         while ((i = atomic_fetch_add(&ch->next, 1)) < ch->topics) {
-                if (i % 2 == 1) {
+                if (i % 3 != 0) {
                         topic_name(ch, i, topic, sizeof(topic));
                         int64_t t0 = h_now_ms();
                         char *err = create_topic(ch->admin, topic, PRECREATED_PARTITIONS);
@@ -166,6 +201,15 @@ static void *churn_writer(void *arg)
                                 continue;
                         }
                         atomic_fetch_add(&ch->created, 1);
+                        if (i % 3 == 2) {
+                                if (!wait_leaders(ch->admin, topic)) {
+                                        tap_diag("topic %s: no leader for every partition in "
+                                                 "30 s",
+                                                 topic);
+                                        atomic_fetch_add(&ch->failed, 1);
+                                }
+                                atomic_fetch_add(&ch->waited, 1);
+                        }
                 } else {
                         atomic_fetch_add(&ch->auto_created, 1);
                 }
@@ -340,9 +384,7 @@ static void churn_verify(PGconn *c, const churn_t *ch, churn_verify_t *out)
                                         topic_name(ch, i / AGGS_PER_TOPIC, tn, sizeof(tn));
                                         tap_diag("missing: %s key c%d-%d version %d of %d (%s)",
                                                  tn, i / AGGS_PER_TOPIC, i % AGGS_PER_TOPIC, v,
-                                                 aggs[i].want,
-                                                 (i / AGGS_PER_TOPIC) % 2 ? "created first"
-                                                                          : "auto-created");
+                                                 aggs[i].want, modes[(i / AGGS_PER_TOPIC) % 3]);
                                 }
                                 out->missing++;
                         }
@@ -418,9 +460,8 @@ static int64_t delete_topics(rd_kafka_t *rk, const churn_t *ch, int *failed)
 int main(void)
 {
         const int topics = fx_long() ? 600 : 200;
-        tap_diag("variant: %s, %d new topics (%d auto-created, %d created first), %d events "
-                 "each",
-                 fx_long() ? "long" : "short", topics, (topics + 1) / 2, topics / 2,
+        tap_diag("variant: %s, %d new topics (a third each %s, %s, %s), %d events each",
+                 fx_long() ? "long" : "short", topics, modes[0], modes[1], modes[2],
                  EVENTS_PER_TOPIC);
 
         fx_case_t fc;
@@ -465,9 +506,10 @@ int main(void)
                 pthread_join(th[i], NULL);
         int64_t churn_ms = h_now_ms() - t0;
         is_int(atomic_load(&ch.failed), 0, "every churn topic created and every event committed");
-        tap_diag("churn written in %.1f s: %d topics created first (CreateTopics %.0f ms on "
-                 "average), %d auto-created",
-                 churn_ms / 1000.0, atomic_load(&ch.created),
+        tap_diag("churn written in %.1f s: %d topics created first (%d of them written once "
+                 "their leaders were in the metadata; CreateTopics %.0f ms on average), %d "
+                 "auto-created",
+                 churn_ms / 1000.0, atomic_load(&ch.created), atomic_load(&ch.waited),
                  atomic_load(&ch.created) ? (double)atomic_load(&ch.create_ms) /
                                                     atomic_load(&ch.created)
                                           : 0.0,
@@ -521,12 +563,14 @@ int main(void)
         int del_failed = 0;
         int64_t del_ms = delete_topics(ch.admin, &ch, &del_failed);
         is_int(del_failed, 0, "the %d churn topics deleted", topics);
-        tap_diag("FIGURES topic-churn: topics=%d auto_created=%d created_first=%d churn_events=%zu "
+        tap_diag("FIGURES topic-churn: topics=%d auto_created=%d created_first=%d "
+                 "of_which_leaders_waited=%d churn_events=%zu "
                  "workload_events=%zu missing=%zu out_of_order=%zu duplicates=%zu "
                  "dead_lettered=%lld holes_logged=%d session_restarts=%d kafka_warnings_logged=%d "
                  "dead_letter_lines=%d retriable_produce_errors=%d implicit_acks=%d churn_s=%.1f "
                  "drained_s=%.1f create_topic_avg_ms=%.0f delete_topics_s=%.1f",
-                 topics, atomic_load(&ch.auto_created), atomic_load(&ch.created), cv.expected,
+                 topics, atomic_load(&ch.auto_created), atomic_load(&ch.created),
+                 atomic_load(&ch.waited), cv.expected,
                  v.expected, cv.missing + v.missing, cv.out_of_order + v.out_of_order,
                  cv.duplicates + v.duplicates, (long long)in_dlq, holes, restarts, kwarn, dead,
                  produce_errors, implicit,
