@@ -32,6 +32,9 @@
  *     the failed one stay in the log before the failed events come again
  *     from the slot, so an aggregate can be out of order - what makes
  *     pipelining unsafe even with the detection.
+ * Before both, a relay given kafka.max.in.flight.requests.per.connection=5
+ * or kafka.enable.gapless.guarantee=false without the unsafe switch must
+ * refuse to start (exit 2).
  * Both: every committed event in Kafka, every injected error served, the
  * slot confirmed up to the end of the WAL once the writers stop (the relay
  * thinks it delivered everything, and Kafka holds it); at the defaults also
@@ -106,6 +109,25 @@ static size_t errors_left(int b)
         if (rd_kafka_mock_broker_error_stack_cnt(g_mock, b, PRODUCE_API, &n))
                 tap_bail("error stack of broker %d", b);
         return n;
+}
+
+/* A setting that reopens the hole is refused at start-up (exit 2) unless
+ * delivery.unsafe.allow.pipelining=true says otherwise. */
+static void check_refused(const char *bootstraps, const char *setting)
+{
+        fx_case_t fc;
+        fx_case_open(&fc, "implicitack", "ia");
+        h_pg_create_outbox(fc.c, "outbox"); /* a relay that accepts it streams */
+        fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
+        fx_sets_add(&fc.sets, "%s", setting);
+        h_relay_t *r = h_relay_start(fc.sets.v);
+        int rc = h_relay_wait(r, 15000);
+        is_int(rc, 2, "%s without delivery.unsafe.allow.pipelining: refused at start (exit 2)",
+               setting);
+        if (rc != 2)
+                h_relay_diag_log(r);
+        h_relay_free(r);
+        fx_case_close(&fc, NULL);
 }
 
 typedef struct {
@@ -233,6 +255,9 @@ int main(void)
         setenv("RELAY_TEST_KAFKA", bootstraps, 1);
         tap_diag("variant: %s, %d round(s) per relay; mock cluster at %s",
                  fx_long() ? "long" : "short", rounds, bootstraps);
+
+        check_refused(bootstraps, "kafka.max.in.flight.requests.per.connection=5");
+        check_refused(bootstraps, "kafka.enable.gapless.guarantee=false");
 
         case_result_t d, p;
         run_case("defaults", bootstraps, rounds, false, &d);
