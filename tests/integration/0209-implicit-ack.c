@@ -38,7 +38,9 @@
  * small batches: requests of 2, 2 and 2 messages here. A request of 5
  * messages or more is alone on the wire for its partition whatever
  * max.in.flight says - the hole needs small batches, which is what a relay
- * sends when events trickle in, e.g. the first events of a new topic.
+ * sends when events trickle in, e.g. the first events of a new topic, and
+ * what a retry of a small failed request is, with newer events right
+ * behind it (both seen losing events on the real broker in 0211).
  *
  * One mock cluster (one broker); each run a topic of one partition of its
  * own and a fresh producer (a new producer id) of MSGS messages, then the
