@@ -25,23 +25,20 @@
  * Mock limits (librdkafka 2.0.2, see /work/shared/notes/protocol.md C.4): no
  * CreateTopics admin API (topics are created with rd_kafka_mock_topic_create
  * and the tables by hand, not h_workload_setup), a broker set down keeps its
- * partition leaderships (hence the explicit leader moves), no way to ask how
- * many injected errors were actually served, no transaction markers (not
- * used by the relay), a partition log capped at 5 MB (oldest batches
- * dropped; the variants stay far below), and - the one that matters here -
- * no sequence checks for an idempotent producer without a transactional.id:
- * a real broker refuses a batch whose base sequence skips one that failed
- * (OUT_OF_ORDER_SEQUENCE_NUMBER), the mock appends it. With several
- * requests in flight per connection, a batch pipelined behind one that got
- * an injected error is then written first, and librdkafka, seeing the later
- * sequence acknowledged, acknowledges the failed batch implicitly
- * ("implicitly acked by subsequent batch success") although the mock never
- * wrote it: gaps and reordering that a real broker cannot produce. The same
- * happens with a bare librdkafka 2.0.2 producer and no relay (see
- * tests/faults/RELIABILITY.md). So the relay runs here with
- * kafka.max.in.flight.requests.per.connection=1, which takes pipelining,
- * hence the mock's missing check, out of the picture; the default (5) is
- * exercised against the real broker by 0203-0207.
+ * partition leaderships (hence the explicit leader moves), no count of the
+ * cluster-wide injected errors actually served
+ * (rd_kafka_mock_broker_error_stack_cnt() covers per-broker stacks only), no
+ * transaction markers (not used by the relay), a partition log capped at 5 MB (oldest
+ * batches dropped; the variants stay far below), and no sequence checks for
+ * a producer without a transactional.id (rd_kafka_mock_validate_records()
+ * skips them): a batch pipelined behind one that got an injected error is
+ * stored. A real broker does the same whenever it holds no state for the
+ * producer id on that partition (each relay session is a new producer id; a
+ * new partition; expired producer state). What then lost events here at
+ * max.in.flight.requests.per.connection=5 was librdkafka's implicit
+ * acknowledgement of the failed batch (err 0, offset -1, never resent; see
+ * 0209 and 0212), not a defect of the mock. The relay runs at its defaults
+ * (one request in flight per connection, which closes the hole).
  *
  * RELAY_TEST_MOCK_DEBUG=FILE writes the mock cluster's debug log to FILE.
  *
@@ -222,8 +219,6 @@ int main(void)
         }
 
         fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
-        /* One request in flight per connection: see the header comment. */
-        fx_sets_add(&fc.sets, "%s", "kafka.max.in.flight.requests.per.connection=1");
         h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         fx_writers_t *ws = fx_writers_start(&wc);

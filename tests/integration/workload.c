@@ -240,9 +240,10 @@ void h_workload_verify(PGconn *c, const h_workload_conf_t *conf, h_verify_t *out
         int *want = calloc((size_t)na, sizeof(int));
         int *maxv = calloc((size_t)na, sizeof(int));
         int *part = malloc((size_t)na * sizeof(int));
+        char **seen = calloc((size_t)na, sizeof(char *)); /* per aggregate: versions seen */
         char topic[256];
 
-        if (!want || !maxv || !part)
+        if (!want || !maxv || !part || !seen)
                 tap_bail("out of memory");
         memset(out, 0, sizeof(*out));
         for (int a = 0; a < na; a++)
@@ -258,6 +259,9 @@ void h_workload_verify(PGconn *c, const h_workload_conf_t *conf, h_verify_t *out
                 }
         }
         PQclear(r);
+        for (int a = 0; a < na; a++)
+                if (!(seen[a] = calloc((size_t)want[a] + 1, 1)))
+                        tap_bail("out of memory");
 
         for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
                 h_msg_t *msgs;
@@ -289,25 +293,40 @@ void h_workload_verify(PGconn *c, const h_workload_conf_t *conf, h_verify_t *out
                         snprintf(want_type, sizeof(want_type), "%sEvent", aggtypes[t]);
                         if (!hid || strlen(hid) != 36 || !htype || strcmp(htype, want_type) != 0)
                                 out->bad_headers++;
-                        /* Partition order per aggregate: first occurrences must
-                         * run 1, 2, 3, ...; a version seen before is a resend. */
-                        if (v <= maxv[agg]) {
+                        /* Partition order per aggregate: each committed version's
+                         * first occurrence must come after those of the versions
+                         * before it; a version seen before is a resend. A version
+                         * that never arrives is missing, not out of order. */
+                        if (v < 1 || v > want[agg]) {
+                                out->bad_value++; /* never committed */
+                        } else if (seen[agg][v]) {
                                 out->duplicates++;
                         } else {
-                                if (v != maxv[agg] + 1) {
+                                seen[agg][v] = 1;
+                                if (v < maxv[agg]) {
                                         if (out->out_of_order < 5)
-                                                tap_diag("aggregate %d: version %d after %d", agg, v,
-                                                         maxv[agg]);
+                                                tap_diag("aggregate %d: version %d after %d",
+                                                         agg, v, maxv[agg]);
                                         out->out_of_order++;
+                                } else {
+                                        maxv[agg] = v;
                                 }
-                                maxv[agg] = v;
                         }
                 }
                 h_msgs_free(msgs, n);
         }
-        for (int a = 0; a < na; a++)
-                if (maxv[a] < want[a])
-                        out->missing += (size_t)(want[a] - maxv[a]);
+        for (int a = 0; a < na; a++) {
+                for (int v = 1; v <= want[a]; v++) {
+                        if (!seen[a][v]) {
+                                if (out->missing < 5)
+                                        tap_diag("aggregate %d: version %d of %d never arrived", a,
+                                                 v, want[a]);
+                                out->missing++;
+                        }
+                }
+                free(seen[a]);
+        }
+        free(seen);
         free(want);
         free(maxv);
         free(part);

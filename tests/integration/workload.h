@@ -42,7 +42,7 @@ typedef struct {
         size_t expected;     /* committed events (sum of aggregate versions) */
         size_t duplicates;   /* messages whose version was seen before for its aggregate */
         size_t missing;      /* committed versions never seen */
-        size_t out_of_order; /* first occurrences that skipped a version */
+        size_t out_of_order; /* first occurrences that came after a later version's */
         size_t bad_key;      /* key is not agg-<n>, or wrong topic */
         size_t bad_partition; /* an aggregate seen in two partitions */
         size_t bad_headers;  /* id/type headers missing or wrong */
