@@ -125,7 +125,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         switch (cls) {
         case RELAY_DR_IMPLICIT_ACK:
                 relay_err_set(buf, sizeof(buf),
-                              "Kafka acknowledged event \"%.*s\" (topic \"%s\", partition %d) "
+                              "event \"%.*s\" (topic \"%s\", partition %d) acknowledged "
                               "without an offset: librdkafka counted it as delivered because a "
                               "later request succeeded, so it may never have been stored",
                               (int)(ev.id_len > 64 ? 64 : ev.id_len), ev.id ? ev.id : "?", topic,
