@@ -10,6 +10,9 @@
  */
 #include "faults/faults.h"
 
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -570,4 +573,57 @@ void fx_diag_verify(const char *what, const h_verify_t *v)
         tap_diag("%s: committed %zu, in Kafka %zu, duplicates %zu, missing %zu, out of order %zu",
                  what, v->expected, v->messages, v->duplicates, v->missing, v->out_of_order);
         h_workload_diag(v);
+}
+
+/* --- librdkafka's mock cluster ------------------------------------------ */
+
+static rd_kafka_t *g_mock_rk;
+static rd_kafka_mock_cluster_t *g_mock;
+static FILE *g_mock_dbg;
+
+void fx_quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+        (void)rk;
+        (void)level;
+        if (g_mock_dbg)
+                fprintf(g_mock_dbg, "%lld %s %s\n", (long long)h_now_ms(), fac, buf);
+}
+
+static void mock_destroy(void)
+{
+        if (g_mock)
+                rd_kafka_mock_cluster_destroy(g_mock);
+        if (g_mock_rk)
+                rd_kafka_destroy(g_mock_rk);
+        if (g_mock_dbg)
+                fclose(g_mock_dbg);
+        g_mock = NULL;
+        g_mock_rk = NULL;
+        g_mock_dbg = NULL;
+}
+
+const char *fx_mock_start(int brokers, rd_kafka_mock_cluster_t **out)
+{
+        char errstr[512];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        rd_kafka_conf_set_log_cb(conf, fx_quiet_log);
+        const char *dbg = getenv("RELAY_TEST_MOCK_DEBUG");
+        if (dbg && *dbg && (g_mock_dbg = fopen(dbg, "w")) != NULL) {
+                setvbuf(g_mock_dbg, NULL, _IOLBF, 0);
+                rd_kafka_conf_set(conf, "debug", "mock", errstr, sizeof(errstr));
+        }
+        g_mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+        if (!g_mock_rk)
+                tap_bail("could not create the mock cluster's handle: %s", errstr);
+        g_mock = rd_kafka_mock_cluster_new(g_mock_rk, brokers);
+        if (!g_mock)
+                tap_bail("could not create a mock cluster");
+        /* Before any harness Kafka call, so atexit runs this after the
+         * harness has destroyed its client. */
+        atexit(mock_destroy);
+        const char *bootstraps = rd_kafka_mock_cluster_bootstraps(g_mock);
+        setenv("RELAY_TEST_KAFKA", bootstraps, 1);
+        if (out)
+                *out = g_mock;
+        return bootstraps;
 }

@@ -274,4 +274,23 @@ static __attribute__((unused)) void fx_check_delivered(const char *what, const h
                "%s: keys, partitions, headers and values as written", what);
 }
 
+/* --- librdkafka's mock cluster ------------------------------------------ */
+
+struct rd_kafka_mock_cluster_s;
+
+/**
+ * Start a mock cluster of `brokers` brokers in this process (librdkafka's
+ * rdkafka_mock.h) and point RELAY_TEST_KAFKA at it, so the harness's Kafka
+ * helpers read it. RELAY_TEST_MOCK_DEBUG=FILE writes its debug log there.
+ * Destroyed at exit, after the harness's client (registered first). Returns
+ * its bootstrap servers (borrowed); *out (may be NULL) gets the cluster.
+ * Bails on failure.
+ */
+const char *fx_mock_start(int brokers, struct rd_kafka_mock_cluster_s **out);
+
+struct rd_kafka_s;
+/** A librdkafka log callback that keeps the test's output clean (the mock
+ *  debug file gets the lines when RELAY_TEST_MOCK_DEBUG is set). */
+void fx_quiet_log(const struct rd_kafka_s *rk, int level, const char *fac, const char *buf);
+
 #endif

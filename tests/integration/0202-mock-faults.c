@@ -64,49 +64,7 @@
 #define PARTITIONS 4
 #define PRODUCE_API 0 /* ApiKey of Produce */
 
-static rd_kafka_t *g_mock_rk;
 static rd_kafka_mock_cluster_t *g_mock;
-
-static FILE *g_dbg;
-static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-        (void)rk;
-        (void)level;
-        if (g_dbg)
-                fprintf(g_dbg, "%lld %s %s\n", (long long)h_now_ms(), fac, buf);
-}
-
-/* Registered before the harness's Kafka client exists, so it runs after the
- * harness has destroyed that client (atexit runs in reverse order). */
-static void mock_destroy(void)
-{
-        if (g_mock)
-                rd_kafka_mock_cluster_destroy(g_mock);
-        if (g_mock_rk)
-                rd_kafka_destroy(g_mock_rk);
-        g_mock = NULL;
-        g_mock_rk = NULL;
-}
-
-static const char *mock_start(void)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        rd_kafka_conf_set_log_cb(conf, quiet_log);
-        if (getenv("RELAY_TEST_MOCK_DEBUG")) {
-                g_dbg = fopen(getenv("RELAY_TEST_MOCK_DEBUG"), "w");
-                setvbuf(g_dbg, NULL, _IOLBF, 0);
-                rd_kafka_conf_set(conf, "debug", "mock", errstr, sizeof(errstr));
-        }
-        g_mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!g_mock_rk)
-                tap_bail("could not create the mock cluster's handle: %s", errstr);
-        g_mock = rd_kafka_mock_cluster_new(g_mock_rk, BROKERS);
-        if (!g_mock)
-                tap_bail("could not create a mock cluster");
-        atexit(mock_destroy);
-        return rd_kafka_mock_cluster_bootstraps(g_mock);
-}
 
 /*
  * Messages in the workload's topics (sum of high watermarks), through a
@@ -122,7 +80,7 @@ static long long mock_count(const h_workload_conf_t *wc, const char *bootstraps)
 {
         char errstr[512], topic[256];
         rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        rd_kafka_conf_set_log_cb(conf, quiet_log);
+        rd_kafka_conf_set_log_cb(conf, fx_quiet_log);
         if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, errstr, sizeof(errstr)) ||
             rd_kafka_conf_set(conf, "socket.timeout.ms", "5000", errstr, sizeof(errstr)))
                 tap_bail("counting client: %s", errstr);
@@ -191,8 +149,7 @@ int main(void)
         const long long step = lng ? 600 : 300; /* events between faults */
         const int down_ms = lng ? 5000 : 3000;
 
-        const char *bootstraps = mock_start();
-        setenv("RELAY_TEST_KAFKA", bootstraps, 1);
+        const char *bootstraps = fx_mock_start(BROKERS, &g_mock);
         tap_diag("variant: %s, %d round(s); mock cluster at %s", lng ? "long" : "short", rounds,
                  bootstraps);
 

@@ -64,43 +64,7 @@
 #define RTT_MS 1000
 #define HOLE_LOG "acknowledged without an offset"
 
-static rd_kafka_t *g_mock_rk;
 static rd_kafka_mock_cluster_t *g_mock;
-
-static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-        (void)rk;
-        (void)level;
-        (void)fac;
-        (void)buf;
-}
-
-/* Registered before the harness's Kafka client exists, so it runs after the
- * harness has destroyed that client (atexit runs in reverse order). */
-static void mock_destroy(void)
-{
-        if (g_mock)
-                rd_kafka_mock_cluster_destroy(g_mock);
-        if (g_mock_rk)
-                rd_kafka_destroy(g_mock_rk);
-        g_mock = NULL;
-        g_mock_rk = NULL;
-}
-
-static const char *mock_start(void)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        rd_kafka_conf_set_log_cb(conf, quiet_log);
-        g_mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!g_mock_rk)
-                tap_bail("could not create the mock cluster's handle: %s", errstr);
-        g_mock = rd_kafka_mock_cluster_new(g_mock_rk, BROKERS);
-        if (!g_mock)
-                tap_bail("could not create a mock cluster");
-        atexit(mock_destroy);
-        return rd_kafka_mock_cluster_bootstraps(g_mock);
-}
 
 /* Injected Produce errors broker b has not served yet. */
 static size_t errors_left(int b)
@@ -251,8 +215,7 @@ static void run_case(const char *name, const char *bootstraps, int rounds, bool 
 int main(void)
 {
         const int rounds = fx_long() ? 20 : 4;
-        const char *bootstraps = mock_start();
-        setenv("RELAY_TEST_KAFKA", bootstraps, 1);
+        const char *bootstraps = fx_mock_start(BROKERS, &g_mock);
         tap_diag("variant: %s, %d round(s) per relay; mock cluster at %s",
                  fx_long() ? "long" : "short", rounds, bootstraps);
 

@@ -22,46 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults/faults.h"
 #include "harness.h"
 
 #define AGGS 4
 #define VERSIONS 10
 
-static rd_kafka_t *g_mock_rk;
 static rd_kafka_mock_cluster_t *g_mock;
-
-static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-        (void)rk;
-        (void)level;
-        (void)fac;
-        (void)buf;
-}
-
-static void mock_destroy(void)
-{
-        if (g_mock)
-                rd_kafka_mock_cluster_destroy(g_mock);
-        if (g_mock_rk)
-                rd_kafka_destroy(g_mock_rk);
-        g_mock = NULL;
-        g_mock_rk = NULL;
-}
-
-static const char *mock_start(void)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        rd_kafka_conf_set_log_cb(conf, quiet_log);
-        g_mock_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!g_mock_rk)
-                tap_bail("could not create the mock cluster's handle: %s", errstr);
-        g_mock = rd_kafka_mock_cluster_new(g_mock_rk, 1);
-        if (!g_mock)
-                tap_bail("could not create a mock cluster");
-        atexit(mock_destroy);
-        return rd_kafka_mock_cluster_bootstraps(g_mock);
-}
 
 static void insert_event(PGconn *c, const char *agtype, int a, int v)
 {
@@ -74,8 +41,7 @@ static void insert_event(PGconn *c, const char *agtype, int a, int v)
 
 int main(void)
 {
-        const char *bootstraps = mock_start();
-        setenv("RELAY_TEST_KAFKA", bootstraps, 1);
+        const char *bootstraps = fx_mock_start(1, &g_mock);
 
         char *db = h_pg_create_db("missing");
         char *slot = h_unique_name("slot");
