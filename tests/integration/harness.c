@@ -655,7 +655,9 @@ void h_kafka_create_topic_config(const char *topic, int partitions, const char *
         int64_t deadline;
         int n;
 
-        nt = rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof(errstr));
+        /* -1: the broker's default.replication.factor, 1 on tests/env/up's
+         * single broker, 3 on tests/env/cluster's three. */
+        nt = rd_kafka_NewTopic_new(topic, partitions, -1, errstr, sizeof(errstr));
         if (!nt)
                 tap_bail("could not describe topic \"%s\": %s", topic, errstr);
         for (size_t i = 0; config && config[i] && config[i + 1]; i += 2)
