@@ -8,7 +8,9 @@
  *     controller moves its leaderships away before it stops; then a restart;
  *   - the leader of a partition frozen (SIGSTOP) for longer than the
  *     broker session timeout (9 s: the controller fences it and elects new
- *     leaders while it cannot notice), then continued;
+ *     leaders while it cannot notice; its connections stay open, so what
+ *     was in flight to it waits for the request timeout), events checked
+ *     to flow while it is still frozen, then continued;
  *   - the log directory of the leader of a partition removed under it (the
  *     broker halts on its own), then the node formatted and started again
  *     (it re-replicates everything from the others).
@@ -25,8 +27,9 @@
  *
  * The relay runs with its own producer defaults (no in-flight or
  * idempotence override here), at log.level=debug with kafka.debug=eos,topic:
- * its logs are kept in a folder of their own, and the nodes' logs moved to
- * the environment's log directory, unless the test passes; a missing event
+ * its logs are kept in a folder of their own (always with
+ * RELAY_TEST_KEEP_RELAY_LOGS set), and the nodes' logs moved to the
+ * environment's log directory, unless the test passes; a missing event
  * prints the relay log lines that may explain it.
  *
  * Short variant (CI): each fault once, a 12 s freeze. Long
@@ -52,6 +55,9 @@
 #include "workload.h"
 
 #define PARTITIONS 4
+/* broker.session.timeout.ms of the cluster (Kafka's default): a node
+ * silent for longer is fenced and its partitions get new leaders. */
+#define SESSION_TIMEOUT_MS 9000
 
 typedef enum { F_KILL, F_STOP, F_FREEZE, F_RMDIR } fault_kind_t;
 
@@ -61,6 +67,7 @@ static const char *const fault_names[] = {"kill -9", "controlled shutdown", "fre
 static const char *g_cluster; /* tests/env/cluster */
 static char g_logdir[512];    /* this test's relay logs */
 static bool g_passed;
+static bool g_keep_relay_logs; /* RELAY_TEST_KEEP_RELAY_LOGS was set by the caller */
 
 /*
  * Run "tests/env/cluster ARGS"; its exit status (-1 when it could not run).
@@ -115,7 +122,8 @@ static int leader(const char *topic, int p)
 static void keep_logs_unless_passed(void)
 {
         if (g_passed) {
-                fx_sh("rm -rf '%s'", g_logdir);
+                if (!g_keep_relay_logs)
+                        fx_sh("rm -rf '%s'", g_logdir);
                 return;
         }
         tap_diag("keeping the logs: relays in %s, nodes in $RELAY_TEST_ENV_DIR/logs/cluster-*",
@@ -126,6 +134,8 @@ static void keep_logs_unless_passed(void)
 /* Every relay of this test logs into a folder of its own (as in 0102). */
 static void logdir_setup(void)
 {
+        const char *keep = getenv("RELAY_TEST_KEEP_RELAY_LOGS");
+        g_keep_relay_logs = keep && *keep;
         const char *base = getenv("RELAY_TEST_LOGDIR");
         snprintf(g_logdir, sizeof(g_logdir), "%s/0208-%ld", base && *base ? base : "/tmp",
                  (long)getpid());
@@ -228,10 +238,23 @@ static void fault(run_t *rn, fault_kind_t kind, int p, int freeze_ms)
         case F_FREEZE:
                 is_int(cluster(NULL, "freeze %d", n), 0, "%s: SIGSTOP", what);
                 h_sleep_ms(freeze_ms);
+                if (freeze_ms > SESSION_TIMEOUT_MS) {
+                        /* Its connections stay open and silent: what was in
+                         * flight to it waits for the request timeout. */
+                        char *frozen = fx_fmt("%s, while it is frozen", what);
+                        int l = wait_leader_moved(topic, p, n);
+                        ok(l > 0 && l != n, "%s: the controller fenced it, partition %d is led by node %d",
+                           frozen, p, l);
+                        check_flow(rn, frozen);
+                        free(frozen);
+                } else {
+                        tap_diag("%s: partition %d still led by node %d (within the session timeout)",
+                                 what, p, leader(topic, p));
+                }
                 is_int(cluster(NULL, "thaw %d", n), 0, "%s: SIGCONT", what);
                 break;
         }
-        tap_diag("%s: %.1f s", what, (h_now_ms() - t0) / 1000.0);
+        tap_diag("%s: took %.1f s", what, (h_now_ms() - t0) / 1000.0);
         if (kind != F_FREEZE) {
                 char *down = fx_fmt("%s, while it is down", what);
                 int l = wait_leader_moved(topic, p, n);
