@@ -734,6 +734,12 @@ static void h_watermarks(const char *topic, int32_t partition, int64_t *lo, int6
                         tap_bail("could not query the offsets of %s [%d]: %s", topic,
                                  (int)partition, rd_kafka_err2str(err));
                 h_sleep_ms(200);
+                /* The query goes to the leader in librdkafka's metadata
+                 * cache, which nothing else refreshes: after a leader moved
+                 * (a multi-broker cluster) it would ask the old leader
+                 * until the deadline. A metadata request for all topics
+                 * updates the cache. */
+                rd_kafka_metadata_destroy(h_metadata());
         }
 }
 
