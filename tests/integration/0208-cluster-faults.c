@@ -18,9 +18,9 @@
  * in this cluster) moves leadership back to the restarted node: a second,
  * controlled, leader change under load.
  *
- * After each fault, and again once the node is back: the events committed
- * by then reach Kafka and the relay confirms past the WAL position of that
- * moment (events keep arriving). At the end, what Kafka holds is checked
+ * After each fault, and again once the node is back: the relay confirms
+ * past the WAL position of that moment and Kafka holds the events committed
+ * by then (events keep arriving; see check_flow). At the end, what Kafka holds is checked
  * against the committed versions (h_workload_verify): 0 missing, 0 out of
  * order, keys/partitions/headers/values as written; duplicates (a session
  * restarted and resent from the slot) are reported on the FIGURES line.
@@ -170,27 +170,36 @@ typedef struct {
         const h_workload_conf_t *wc;
         char topic[2][256];
         int checks;
-        double flow_max_s; /* longest wait for the events committed by a check point */
+        double flow_max_s; /* longest wait for a check point's events */
 } run_t;
 
 /*
- * Events keep arriving: after a moment of load (2 s), Kafka holds the
- * events committed by then and the relay confirms past the WAL position of
- * that moment. Two test points.
+ * Events keep arriving: after a moment of load (2 s), the relay confirms
+ * past the WAL position of that moment (Kafka acknowledged, with acks=all,
+ * every event committed before it) and, unless a node is frozen, Kafka
+ * holds at least as many messages as events were committed by then. One or
+ * two test points.
+ *
+ * Not while a node is frozen: the harness's own librdkafka 2.0.2 client
+ * sends its metadata requests to the broker it used last, which may be the
+ * frozen one (its connection looks alive), and would time out there until
+ * the harness gives up; the final check after the thaw reads everything.
  */
-static void check_flow(run_t *rn, const char *what)
+static void check_flow(run_t *rn, const char *what, bool frozen)
 {
         h_sleep_ms(2000);
         long long want = fx_committed(rn->fc->c);
         char *lsn = h_pg_value(rn->fc->c, "SELECT pg_current_wal_lsn()");
         int64_t t = h_now_ms();
-        long long got = h_workload_wait_count(rn->wc, want, 180000);
-        double took = (h_now_ms() - t) / 1000.0;
-        ok(got >= want, "%s: Kafka holds the %lld events committed so far (%.1f s)", what, want,
-           took);
         int64_t conf_ms = h_pg_wait_confirmed(rn->fc->c, rn->fc->slot, lsn, 180000);
-        ok(conf_ms >= 0, "%s: the relay confirms past %s (%.1f s)", what, lsn,
-           conf_ms >= 0 ? conf_ms / 1000.0 : -1.0);
+        ok(conf_ms >= 0, "%s: the relay confirms past %s, %lld events committed (%.1f s)", what,
+           lsn, want, conf_ms >= 0 ? conf_ms / 1000.0 : -1.0);
+        if (!frozen) {
+                long long got = h_workload_wait_count(rn->wc, want, 180000);
+                ok(got >= want, "%s: Kafka holds at least the %lld events committed by then",
+                   what, want);
+        }
+        double took = (h_now_ms() - t) / 1000.0;
         if (took > rn->flow_max_s)
                 rn->flow_max_s = took;
         rn->checks++;
@@ -245,7 +254,7 @@ static void fault(run_t *rn, fault_kind_t kind, int p, int freeze_ms)
                         int l = wait_leader_moved(topic, p, n);
                         ok(l > 0 && l != n, "%s: the controller fenced it, partition %d is led by node %d",
                            frozen, p, l);
-                        check_flow(rn, frozen);
+                        check_flow(rn, frozen, true);
                         free(frozen);
                 } else {
                         tap_diag("%s: partition %d still led by node %d (within the session timeout)",
@@ -259,7 +268,7 @@ static void fault(run_t *rn, fault_kind_t kind, int p, int freeze_ms)
                 char *down = fx_fmt("%s, while it is down", what);
                 int l = wait_leader_moved(topic, p, n);
                 ok(l > 0 && l != n, "%s: partition %d is led by node %d", down, p, l);
-                check_flow(rn, down);
+                check_flow(rn, down, false);
                 free(down);
                 int64_t t1 = h_now_ms();
                 int rc = cluster(NULL, "start %d", n);
@@ -267,7 +276,7 @@ static void fault(run_t *rn, fault_kind_t kind, int p, int freeze_ms)
                 tap_diag("node %d back in %.1f s", n, (h_now_ms() - t1) / 1000.0);
         }
         char *back = fx_fmt("%s, once it is back", what);
-        check_flow(rn, back);
+        check_flow(rn, back, false);
         int64_t t2 = h_now_ms();
         is_int(cluster(NULL, "wait-preferred 180 '%s' '%s'", rn->topic[0], rn->topic[1]), 0,
                "%s: every partition has 3 in-sync replicas and its preferred leader again "
@@ -275,7 +284,7 @@ static void fault(run_t *rn, fault_kind_t kind, int p, int freeze_ms)
                what);
         tap_diag("preferred leaders again after %.1f s", (h_now_ms() - t2) / 1000.0);
         char *after = fx_fmt("%s, after the preferred leader election", what);
-        check_flow(rn, after);
+        check_flow(rn, after, false);
         free(after);
         free(back);
         free(what);
@@ -321,7 +330,7 @@ int main(void)
         h_relay_t *r = fx_case_relay(&fc, "relay streams into the 3-node cluster");
 
         fx_writers_t *ws = fx_writers_start(&wc);
-        check_flow(&rn, "before the faults");
+        check_flow(&rn, "before the faults", false);
 
         int faults = 0;
         unsigned seed = (unsigned)h_now_ms() ^ (unsigned)getpid();
