@@ -298,6 +298,10 @@ env_teardown() {
                         env_log "could not copy the logs to $RELAY_TEST_KEEP_LOGS"
                 fi
         fi
+        # A 3-node cluster a fault test left behind (tests/env/cluster).
+        if [ -e "$STATE_DIR/cluster" ]; then
+                bash "$ENV_LIB_DIR/cluster" down || rc=1
+        fi
         kafka_stop || rc=1
         pg_stop || rc=1
         if [ "$rc" -ne 0 ]; then
