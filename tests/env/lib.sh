@@ -9,6 +9,7 @@
 #   kafka/              server.properties, log4j2.properties, kafka.pid,
 #                       ctl (start|stop|restart; RELAY_TEST_KAFKA_CMD), data/
 #   logs/               postgresql.log, kafka.log, kafka.out, relay logs
+#   cluster/            tests/env/cluster's 3-node Kafka, while a test runs it
 #
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source it
@@ -297,6 +298,10 @@ env_teardown() {
                 else
                         env_log "could not copy the logs to $RELAY_TEST_KEEP_LOGS"
                 fi
+        fi
+        # A 3-node cluster a fault test left behind (tests/env/cluster).
+        if [ -e "$STATE_DIR/cluster" ]; then
+                bash "$ENV_LIB_DIR/cluster" down || rc=1
         fi
         kafka_stop || rc=1
         pg_stop || rc=1

@@ -655,7 +655,9 @@ void h_kafka_create_topic_config(const char *topic, int partitions, const char *
         int64_t deadline;
         int n;
 
-        nt = rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof(errstr));
+        /* -1: the broker's default.replication.factor, 1 on tests/env/up's
+         * single broker, 3 on tests/env/cluster's three. */
+        nt = rd_kafka_NewTopic_new(topic, partitions, -1, errstr, sizeof(errstr));
         if (!nt)
                 tap_bail("could not describe topic \"%s\": %s", topic, errstr);
         for (size_t i = 0; config && config[i] && config[i + 1]; i += 2)
@@ -732,6 +734,12 @@ static void h_watermarks(const char *topic, int32_t partition, int64_t *lo, int6
                         tap_bail("could not query the offsets of %s [%d]: %s", topic,
                                  (int)partition, rd_kafka_err2str(err));
                 h_sleep_ms(200);
+                /* The query goes to the leader in librdkafka's metadata
+                 * cache, which nothing else refreshes: after a leader moved
+                 * (a multi-broker cluster) it would ask the old leader
+                 * until the deadline. A metadata request for all topics
+                 * updates the cache. */
+                rd_kafka_metadata_destroy(h_metadata());
         }
 }
 

@@ -88,7 +88,9 @@ void h_pg_create_outbox(PGconn *c, const char *table_name);
 
 /* --- Kafka -------------------------------------------------------------- */
 
-/** Create a topic (partitions, RF 1) and wait until its metadata shows it; bails on failure. */
+/** Create a topic (partitions, the broker's default replication factor: 1 on
+ *  tests/env/up's broker, 3 on tests/env/cluster) and wait until its
+ *  metadata shows it; bails on failure. */
 void h_kafka_create_topic(const char *topic, int partitions);
 
 /** The same with topic configs: a NULL-terminated list of name, value, name, value... */
