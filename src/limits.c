@@ -192,13 +192,3 @@ void relay_limits_forget(relay_limits_t *l, const char *topic)
         free(e);
         l->count--;
 }
-
-int64_t relay_limits_smallest(const relay_limits_t *l)
-{
-        int64_t m = INT64_MAX;
-        for (size_t i = 0; i < l->nbuckets; i++)
-                for (const entry_t *e = l->buckets[i]; e; e = e->next)
-                        if (e->bytes > 0 && e->bytes < m)
-                                m = e->bytes;
-        return m;
-}

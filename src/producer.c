@@ -38,7 +38,6 @@ struct relay_producer {
         char warning[RELAY_ERRBUF];
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
         int64_t batch_size, max_message;
-        uint64_t implicit_acks;
 };
 
 /*
@@ -85,10 +84,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                 p->dr(p->ctx, m->_private, &ok);
                 return;
         }
-        if (cls == RELAY_DR_OK) {
+        if (cls == RELAY_DR_OK)
                 cls = RELAY_DR_IMPLICIT_ACK;
-                p->implicit_acks++;
-        }
         /* Failures are rare: rebuild the event so the policy can resend it. */
         char buf[RELAY_ERRBUF];
         relay_header_t hdrs[RELAY_POLICY_MAX_HEADERS];
@@ -128,7 +125,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                               "event \"%.*s\" (topic \"%s\", partition %d) acknowledged "
                               "without an offset: librdkafka counted it as delivered because a "
                               "later request succeeded, so it may never have been stored",
-                              (int)(ev.id_len > 64 ? 64 : ev.id_len), ev.id ? ev.id : "?", topic,
+                              RELAY_ID_ARGS(ev.id, ev.id_len), topic,
                               (int)m->partition);
                 break;
         case RELAY_DR_UNKNOWN_TOPIC:
@@ -392,11 +389,6 @@ int64_t relay_producer_batch_size(const relay_producer_t *p)
 int64_t relay_producer_max_message(const relay_producer_t *p)
 {
         return p->max_message;
-}
-
-uint64_t relay_producer_implicit_acks(const relay_producer_t *p)
-{
-        return p->implicit_acks;
 }
 
 /* One DescribeConfigs request for one resource; the value of name in *out

@@ -135,8 +135,6 @@ static int64_t now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* An id for messages: at most 64 bytes of it, or "<unknown>". */
-#define ID_ARGS(id, len) (int)((id) ? ((len) > 64 ? 64 : (len)) : 9), ((id) ? (id) : "<unknown>")
 
 static void session_fail(session_t *s, const char *fmt, ...) RELAY_PRINTF(2, 3);
 static void session_fail(session_t *s, const char *fmt, ...)
@@ -182,13 +180,13 @@ static void on_delivery(void *ctx, void *opaque, const relay_delivery_t *d)
                 relay_limits_forget(s->proc->lim, ev->topic);
         if (relay_policy_rejected(s->proc->pol, txn, ev->id, ev->id_len, d->errstr) < 0) {
                 session_fail(s, "out of memory remembering rejected event \"%.*s\"",
-                             ID_ARGS(ev->id, ev->id_len));
+                             RELAY_ID_ARGS(ev->id, ev->id_len));
                 return;
         }
         session_fail(s,
                      "Kafka rejected event \"%.*s\" of the transaction at " RELAY_LSN_FMT
                      ": %s; resuming from the slot to send it again on its own",
-                     ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(txn), d->errstr);
+                     RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(txn), d->errstr);
 }
 
 static void session_free(session_t *s)
@@ -456,7 +454,7 @@ static int session_dead_letter(session_t *s, const relay_event_t *ev, relay_lsn_
                               "could not deliver event \"%.*s\" at " RELAY_LSN_FMT
                               ": %s; stopping before it (errors.policy = stop): fix the cause and "
                               "restart, or list the id in errors.skip.ids",
-                              ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
+                              RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
                 return RELAY_EMAP;
         }
         if (relay_policy_dead_letter(pol, ev, lsn, cause, attempts, &scratch, &dlq, why,
@@ -470,7 +468,7 @@ static int session_dead_letter(session_t *s, const relay_event_t *ev, relay_lsn_
                         relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
                         relay_log_warning("event \"%.*s\" at " RELAY_LSN_FMT
                                           " written to dead-letter topic \"%s\": %s",
-                                          ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn),
+                                          RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn),
                                           relay_policy_dlq_topic(pol), cause);
                         return 0;
                 }
@@ -482,7 +480,7 @@ static int session_dead_letter(session_t *s, const relay_event_t *ev, relay_lsn_
                       " to the dead-letter topic \"%s\": %s; stopping before it (fix the topic, "
                       "its max.message.bytes or its permissions, or list the id in "
                       "errors.skip.ids); it was refused because: %s",
-                      ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn),
+                      RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn),
                       relay_policy_dlq_topic(pol), why, cause);
         return RELAY_EMAP;
 }
@@ -528,7 +526,7 @@ static int session_resend(session_t *s, const relay_event_t *ev, relay_lsn_t lsn
                                       " again when sent alone: %s; stopping before it "
                                       "(errors.policy = stop): fix the cause and restart, or list "
                                       "the id in errors.skip.ids",
-                                      ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
+                                      RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
                         return RELAY_EMAP;
                 case RELAY_POLICY_DEAD_LETTER:
                         return session_dead_letter(s, ev, lsn, cause, attempts, err, errlen);
@@ -538,7 +536,7 @@ static int session_resend(session_t *s, const relay_event_t *ev, relay_lsn_t lsn
                 if (wait > 0) {
                         relay_log_warning("Kafka rejected event \"%.*s\" at " RELAY_LSN_FMT
                                           ": %s; resending in %lld ms (attempt %d)",
-                                          ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause,
+                                          RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause,
                                           (long long)wait, attempts + 1);
                         if ((rc = session_backoff(s, wait, err, errlen)))
                                 return rc;
@@ -547,7 +545,7 @@ static int session_resend(session_t *s, const relay_event_t *ev, relay_lsn_t lsn
                 if (rc == 0) {
                         relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
                         relay_log_info("event \"%.*s\" delivered to \"%s\" on attempt %d",
-                                       ID_ARGS(ev->id, ev->id_len), ev->topic, attempts + 1);
+                                       RELAY_ID_ARGS(ev->id, ev->id_len), ev->topic, attempts + 1);
                         return 0;
                 }
                 if (rc != RELAY_EREJECTED)
@@ -587,7 +585,7 @@ static int session_event(session_t *s, const relay_pgo_insert_t *m, relay_lsn_t 
                 s->skipped++;
                 relay_log_warning("skipping event \"%.*s\" at " RELAY_LSN_FMT
                                   " as errors.skip.ids says",
-                                  ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn));
+                                  RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn));
                 return 0;
         }
         if (rc == RELAY_EMAP) {
@@ -598,7 +596,7 @@ static int session_event(session_t *s, const relay_pgo_insert_t *m, relay_lsn_t 
                         relay_err_set(err, errlen,
                                       "could not turn outbox row (id \"%.*s\") at " RELAY_LSN_FMT
                                       " into an event: %s",
-                                      ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn), detail);
+                                      RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn), detail);
                         return RELAY_EMAP;
                 }
                 return session_dead_letter(s, &ev, lsn, detail, 0, err, errlen);
@@ -1085,6 +1083,10 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                                (unsigned long long)s.txns,
                                                (unsigned long long)s.dead_lettered,
                                                (unsigned long long)s.skipped);
+                                if (proc.implicit_acks)
+                                        relay_log_warning("%llu delivery reports came without an "
+                                                          "offset and were sent again from the slot",
+                                                          (unsigned long long)proc.implicit_acks);
                                 session_free(&s);
                                 exit_code = rc ? RELAY_EXIT_EVENT : RELAY_EXIT_OK;
                                 drained = true;

@@ -46,4 +46,9 @@ typedef struct {
         int64_t timestamp_ms; /* commit time, ms since the Unix epoch */
 } relay_event_t;
 
+/** @brief printf arguments for "%.*s": an event id (at most 64 bytes of it),
+ *         or "<unknown>" when it has none. */
+#define RELAY_ID_ARGS(id, len) \
+        (int)((id) ? ((len) > 64 ? 64 : (len)) : 9), ((id) ? (const char *)(id) : "<unknown>")
+
 #endif

@@ -72,10 +72,4 @@ int relay_limits_put(relay_limits_t *l, const char *topic, int64_t bytes, int64_
 /** @brief Forget topic's limit (Kafka refused a batch as too large: ask again). */
 void relay_limits_forget(relay_limits_t *l, const char *topic);
 
-/**
- * @brief The smallest known limit of any topic (INT64_MAX when none): the
- *        producer's batch.size must not exceed it.
- */
-int64_t relay_limits_smallest(const relay_limits_t *l);
-
 #endif

@@ -90,9 +90,6 @@ int64_t relay_producer_max_message(const relay_producer_t *p);
 int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeout_ms,
                                int64_t *bytes, char *err, size_t errlen) RELAY_MUST_CHECK;
 
-/** @brief Delivery reports seen with err = 0 and no offset (the implicit-ack hole). */
-uint64_t relay_producer_implicit_acks(const relay_producer_t *p);
-
 /**
  * @brief Purge whatever is still queued or in flight (their delivery reports
  *        are served with an error, so nothing is confirmed for them) and

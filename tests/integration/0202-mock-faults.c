@@ -159,14 +159,9 @@ int main(void)
                 .db = fc.db, .suffix = fc.suffix, .writers = 4, .aggregates = 100, .events = 0,
                 .max_txn = 10, .pause_ms = 100, .partitions = PARTITIONS,
         };
-        /* h_workload_setup() without its CreateTopics (the mock has no admin API). */
+        /* The mock has no CreateTopics: its topics are made below. */
         char topic[256];
-        h_pg_create_outbox(fc.c, "outbox");
-        h_pg_exec(fc.c, "CREATE TABLE aggregates (id int PRIMARY KEY, "
-                     "version int NOT NULL DEFAULT 0)");
-        h_pg_exec(fc.c, "INSERT INTO aggregates (id) SELECT g FROM generate_series(0, %d) g",
-                  wc.aggregates - 1);
-        h_pg_exec(fc.c, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)");
+        h_workload_setup_tables(fc.c, &wc);
         for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
                 h_workload_topic(&wc, t, topic, sizeof(topic));
                 rd_kafka_resp_err_t e =

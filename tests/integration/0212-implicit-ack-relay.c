@@ -117,13 +117,8 @@ static void run_case(const char *name, const char *bootstraps, int rounds, bool 
                 .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
                 .max_txn = 1, .pause_ms = 10, .partitions = 1,
         };
-        /* h_workload_setup() without its CreateTopics (the mock has no admin API). */
-        h_pg_create_outbox(fc.c, "outbox");
-        h_pg_exec(fc.c, "CREATE TABLE aggregates (id int PRIMARY KEY, "
-                        "version int NOT NULL DEFAULT 0)");
-        h_pg_exec(fc.c, "INSERT INTO aggregates (id) SELECT g FROM generate_series(0, %d) g",
-                  wc.aggregates - 1);
-        h_pg_exec(fc.c, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)");
+        /* The mock has no CreateTopics: its topics are made below. */
+        h_workload_setup_tables(fc.c, &wc);
         for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
                 char topic[256];
                 h_workload_topic(&wc, t, topic, sizeof(topic));

@@ -48,14 +48,19 @@ const char *h_workload_topic(const h_workload_conf_t *conf, int i, char *buf, si
         return buf;
 }
 
-void h_workload_setup(PGconn *c, const h_workload_conf_t *conf)
+void h_workload_setup_tables(PGconn *c, const h_workload_conf_t *conf)
 {
-        char topic[256];
         h_pg_create_outbox(c, "outbox");
         h_pg_exec(c, "CREATE TABLE aggregates (id int PRIMARY KEY, version int NOT NULL DEFAULT 0)");
         h_pg_exec(c, "INSERT INTO aggregates (id) SELECT g FROM generate_series(0, %d) g",
                   conf->aggregates - 1);
         h_pg_exec(c, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)");
+}
+
+void h_workload_setup(PGconn *c, const h_workload_conf_t *conf)
+{
+        char topic[256];
+        h_workload_setup_tables(c, conf);
         for (int t = 0; t < H_WORKLOAD_TYPES; t++)
                 h_kafka_create_topic(h_workload_topic(conf, t, topic, sizeof(topic)),
                                      conf->partitions > 0 ? conf->partitions : 4);

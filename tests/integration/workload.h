@@ -50,6 +50,10 @@ typedef struct {
 } h_verify_t;
 
 /** Create the tables and the topics (bails on failure). c is borrowed. */
+/** The tables of h_workload_setup() without its topics (for a cluster that
+ *  has no CreateTopics, such as librdkafka's mock). */
+void h_workload_setup_tables(PGconn *c, const h_workload_conf_t *conf);
+
 void h_workload_setup(PGconn *c, const h_workload_conf_t *conf);
 
 /** The i-th topic (0 <= i < H_WORKLOAD_TYPES) into buf. */
