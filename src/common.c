@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "relay/common.h"
 
@@ -96,4 +97,11 @@ bool relay_list_next(const char **p, const char **item, size_t *len)
         *item = s;
         *len = (size_t)(e - s);
         return true;
+}
+
+int64_t relay_now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -101,9 +101,10 @@ static bool same_id(const rejected_t *r, const char *id, size_t len)
         return r->id_len == len && memcmp(r->id, id, len) == 0;
 }
 
-static rejected_t **find(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len)
+/* From the list link pp, the link that points at (txn, id)'s entry, or at
+ * the list's NULL end. */
+static rejected_t **find(rejected_t **pp, relay_lsn_t txn, const char *id, size_t len)
 {
-        rejected_t **pp = &p->rejected;
         for (; *pp; pp = &(*pp)->next)
                 if ((*pp)->txn == txn && same_id(*pp, id, len))
                         break;
@@ -113,7 +114,7 @@ static rejected_t **find(relay_policy_t *p, relay_lsn_t txn, const char *id, siz
 int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
                           const char *cause)
 {
-        rejected_t **pp = find(p, txn, id, len);
+        rejected_t **pp = find(&p->rejected, txn, id, len);
         rejected_t *r = *pp;
         if (!r) {
                 if (!(r = calloc(1, sizeof(*r))))
@@ -135,9 +136,8 @@ int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const char *id, si
 int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
                           const char **cause)
 {
-        const rejected_t *r = p->rejected;
-        while (r && !(r->txn == txn && same_id(r, id, len)))
-                r = r->next;
+        rejected_t *head = p->rejected;
+        const rejected_t *r = *find(&head, txn, id, len);
         if (!r)
                 return 0;
         if (cause)
@@ -147,7 +147,7 @@ int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const char *
 
 void relay_policy_forget(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len)
 {
-        rejected_t **pp = find(p, txn, id, len);
+        rejected_t **pp = find(&p->rejected, txn, id, len);
         rejected_t *r = *pp;
         if (!r)
                 return;
@@ -183,11 +183,11 @@ int relay_policy_dead_letter(const relay_policy_t *p, const relay_event_t *ev, r
                              const char *cause, int attempts, relay_policy_dlq_t *s,
                              relay_event_t *out, char *err, size_t errlen)
 {
-        if (ev->nheaders + 5 > RELAY_POLICY_MAX_HEADERS) {
+        if (ev->nheaders + RELAY_EVENT_DLQ_HEADERS > RELAY_EVENT_MAX_WIRE_HEADERS) {
                 relay_err_set(err, errlen,
                               "event has %zu headers; a dead-letter copy can hold at most %d "
                               "besides its five error headers",
-                              ev->nheaders, RELAY_POLICY_MAX_HEADERS - 5);
+                              ev->nheaders, RELAY_EVENT_MAX_HEADERS);
                 return RELAY_EINVAL;
         }
         size_t n = ev->nheaders;

@@ -15,7 +15,6 @@
 #include "relay/producer.h"
 
 #include "relay/log.h"
-#include "relay/policy.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -71,24 +70,34 @@ static relay_dr_class_t classify(rd_kafka_resp_err_t e)
         }
 }
 
+/*
+ * A message's opaque: the caller's tag shifted left by 8, and in the low
+ * byte 1 + the index of the header that carries the event id (0: none).
+ */
+#define OPAQUE(tag, idh) ((void *)(uintptr_t)(((tag) << 8) | (uint64_t)(idh)))
+#define OPAQUE_TAG(o) ((uint64_t)(uintptr_t)(o) >> 8)
+#define OPAQUE_IDH(o) ((size_t)((uintptr_t)(o) & 0xffu))
+
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
         relay_producer_t *p = opaque;
         (void)rk;
         relay_dr_class_t cls = classify(m->err);
+        uint64_t tag = OPAQUE_TAG(m->_private);
+        size_t idh = OPAQUE_IDH(m->_private);
         /* Idempotence means acks=all: a stored message always has an offset.
          * Without one, librdkafka acknowledged it implicitly because a later
          * request of its partition succeeded: it may never have been stored. */
         if (cls == RELAY_DR_OK && m->offset >= 0) {
                 relay_delivery_t ok = {0, RELAY_DR_OK, NULL, NULL};
-                p->dr(p->ctx, m->_private, &ok);
+                p->dr(p->ctx, tag, &ok);
                 return;
         }
         if (cls == RELAY_DR_OK)
                 cls = RELAY_DR_IMPLICIT_ACK;
         /* Failures are rare: rebuild the event so the policy can resend it. */
         char buf[RELAY_ERRBUF];
-        relay_header_t hdrs[RELAY_POLICY_MAX_HEADERS];
+        relay_header_t hdrs[RELAY_EVENT_MAX_WIRE_HEADERS];
         relay_event_t ev;
         rd_kafka_headers_t *kh = NULL;
         rd_kafka_timestamp_type_t tstype;
@@ -105,13 +114,13 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                 const char *name;
                 const void *val;
                 size_t len;
-                for (size_t i = 0; ev.nheaders < RELAY_POLICY_MAX_HEADERS &&
+                for (size_t i = 0; ev.nheaders < RELAY_EVENT_MAX_WIRE_HEADERS &&
                                    rd_kafka_header_get_all(kh, i, &name, &val, &len) == 0;
                      i++) {
                         hdrs[ev.nheaders].name = name;
                         hdrs[ev.nheaders].value = val;
                         hdrs[ev.nheaders].len = len;
-                        if (strcmp(name, "id") == 0 && val) {
+                        if (i + 1 == idh) {
                                 ev.id = val;
                                 ev.id_len = len;
                         }
@@ -142,7 +151,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         }
         bool rejected = cls == RELAY_DR_REJECTED || cls == RELAY_DR_TOO_LARGE;
         relay_delivery_t d = {rejected ? RELAY_EREJECTED : RELAY_EKAFKA, cls, buf, &ev};
-        p->dr(p->ctx, m->_private, &d);
+        p->dr(p->ctx, tag, &d);
 }
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -314,19 +323,23 @@ int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t e
         return 0;
 }
 
-int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, void *msg_opaque, char *err,
+int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t tag, char *err,
                         size_t errlen)
 {
+        size_t idh = 0;
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(ev->nheaders);
-        for (size_t i = 0; i < ev->nheaders; i++)
-                rd_kafka_header_add(hdrs, ev->headers[i].name, -1, ev->headers[i].value,
-                                    ev->headers[i].value ? (ssize_t)ev->headers[i].len : 0);
+        for (size_t i = 0; i < ev->nheaders; i++) {
+                const relay_header_t *h = &ev->headers[i];
+                if (!idh && ev->id && h->value == ev->id && h->len == ev->id_len && i < 255)
+                        idh = i + 1;
+                rd_kafka_header_add(hdrs, h->name, -1, h->value, h->value ? (ssize_t)h->len : 0);
+        }
         rd_kafka_resp_err_t e = rd_kafka_producev(
                 p->rk, RD_KAFKA_V_TOPIC(ev->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                 RD_KAFKA_V_KEY(ev->key, ev->key_len),
                 RD_KAFKA_V_VALUE((void *)(uintptr_t)ev->value, ev->value ? ev->value_len : 0),
                 RD_KAFKA_V_TIMESTAMP(ev->timestamp_ms), RD_KAFKA_V_HEADERS(hdrs),
-                RD_KAFKA_V_OPAQUE(msg_opaque), RD_KAFKA_V_END);
+                RD_KAFKA_V_OPAQUE(OPAQUE(tag, idh)), RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
                 return 0; /* headers now belong to the message */
         rd_kafka_headers_destroy(hdrs);

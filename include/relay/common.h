@@ -80,4 +80,7 @@ char *relay_dupn(const char *s, size_t n);
  */
 bool relay_list_next(const char **p, const char **item, size_t *len);
 
+/** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
+int64_t relay_now_ms(void);
+
 #endif

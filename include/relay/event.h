@@ -21,6 +21,11 @@
  */
 #define RELAY_EVENT_MAX_HEADERS 64
 
+/* Most headers a message on the wire carries: an event's own plus the five
+ * a dead-letter copy adds (policy.h). */
+#define RELAY_EVENT_DLQ_HEADERS 5
+#define RELAY_EVENT_MAX_WIRE_HEADERS (RELAY_EVENT_MAX_HEADERS + RELAY_EVENT_DLQ_HEADERS)
+
 /** @brief One Kafka header. */
 typedef struct {
         const char *name;  /* NUL-terminated */

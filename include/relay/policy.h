@@ -43,12 +43,10 @@ typedef enum {
         RELAY_POLICY_STOP,        /* stop before it (exit 4) */
 } relay_policy_action_t;
 
-/** @brief Headers of at most this many: an event's own plus the error headers. */
-#define RELAY_POLICY_MAX_HEADERS (RELAY_EVENT_MAX_HEADERS + 5)
 
 /** @brief Scratch space for a dead-letter copy; lives as long as the copy. */
 typedef struct {
-        relay_header_t headers[RELAY_POLICY_MAX_HEADERS];
+        relay_header_t headers[RELAY_EVENT_MAX_WIRE_HEADERS];
         char lsn[32], commit_time[32], attempts[16];
         char cause[RELAY_ERRBUF];
 } relay_policy_dlq_t;

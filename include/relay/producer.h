@@ -23,6 +23,7 @@
 #define RELAY_PRODUCER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "relay/common.h"
 #include "relay/config.h"
@@ -49,11 +50,18 @@ typedef struct {
         relay_dr_class_t cls;
         const char *errstr; /* on error: the broker's or client's reason */
         const relay_event_t *event; /* on error: the message as it was produced
-                                     * (topic, key, value, headers, timestamp);
-                                     * NULL on success */
+                                     * (topic, key, value, headers, timestamp,
+                                     * and its id when the id travelled as
+                                     * one of its headers); NULL on success */
 } relay_delivery_t;
 
-typedef void relay_producer_dr_fn(void *ctx, void *msg_opaque, const relay_delivery_t *d);
+/*
+ * tag: the caller's number for the message (below RELAY_PRODUCER_TAG_MAX),
+ * given to relay_producer_send() and handed back with its report.
+ */
+typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_t *d);
+
+#define RELAY_PRODUCER_TAG_MAX (UINT64_C(1) << 56)
 
 /**
  * @brief Create the producer: our defaults (enable.idempotence=true,
@@ -106,13 +114,16 @@ void relay_producer_free(relay_producer_t *p);
 int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /**
- * @brief Enqueue one event (key, value and headers are copied).
+ * @brief Enqueue one event (key, value and headers are copied); tag comes
+ *        back with its delivery report. When ev->id points into one of its
+ *        headers' values, which header travels with the message, so a
+ *        failed report names the id without searching headers by name.
  * @returns 0; RELAY_EAGAIN when the local queue is full (poll, then offer it
  *          again); RELAY_EREJECTED when this event can never be produced
  *          (e.g. larger than message.max.bytes); RELAY_EKAFKA for any other
  *          refusal.
  */
-int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, void *msg_opaque, char *err,
+int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t tag, char *err,
                         size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief Serve delivery reports and errors, waiting up to timeout_ms. */

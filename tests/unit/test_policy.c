@@ -125,11 +125,11 @@ static void test_dead_letter(void)
                0, "an event without topic (mapping failed)");
         is_int(out.headers[3].len, 0, "its source topic header is empty");
 
-        relay_header_t many[RELAY_POLICY_MAX_HEADERS];
-        for (size_t i = 0; i < RELAY_POLICY_MAX_HEADERS; i++)
+        relay_header_t many[RELAY_EVENT_MAX_WIRE_HEADERS];
+        for (size_t i = 0; i < RELAY_EVENT_MAX_WIRE_HEADERS; i++)
                 many[i] = (relay_header_t){"h", "v", 1};
         ev.headers = many;
-        ev.nheaders = RELAY_POLICY_MAX_HEADERS - 4;
+        ev.nheaders = RELAY_EVENT_MAX_WIRE_HEADERS - 4;
         is_int(relay_policy_dead_letter(p, &ev, 1, "x", 0, &scratch, &out, err, sizeof(err)),
                RELAY_EINVAL, "too many headers to add five: refused, not truncated");
         ok(strstr(err, "headers") != NULL, "the message says why (%s)", err);

@@ -1,0 +1,103 @@
+/*
+ * session_int.h - the session's state, shared by session.c (the stream
+ * loop) and settle.c (settling rejected events in place) and by nothing
+ * else: one module in two files, as PostgreSQL's *_internal.h headers are.
+ * The rest of the program sees only include/relay/session.h.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_SESSION_INT_H
+#define RELAY_SESSION_INT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "relay/acktrack.h"
+#include "relay/limits.h"
+#include "relay/outbox.h"
+#include "relay/pgoutput.h"
+#include "relay/policy.h"
+#include "relay/producer.h"
+#include "relay/repl.h"
+#include "relay/session.h"
+#include "relay/settings.h"
+
+/* State that outlives sessions: what the error policy must remember and
+ * what was learnt about Kafka's limits. */
+struct relay_process {
+        relay_policy_t *pol;
+        relay_limits_t *lim;
+        int64_t max_batch; /* batch.size for new producers (0: librdkafka's) */
+        uint64_t implicit_acks;
+};
+
+/* Where the stream stands: what was received, what was confirmed, when. */
+typedef struct {
+        relay_lsn_t received;      /* highest commit end or keepalive WAL end received */
+        relay_lsn_t keepalive_end; /* the server's WAL end from its last keepalive */
+        relay_lsn_t sent_flush;    /* flush LSN of the last status update */
+        int64_t last_status_ms;
+        int64_t status_interval_ms;
+        bool reply_pending;        /* the server asked for a reply */
+} progress_t;
+
+/* One message produced in place (a resend or a dead-letter copy), whose
+ * outcome the loop waits for before producing anything after it. */
+typedef struct {
+        bool pending;
+        int err;
+        relay_dr_class_t cls;
+        char why[RELAY_ERRBUF];
+} inplace_t;
+
+struct relay_session {
+        const relay_config_t *cfg; /* for the producer's kafka.* pairs */
+        const relay_settings_t *set;
+        relay_process_t *proc;
+        const volatile sig_atomic_t *stop; /* a stop was asked for */
+        relay_repl_t *repl;
+        relay_pgoutput_t *dec;
+        relay_outbox_t *outbox;
+        relay_producer_t *prod;
+        relay_acktrack_t *ack;
+        progress_t prog;
+        inplace_t inplace;
+
+        bool dr_failed;
+        char dr_err[RELAY_ERRBUF];
+        bool ack_bug;
+
+        relay_lsn_t txn_lsn; /* the open transaction's commit LSN (from Begin): names it */
+        int64_t commit_ts;   /* of the open transaction, PostgreSQL epoch us */
+        relay_session_counts_t n;
+};
+
+/* Producer tags: a transaction's message carries its sequence shifted left
+ * (even); the one message produced in place carries 1. */
+#define TAG_SEQ(seq) ((uint64_t)(seq) << 1)
+#define TAG_INPLACE UINT64_C(1)
+
+/* session.c: the steps settle.c waits with. Each returns 0 or a session
+ * failure (err filled). */
+
+/* Serve Kafka for up to ms, keeping status updates flowing. */
+int relay_session_serve(relay_session_t *s, int ms, char *err, size_t errlen);
+/* Offer one event to the producer, waiting out a full queue. */
+int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag, char *err,
+                       size_t errlen);
+/* Wait until Kafka has answered for everything produced so far. */
+int relay_session_wait_drained(relay_session_t *s, char *err, size_t errlen);
+/* Replace the producer (nothing may be in flight) by one with the process's batch size. */
+int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen);
+/* A failed delivery, a delivery-report bug or a dead producer, as a session failure. */
+int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen);
+/* Send a standby status update when one is due, asked for, or worth it. */
+int relay_session_status(relay_session_t *s, bool force, char *err, size_t errlen);
+
+/* settle.c: one outbox row of the open transaction: skip it, settle it in
+ * place (resend alone, dead-letter, or stop: RELAY_EMAP), or produce it. */
+int relay_settle_event(relay_session_t *s, const relay_pgo_insert_t *m, relay_lsn_t lsn, char *err,
+                       size_t errlen);
+
+#endif
