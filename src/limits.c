@@ -52,19 +52,19 @@ static size_t headers_size(const relay_event_t *ev)
  *   valueLength varint (-1: null) | value | headerCount varint |
  *   headers (keyLength varint | key | valueLength varint | value)*
  */
-size_t relay_limits_record_size(const relay_event_t *ev)
+relay_limits_sizes_t relay_limits_sizes(const relay_event_t *ev)
 {
-        size_t body = 1 + 1 + 1;
-        body += ev->key ? varint_size((int64_t)ev->key_len) + ev->key_len : 1;
-        body += ev->value ? varint_size((int64_t)ev->value_len) + ev->value_len : 1;
-        body += varint_size((int64_t)ev->nheaders) + headers_size(ev);
-        return BATCH_HEADER + varint_size((int64_t)body) + body;
-}
-
-size_t relay_limits_local_size(const relay_event_t *ev)
-{
-        return LOCAL_OVERHEAD + (ev->key ? ev->key_len : 0) + (ev->value ? ev->value_len : 0) +
-               headers_size(ev);
+        size_t hdrs = headers_size(ev);
+        size_t kv = (ev->key ? ev->key_len : 0) + (ev->value ? ev->value_len : 0);
+        size_t body = 1 + 1 + 1 + kv;
+        body += ev->key ? varint_size((int64_t)ev->key_len) : 1;
+        body += ev->value ? varint_size((int64_t)ev->value_len) : 1;
+        body += varint_size((int64_t)ev->nheaders) + hdrs;
+        relay_limits_sizes_t z = {
+                .record = BATCH_HEADER + varint_size((int64_t)body) + body,
+                .local = LOCAL_OVERHEAD + kv + hdrs,
+        };
+        return z;
 }
 
 typedef struct entry {

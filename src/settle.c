@@ -33,7 +33,7 @@
  * batches fit, once what is in flight is acknowledged.
  */
 static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, char *err,
-                               size_t errlen)
+                       size_t errlen)
 {
         relay_process_t *pr = s->proc;
         int64_t now = relay_now_ms(), b = 0;
@@ -85,26 +85,25 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
 /* Does ev fit what Kafka and librdkafka accept? 0: yes; 1: no, with the
  * reason in why; < 0: error. */
 static int fits(relay_session_t *s, const relay_event_t *ev, char *why, size_t whylen, char *err,
-                        size_t errlen)
+                size_t errlen)
 {
         int64_t limit;
-        size_t local = relay_limits_local_size(ev);
-        if ((int64_t)local > relay_producer_max_message(s->prod)) {
+        relay_limits_sizes_t z = relay_limits_sizes(ev);
+        if ((int64_t)z.local > relay_producer_max_message(s->prod)) {
                 relay_err_set(why, whylen,
                               "event too large for the producer: %zu bytes, "
                               "kafka.message.max.bytes is %lld",
-                              local, (long long)relay_producer_max_message(s->prod));
+                              z.local, (long long)relay_producer_max_message(s->prod));
                 return 1;
         }
         int rc = topic_limit(s, ev->topic, &limit, err, errlen);
         if (rc)
                 return rc;
-        size_t size = relay_limits_record_size(ev);
-        if (limit > 0 && (int64_t)size > limit) {
+        if (limit > 0 && (int64_t)z.record > limit) {
                 relay_err_set(why, whylen,
                               "event too large for topic \"%s\": %zu bytes as a Kafka record "
                               "batch, max.message.bytes is %lld",
-                              ev->topic, size, (long long)limit);
+                              ev->topic, z.record, (long long)limit);
                 return 1;
         }
         return 0;
@@ -117,7 +116,7 @@ static int fits(relay_session_t *s, const relay_event_t *ev, char *why, size_t w
  * good: why, *cls), or a session failure.
  */
 static int send_in_place(relay_session_t *s, const relay_event_t *ev, relay_dr_class_t *cls,
-                                 char *why, size_t whylen, char *err, size_t errlen)
+                         char *why, size_t whylen, char *err, size_t errlen)
 {
         uint64_t seq = relay_acktrack_add(s->ack);
         s->inplace.pending = true;
@@ -167,7 +166,7 @@ static int send_in_place(relay_session_t *s, const relay_event_t *ev, relay_dr_c
  * aggregate can overtake it. RELAY_EMAP means stop (exit 4), err says why.
  */
 static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn,
-                               const char *cause, int attempts, char *err, size_t errlen)
+                       const char *cause, int attempts, char *err, size_t errlen)
 {
         relay_policy_t *pol = s->proc->pol;
         relay_policy_dlq_t scratch;
@@ -234,7 +233,7 @@ static int backoff(relay_session_t *s, int64_t ms, char *err, size_t errlen)
  * dead-letter it or stop, as errors.* says.
  */
 static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, int attempts,
-                          const char *last_cause, char *err, size_t errlen)
+                  const char *last_cause, char *err, size_t errlen)
 {
         relay_policy_t *pol = s->proc->pol;
         char cause[RELAY_ERRBUF], why[RELAY_ERRBUF];
@@ -298,7 +297,7 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
 
 /* One outbox row: skip it, settle it in place as poison, or produce it. */
 int relay_settle_event(relay_session_t *s, const relay_pgo_insert_t *m, relay_lsn_t lsn, char *err,
-                         size_t errlen)
+                       size_t errlen)
 {
         relay_policy_t *pol = s->proc->pol;
         relay_event_t ev;

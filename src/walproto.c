@@ -31,6 +31,12 @@ static void put_u64(unsigned char *p, uint64_t v)
         }
 }
 
+static int bad_length(char *err, size_t errlen, const char *what, int need, size_t have)
+{
+        relay_err_set(err, errlen, "%s message: need %d bytes, have %zu", what, need, have);
+        return RELAY_EPROTO;
+}
+
 /*
  * XLogData:  Byte1 'w', Int64 dataStart, Int64 walEnd, Int64 sendTime,
  *            Byte(n) pgoutput message                        (25 + n bytes)
@@ -47,12 +53,8 @@ int relay_walproto_parse(const char *buf, size_t len, relay_walmsg_t *out, char 
         }
         switch (p[0]) {
         case 'w':
-                if (len < XLOGDATA_HDR) {
-                        relay_err_set(err, errlen,
-                                      "truncated XLogData message: need %d bytes, have %zu",
-                                      XLOGDATA_HDR, len);
-                        return RELAY_EPROTO;
-                }
+                if (len < XLOGDATA_HDR)
+                        return bad_length(err, errlen, "truncated XLogData", XLOGDATA_HDR, len);
                 memset(out, 0, sizeof(*out));
                 out->type = 'w';
                 out->wal_start = get_u64(p + 1);
@@ -63,12 +65,8 @@ int relay_walproto_parse(const char *buf, size_t len, relay_walmsg_t *out, char 
                 return RELAY_OK;
         case 'k':
                 /* Exact length: a longer keepalive is a layout we do not know. */
-                if (len != KEEPALIVE_LEN) {
-                        relay_err_set(err, errlen,
-                                      "invalid keepalive message: need %d bytes, have %zu",
-                                      KEEPALIVE_LEN, len);
-                        return RELAY_EPROTO;
-                }
+                if (len != KEEPALIVE_LEN)
+                        return bad_length(err, errlen, "invalid keepalive", KEEPALIVE_LEN, len);
                 memset(out, 0, sizeof(*out));
                 out->type = 'k';
                 out->wal_end = get_u64(p + 1);

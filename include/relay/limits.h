@@ -25,22 +25,23 @@
 
 typedef struct relay_limits relay_limits_t;
 
-/**
- * @brief Bytes of a Kafka record batch (magic v2, uncompressed) holding ev
- *        alone: the 61-byte batch header plus the record with its varints.
- *        This is what the broker compares with the topic's
- *        max.message.bytes. With compression the real batch is smaller, so
- *        the check is conservative.
- */
-size_t relay_limits_record_size(const relay_event_t *ev);
+/** @brief An event's sizes as Kafka and librdkafka count them. */
+typedef struct {
+        /* Bytes of a Kafka record batch (magic v2, uncompressed) holding the
+         * event alone: the 61-byte batch header plus the record with its
+         * varints. The broker compares this with the topic's
+         * max.message.bytes; with compression the real batch is smaller, so
+         * the check is conservative. */
+        size_t record;
+        /* What librdkafka compares with its own message.max.bytes when the
+         * message is produced (its worst-case record overhead plus key,
+         * value and serialized headers): larger fails at once with
+         * MSG_SIZE_TOO_LARGE. */
+        size_t local;
+} relay_limits_sizes_t;
 
-/**
- * @brief The size librdkafka compares with its own message.max.bytes when
- *        a message is produced (its worst-case record overhead plus key,
- *        value and serialized headers): larger fails at once with
- *        MSG_SIZE_TOO_LARGE.
- */
-size_t relay_limits_local_size(const relay_event_t *ev);
+/** @brief Both sizes of ev, its headers measured once. */
+relay_limits_sizes_t relay_limits_sizes(const relay_event_t *ev);
 
 /** @brief New, empty cache; NULL when out of memory. Caller frees. */
 relay_limits_t *relay_limits_new(void);

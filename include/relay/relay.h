@@ -1,8 +1,8 @@
 /*
- * relay.h - the main loop: wires replication client -> pgoutput decoder ->
- * outbox mapping -> producer -> ack tracker -> confirmed LSN, and decides
- * what every error means (retry, stand by, stop). The only logging module
- * besides main.c.
+ * relay.h - the supervisor: runs sessions (session.h: replication client
+ * -> pgoutput decoder -> outbox mapping -> producer -> ack tracker ->
+ * confirmed LSN) one after another and decides what every ending means
+ * (retry, stand by, stop with an exit code).
  *
  * SPDX-License-Identifier: Apache-2.0
  */

@@ -15,31 +15,31 @@ static void test_sizes(void)
         relay_event_t ev = {.topic = "t", .key = "k", .key_len = 1, .value = "v", .value_len = 1};
         /* body: attributes 1, timestamp delta 1, offset delta 1, key length 1 +
          * key 1, value length 1 + value 1, header count 1 = 8; length 1. */
-        is_int(relay_limits_record_size(&ev), 61 + 1 + 8, "one-byte key and value: 70 bytes");
+        is_int(relay_limits_sizes(&ev).record, 61 + 1 + 8, "one-byte key and value: 70 bytes");
         ev.value = NULL;
-        is_int(relay_limits_record_size(&ev), 61 + 1 + 7, "NULL value: length -1, no bytes");
+        is_int(relay_limits_sizes(&ev).record, 61 + 1 + 7, "NULL value: length -1, no bytes");
         ev.key = NULL;
-        is_int(relay_limits_record_size(&ev), 61 + 1 + 6, "NULL key too");
+        is_int(relay_limits_sizes(&ev).record, 61 + 1 + 6, "NULL key too");
 
         static char big[300];
         memset(big, 'x', sizeof(big));
         ev.key = "k";
         ev.value = big;
         ev.value_len = 50; /* zig-zag 100: one byte; body 57: one byte */
-        is_int(relay_limits_record_size(&ev), 61 + 1 + 3 + 2 + 1 + 50 + 1, "50-byte value: 119 bytes");
+        is_int(relay_limits_sizes(&ev).record, 61 + 1 + 3 + 2 + 1 + 50 + 1, "50-byte value: 119 bytes");
         ev.value_len = 63; /* value length one byte, but body 70: zig-zag 140, two */
-        is_int(relay_limits_record_size(&ev), 61 + 2 + 3 + 2 + 1 + 63 + 1,
+        is_int(relay_limits_sizes(&ev).record, 61 + 2 + 3 + 2 + 1 + 63 + 1,
                "body of 64 bytes or more: its length takes two bytes");
         ev.value_len = 64; /* zig-zag 128: the value's length takes two bytes too */
-        is_int(relay_limits_record_size(&ev), 61 + 2 + 3 + 2 + 2 + 64 + 1, "64-byte value: 2-byte length");
+        is_int(relay_limits_sizes(&ev).record, 61 + 2 + 3 + 2 + 2 + 64 + 1, "64-byte value: 2-byte length");
 
         relay_header_t h[2] = {{"id", "abc", 3}, {"n", NULL, 0}};
         ev.value_len = 1;
         ev.headers = h;
         ev.nheaders = 2;
         /* headers: (1 + 2 + 1 + 3) + (1 + 1 + 1 + 0) = 10 */
-        is_int(relay_limits_record_size(&ev), 61 + 1 + 3 + 2 + 2 + 1 + 10, "two headers");
-        is_int(relay_limits_local_size(&ev), 36 + 1 + 1 + 10,
+        is_int(relay_limits_sizes(&ev).record, 61 + 1 + 3 + 2 + 2 + 1 + 10, "two headers");
+        is_int(relay_limits_sizes(&ev).local, 36 + 1 + 1 + 10,
                "librdkafka's check: widest varints plus key, value, headers");
 }
 
