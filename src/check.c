@@ -304,7 +304,8 @@ static void pg_table(ctx_t *x)
                 PQclear(res);
                 return;
         }
-        const char *kind = PQgetvalue(res, 0, 1);
+        char kind[8];
+        snprintf(kind, sizeof(kind), "%s", PQgetvalue(res, 0, 1));
         x->table_oid = (unsigned)strtoul(PQgetvalue(res, 0, 0), NULL, 10);
         PQclear(res);
         if (strcmp(kind, "r") != 0 && strcmp(kind, "p") != 0) {
@@ -838,8 +839,8 @@ static void kafka_topic(ctx_t *x, rd_kafka_t *rk, const char *name, const char *
         int parts = 0;
         int e = topic_exists(rk, topic, x->kafka_timeout_ms, &parts, err, sizeof(err));
         if (e == 1)
-                add(x, name, RELAY_CHECK_OK, NULL, "%s \"%s\" exists (%d partitions)", role, topic,
-                    parts);
+                add(x, name, RELAY_CHECK_OK, NULL, "%s \"%s\" exists (%d partition%s)", role, topic,
+                    parts, parts == 1 ? "" : "s");
         else if (e == 0 && autocreate == 1)
                 add(x, name, RELAY_CHECK_WARNING,
                     "create it with the partitions and replication you want",
