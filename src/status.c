@@ -9,7 +9,8 @@
  * the time between WAL being flushed locally and the relay confirming it,
  * sampled by the walsender while the relay streams (NULL once it has been
  * idle a while, and when nobody streams). That figure is reported as is,
- * with the age of the relay's last status message; lag in bytes is exact.
+ * with the age of the relay's last status message; lag in bytes is exact,
+ * and when it is 0 the lag in time is 0 too (nothing is unconfirmed).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -161,7 +162,9 @@ static void print_text(const relay_status_t *s, FILE *out)
                 relay_lsn_format(s->server_lsn, b));
         fprintf(out, "  %-20s %lld bytes (server WAL end - confirmed_flush_lsn)\n", "lag",
                 (long long)s->lag_bytes);
-        if (s->flush_lag_known)
+        if (s->lag_bytes <= 0)
+                fprintf(out, "  %-20s 0 s (nothing unconfirmed)\n", "lag in time");
+        else if (s->flush_lag_known)
                 fprintf(out, "  %-20s %.3f s (pg_stat_replication.flush_lag)\n", "lag in time",
                         s->flush_lag_s);
         else
@@ -205,7 +208,7 @@ static json_t *to_json(const relay_status_t *s)
                                  "server_lsn", relay_lsn_format(s->server_lsn, a));
         /* "o" steals the reference of the value built for it. */
         o = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:o, s:b, s:o, s:o, "
-                      "s:o, s:o, s:o, s:o, s:o}",
+                      "s:o, s:o, s:o, s:o, s:o, s:o}",
                       "slot_name", s->slot_name, "exists", 1, "plugin", s->plugin, "database",
                       s->database, "confirmed_flush_lsn", relay_lsn_format(s->confirmed_flush_lsn, a),
                       "restart_lsn", relay_lsn_format(s->restart_lsn, b), "server_lsn",
@@ -219,7 +222,11 @@ static json_t *to_json(const relay_status_t *s)
                       s->client_port ? json_integer(s->client_port) : json_null(),
                       "application_name",
                       s->application_name[0] ? json_string(s->application_name) : json_null(),
-                      "state", s->state[0] ? json_string(s->state) : json_null(), "flush_lag_seconds",
+                      "state", s->state[0] ? json_string(s->state) : json_null(), "lag_seconds",
+                      s->lag_bytes <= 0  ? json_real(0)
+                      : s->flush_lag_known ? json_real(s->flush_lag_s)
+                                           : json_null(),
+                      "flush_lag_seconds",
                       s->flush_lag_known ? json_real(s->flush_lag_s) : json_null(),
                       "last_status_age_seconds",
                       s->reply_age_known ? json_real(s->reply_age_s) : json_null());
@@ -233,7 +240,7 @@ int relay_status_print(const relay_status_t *s, FILE *out, bool json)
                 return ferror(out) ? -1 : 0;
         }
         json_t *o = to_json(s);
-        int rc = o && json_dumpf(o, out, JSON_INDENT(2)) == 0 && fputc('\n', out) != EOF ? 0 : -1;
+        int rc = o && json_dumpf(o, out, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) == 0 && fputc('\n', out) != EOF ? 0 : -1;
         json_decref(o);
         return rc;
 }

@@ -61,7 +61,8 @@ void relay_status_free(relay_status_t *s);
 
 /**
  * @brief Write the status as aligned text lines, or with json as one JSON
- *        object (the fields above, LSNs as "X/X" strings, unknown values null).
+ *        object (the fields above, LSNs as "X/X" strings, unknown values null;
+ *        lag_seconds: 0 when lag_bytes is 0, else flush_lag when known, else null).
  * @returns 0, or -1 when out could not be written.
  */
 int relay_status_print(const relay_status_t *s, FILE *out, bool json);
