@@ -162,9 +162,10 @@ static bool is_true(const PGresult *res, int row, int col)
 
 static bool pg_connect(ctx_t *x)
 {
-        const char *keys[] = {"dbname", "application_name", NULL};
+        /* UTF8 as the relay's own connection: names and values reach JSON output. */
+        const char *keys[] = {"dbname", "application_name", "client_encoding", NULL};
         const char *conninfo = x->set->postgres_conninfo;
-        const char *vals[] = {conninfo[0] ? conninfo : NULL, "outbox-relay check", NULL};
+        const char *vals[] = {conninfo[0] ? conninfo : NULL, "outbox-relay check", "UTF8", NULL};
         char buf[RELAY_ERRBUF];
 
         x->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
@@ -404,8 +405,8 @@ static void pg_publication(ctx_t *x)
         const char *pub = s->publication_name;
         const char *p[] = {pub};
         PGresult *res = q(x, "postgres.publication",
-                          "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables, "
-                          "pg_get_userbyid(pubowner) FROM pg_catalog.pg_publication WHERE pubname = $1",
+                          "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
+                          "FROM pg_catalog.pg_publication WHERE pubname = $1",
                           1, p);
         if (!res)
                 return;
@@ -558,8 +559,8 @@ static void pg_slot(ctx_t *x)
                 add(x, "postgres.slot", RELAY_CHECK_WARNING,
                     "if that is not a relay of yours, find it in pg_stat_replication; a second "
                     "relay on this slot stands by until it is released",
-                    "replication slot \"%s\" is active in process %s (another relay?), confirmed "
-                    "up to %s",
+                    "replication slot \"%s\" is in use (walsender pid %s: another relay?), "
+                    "confirmed up to %s",
                     slot, PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 6));
         else
                 add(x, "postgres.slot", RELAY_CHECK_OK, NULL,

@@ -353,6 +353,11 @@ int main(int argc, char **argv)
                 return finish_stdout();
         }
 
+        /* check and status hold nothing worth a clean stop: let a signal end them. */
+        if (cmd == CMD_CHECK || cmd == CMD_STATUS) {
+                signal(SIGINT, SIG_DFL);
+                signal(SIGTERM, SIG_DFL);
+        }
         switch (cmd) {
         case CMD_CHECK:
                 rc = run_check(cfg, set, json);

@@ -72,8 +72,9 @@ static const command_doc_t commands[] = {
          "show what PostgreSQL holds for slot.name: confirmed_flush_lsn, restart_lsn, the "
          "server's WAL end, the lag in bytes (WAL end minus confirmed_flush_lsn) and in time "
          "(pg_stat_replication.flush_lag, measured by the server while a relay streams, else "
-         "unknown), the WAL the slot retains, wal_status and safe_wal_size, and the process "
-         "streaming from it (pid, client address, state, age of its last status message). Exit "
+         "unknown), the WAL the slot retains, wal_status and safe_wal_size, and who streams from "
+         "it (the walsender's pid, the relay's client address, state, age of its last status "
+         "message). Exit "
          "status 0 when the slot exists, 5 when it does not or is lost (wal_status = lost), 3 "
          "when PostgreSQL cannot be asked, 2 for a bad command line or configuration. Needs no "
          "kafka.bootstrap.servers"},

@@ -56,9 +56,9 @@ static relay_lsn_t lsn_value(const PGresult *res, int col)
 
 int relay_status_read(relay_status_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
-        const char *keys[] = {"dbname", "application_name", NULL};
+        const char *keys[] = {"dbname", "application_name", "client_encoding", NULL};
         const char *conninfo = set->postgres_conninfo;
-        const char *vals[] = {conninfo[0] ? conninfo : NULL, "outbox-relay status", NULL};
+        const char *vals[] = {conninfo[0] ? conninfo : NULL, "outbox-relay status", "UTF8", NULL};
         const char *params[] = {set->slot_name};
         relay_status_t *s = calloc(1, sizeof(*s));
         PGconn *conn = NULL;
@@ -183,7 +183,7 @@ static void print_text(const relay_status_t *s, FILE *out)
                 fprintf(out, "  %-20s no (no relay streams from this slot)\n", "active");
                 return;
         }
-        fprintf(out, "  %-20s pid %d", "active", s->active_pid);
+        fprintf(out, "  %-20s walsender pid %d", "active", s->active_pid);
         if (s->client_addr[0])
                 fprintf(out, ", client %s:%d", s->client_addr, s->client_port);
         else if (s->state[0])

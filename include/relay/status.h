@@ -34,7 +34,7 @@ typedef struct {
         bool safe_wal_size_known; /* false: unlimited (max_slot_wal_keep_size = -1) */
         int64_t safe_wal_size;
         bool active;
-        int active_pid;          /* 0 when inactive */
+        int active_pid;          /* the walsender serving it; 0 when inactive */
         char *client_addr;       /* "" for a Unix socket or when not streaming */
         int client_port;
         char *application_name;
