@@ -2,13 +2,15 @@
  * main.c - the outbox-relay command: options, configuration layering
  * (defaults < file < environment < --set), logging setup, then the main
  * loop. Owns nothing past start-up; relay_run() owns the process from there
- * and its return value is the exit code.
+ * and its return value is the exit code. The commands check, status and
+ * tail read the same configuration and run their module instead.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +20,15 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
+#include "relay/check.h"
 #include "relay/config.h"
 #include "relay/log.h"
+#include "relay/lsn.h"
 #include "relay/manual.h"
 #include "relay/relay.h"
 #include "relay/settings.h"
+#include "relay/status.h"
+#include "relay/tail.h"
 #include "relay_version.h"
 
 #define PROG "outbox-relay"
@@ -103,9 +109,102 @@ static int health_check(void)
         return found ? finish_stdout() : 1;
 }
 
+/* The commands besides running the relay; the first argument names one. */
+typedef enum { CMD_RELAY = 0, CMD_CHECK, CMD_STATUS, CMD_TAIL } command_t;
+
+static command_t command_named(const char *word)
+{
+        if (strcmp(word, "check") == 0)
+                return CMD_CHECK;
+        if (strcmp(word, "status") == 0)
+                return CMD_STATUS;
+        if (strcmp(word, "tail") == 0)
+                return CMD_TAIL;
+        return CMD_RELAY;
+}
+
+/* Kafka bounds of check: each request waits at most this long. */
+#define CHECK_KAFKA_TIMEOUT_MS 5000
+
+/* check: one verdict per line (or JSON); 0 when nothing failed, 3 otherwise. */
+static int run_check(const relay_config_t *cfg, const relay_settings_t *set, bool json)
+{
+        char err[RELAY_ERRBUF];
+        relay_check_t *res = NULL;
+        if (relay_check_run(&res, cfg, set, CHECK_KAFKA_TIMEOUT_MS, err, sizeof(err)) != 0) {
+                fprintf(stderr, PROG ": error: %s\n", err);
+                return RELAY_EXIT_FATAL;
+        }
+        bool failed = relay_check_failed(res);
+        int rc = relay_check_print(res, stdout, json);
+        relay_check_free(res);
+        if (rc != 0 || finish_stdout() != RELAY_EXIT_OK)
+                return RELAY_EXIT_CONFIG;
+        return failed ? RELAY_EXIT_SETUP : RELAY_EXIT_OK;
+}
+
+/* status: 0 when the slot exists and is usable, 5 when it is missing or
+ * lost, 3 when the server cannot be asked. */
+static int run_status(const relay_settings_t *set, bool json)
+{
+        char err[RELAY_ERRBUF];
+        relay_status_t *st = NULL;
+        int rc = relay_status_read(&st, set, err, sizeof(err));
+        if (rc != 0) {
+                fprintf(stderr, PROG ": error: %s\n", err);
+                return rc == RELAY_ENOMEM ? RELAY_EXIT_FATAL : RELAY_EXIT_SETUP;
+        }
+        bool lost = !st->exists || strcmp(st->wal_status, "lost") == 0;
+        rc = relay_status_print(st, stdout, json);
+        relay_status_free(st);
+        if (rc != 0 || finish_stdout() != RELAY_EXIT_OK)
+                return RELAY_EXIT_CONFIG;
+        return lost ? RELAY_EXIT_SLOTLOST : RELAY_EXIT_OK;
+}
+
+static volatile sig_atomic_t tail_stop;
+
+static void on_tail_signal(int sig)
+{
+        if (tail_stop)
+                _exit(RELAY_EXIT_FATAL); /* second signal: the server drops the slot anyway */
+        tail_stop = sig;
+}
+
+/* tail: JSON lines on stdout until SIGINT/SIGTERM (0); 3 setup, 1 stream error. */
+static int run_tail(const relay_settings_t *set)
+{
+        char err[RELAY_ERRBUF], lsn[RELAY_LSN_BUFSZ];
+        relay_tail_t *t = NULL;
+        struct sigaction sa;
+        int rc;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_tail_signal; /* no SA_RESTART: poll() must wake up */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        if ((rc = relay_tail_open(&t, set, err, sizeof(err))) != 0) {
+                fprintf(stderr, PROG ": error: %s\n", err);
+                return rc == RELAY_ESETUP ? RELAY_EXIT_SETUP : RELAY_EXIT_FATAL;
+        }
+        fprintf(stderr,
+                PROG ": tailing publication \"%s\" from temporary replication slot \"%s\" at %s: "
+                     "events committed from now on; Ctrl-C ends\n",
+                set->publication_name, relay_tail_slot(t),
+                relay_lsn_format(relay_tail_start_lsn(t), lsn));
+        rc = relay_tail_run(t, stdout, &tail_stop, err, sizeof(err));
+        relay_tail_free(t);
+        if (rc != 0) {
+                fprintf(stderr, PROG ": error: %s\n", err);
+                return RELAY_EXIT_FATAL;
+        }
+        return RELAY_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
-        enum { OPT_PRINT_CONFIG = 256, OPT_EXAMPLE_CONFIG, OPT_HEALTH_CHECK, OPT_MAN };
+        enum { OPT_PRINT_CONFIG = 256, OPT_EXAMPLE_CONFIG, OPT_HEALTH_CHECK, OPT_MAN, OPT_JSON };
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"set", required_argument, NULL, 's'},
@@ -113,6 +212,7 @@ int main(int argc, char **argv)
                 {"example-config", no_argument, NULL, OPT_EXAMPLE_CONFIG},
                 {"health-check", no_argument, NULL, OPT_HEALTH_CHECK},
                 {"man", no_argument, NULL, OPT_MAN},
+                {"json", no_argument, NULL, OPT_JSON},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
                 {NULL, 0, NULL, 0},
@@ -121,7 +221,8 @@ int main(int argc, char **argv)
         const char *config_file = NULL;
         const char **sets;
         size_t nsets = 0;
-        bool print_config = false;
+        bool print_config = false, json = false;
+        command_t cmd = CMD_RELAY;
         relay_config_t *cfg = NULL;
         relay_settings_t *set = NULL;
         int opt, rc;
@@ -132,6 +233,13 @@ int main(int argc, char **argv)
         sets = calloc((size_t)argc + 1, sizeof(*sets));
         if (sets == NULL)
                 return config_error("out of memory");
+
+        /* "outbox-relay COMMAND [options]": the command word comes first. */
+        if (argc > 1 && (cmd = command_named(argv[1])) != CMD_RELAY) {
+                argv[1] = argv[0];
+                argv++;
+                argc--;
+        }
 
         opterr = 0; /* report in our own format below */
         while ((opt = getopt_long(argc, argv, ":c:s:hV", options, NULL)) != -1) {
@@ -144,6 +252,9 @@ int main(int argc, char **argv)
                         break;
                 case OPT_PRINT_CONFIG:
                         print_config = true;
+                        break;
+                case OPT_JSON:
+                        json = true;
                         break;
                 case OPT_EXAMPLE_CONFIG:
                         free(sets);
@@ -184,12 +295,22 @@ int main(int argc, char **argv)
                 }
         }
         if (optind < argc) {
-                snprintf(err, sizeof(err),
-                         "unexpected argument \"%s\"; configuration is given with --config or "
-                         "--set KEY=VALUE",
-                         argv[optind]);
+                if (command_named(argv[optind]) != CMD_RELAY)
+                        snprintf(err, sizeof(err),
+                                 "command \"%s\" must come first: " PROG " %s [options]",
+                                 argv[optind], argv[optind]);
+                else
+                        snprintf(err, sizeof(err),
+                                 "unexpected argument \"%s\"; configuration is given with "
+                                 "--config or --set KEY=VALUE; commands are check, status and tail",
+                                 argv[optind]);
                 free(sets);
                 return config_error(err);
+        }
+
+        if (json && cmd != CMD_CHECK && cmd != CMD_STATUS) {
+                free(sets);
+                return config_error("option \"--json\" goes with the commands check and status");
         }
 
         if (config_file == NULL) {
@@ -210,6 +331,11 @@ int main(int argc, char **argv)
         for (size_t i = 0; rc == 0 && i < nsets; i++)
                 rc = relay_config_set_arg(cfg, sets[i], err, sizeof(err));
         free(sets);
+        /* status and tail never talk to Kafka: do not ask for its address. */
+        if (rc == 0 && (cmd == CMD_STATUS || cmd == CMD_TAIL) &&
+            relay_config_get(cfg, "kafka.bootstrap.servers")[0] == '\0')
+                rc = relay_config_set(cfg, "kafka.bootstrap.servers", "not-needed:9092",
+                                      "(not needed by this command)", err, sizeof(err));
         if (rc == 0)
                 rc = relay_config_validate(cfg, err, sizeof(err));
         if (rc == 0)
@@ -227,7 +353,25 @@ int main(int argc, char **argv)
                 return finish_stdout();
         }
 
-        rc = relay_run(cfg, set);
+        /* check and status hold nothing worth a clean stop: let a signal end them. */
+        if (cmd == CMD_CHECK || cmd == CMD_STATUS) {
+                signal(SIGINT, SIG_DFL);
+                signal(SIGTERM, SIG_DFL);
+        }
+        switch (cmd) {
+        case CMD_CHECK:
+                rc = run_check(cfg, set, json);
+                break;
+        case CMD_STATUS:
+                rc = run_status(set, json);
+                break;
+        case CMD_TAIL:
+                rc = run_tail(set);
+                break;
+        case CMD_RELAY:
+                rc = relay_run(cfg, set);
+                break;
+        }
         relay_settings_free(set);
         relay_config_free(cfg);
         return rc;

@@ -42,9 +42,52 @@ static const option_doc_t options[] = {
         {"    --health-check",
          "exit 0 when another live outbox-relay process runs in this process namespace, 1 "
          "otherwise (the container image's HEALTHCHECK)"},
+        {"    --json", "with check or status: print one JSON document instead of lines"},
         {"    --man", "print this manual page in roff and exit"},
         {"-h, --help", "show this help and exit"},
         {"-V, --version", "show the version and exit"},
+};
+
+typedef struct {
+        const char *name;
+        const char *synopsis; /* its options, after the name */
+        const char *desc;
+} command_doc_t;
+
+/* The commands main.c accepts as the first argument, with their exit statuses. */
+static const command_doc_t commands[] = {
+        {"check", "[--json] [OPTION]...",
+         "check, read-only, what the relay needs before its first start or in CI/CD, with the "
+         "same configuration: PostgreSQL's version (14 to 18), wal_level, the role's LOGIN and "
+         "REPLICATION, the outbox table and the columns the mapping reads, the publication "
+         "(exists or can be created, includes the table, publishes inserts only), the slot "
+         "(plugin, active process, wal_status, safe_wal_size), max_slot_wal_keep_size, Kafka "
+         "(metadata within 5 s), auto.create.topics.enable, the topics topic.template names "
+         "today (for a ${column} template: the values in the outbox table, when the role may "
+         "read it and it is at most 64 MB) and the dead-letter topic. One line per check: ok, "
+         "warning or fail, what was found and the fix. It creates nothing: no publication, slot "
+         "or topic. Exit status 0 when no check failed (warnings allowed), 3 when one did, 2 for "
+         "a bad command line or configuration"},
+        {"status", "[--json] [OPTION]...",
+         "show what PostgreSQL holds for slot.name: confirmed_flush_lsn, restart_lsn, the "
+         "server's WAL end, the lag in bytes (WAL end minus confirmed_flush_lsn) and in time "
+         "(pg_stat_replication.flush_lag, measured by the server while a relay streams, else "
+         "unknown), the WAL the slot retains, wal_status and safe_wal_size, and who streams from "
+         "it (the walsender's pid, the relay's client address, state, age of its last status "
+         "message). Exit "
+         "status 0 when the slot exists, 5 when it does not or is lost (wal_status = lost), 3 "
+         "when PostgreSQL cannot be asked, 2 for a bad command line or configuration. Needs no "
+         "kafka.bootstrap.servers"},
+        {"tail", "[OPTION]...",
+         "print the events the relay would publish as JSON lines on standard output (lsn, "
+         "commit_lsn, commit_time, xid, topic, key, headers, payload; \"error\" for a row the "
+         "mapping refuses), decoded from a temporary replication slot that the server drops when "
+         "tail ends: the relay's slot is never created or moved, and Kafka is not used. Shows "
+         "events committed after tail started. A byte string that is not valid UTF-8 (a bytea "
+         "payload) is written base64-encoded under its name plus \"_base64\" (payload_base64). "
+         "SIGINT or SIGTERM ends it with exit status 0; 3 when the server or the publication is "
+         "not usable (tail never creates the publication), 1 when the stream breaks, 2 for a bad "
+         "command line or configuration"},
 };
 
 typedef struct {
@@ -119,10 +162,16 @@ void relay_manual_print_help(FILE *out)
               "(pgoutput) to Kafka.\n"
               "\n"
               "Usage:\n"
-              "  " PROG " [OPTION]...\n"
-              "\n"
-              "Options:\n",
+              "  " PROG " [OPTION]...\n",
               out);
+        for (size_t i = 0; i < COUNT(commands); i++)
+                fprintf(out, "  " PROG " %s %s\n", commands[i].name, commands[i].synopsis);
+        fputs("\nCommands:\n", out);
+        for (size_t i = 0; i < COUNT(commands); i++) {
+                fprintf(out, "  %s", commands[i].name);
+                wrap(out, commands[i].desc, 2 + strlen(commands[i].name), 10);
+        }
+        fputs("\nOptions:\n", out);
         for (size_t i = 0; i < COUNT(options); i++) {
                 fprintf(out, "  %s", options[i].flags);
                 wrap(out, options[i].desc, 2 + strlen(options[i].flags), HELP_INDENT);
@@ -138,7 +187,7 @@ void relay_manual_print_help(FILE *out)
               "Configuration keys (key = default):\n",
               out);
         relay_config_print_help(out);
-        fputs("\nExit status:\n", out);
+        fputs("\nExit status (of the relay; each command above lists its own):\n", out);
         for (size_t i = 0; i < COUNT(exits); i++) {
                 fprintf(out, "  %d", exits[i].code);
                 wrap(out, exits[i].desc, 3, 5);
@@ -249,9 +298,15 @@ void relay_manual_print_man(FILE *out)
               "outbox\\-relay \\- relay transactional\\-outbox events from PostgreSQL to Kafka\n"
               ".SH SYNOPSIS\n"
               ".B outbox\\-relay\n"
-              "[\\fIOPTION\\fR]...\n"
-              ".SH DESCRIPTION\n",
+              "[\\fIOPTION\\fR]...\n",
               out);
+        for (size_t i = 0; i < COUNT(commands); i++) {
+                fputs(".br\n.B outbox\\-relay ", out);
+                roff(out, commands[i].name);
+                fputs("\n", out);
+                roff_line(out, commands[i].synopsis);
+        }
+        fputs(".SH DESCRIPTION\n", out);
         roff_line(out,
                   "outbox-relay reads the inserts into an outbox table from PostgreSQL's "
                   "write-ahead log through a logical replication slot (the built-in pgoutput "
@@ -270,6 +325,17 @@ void relay_manual_print_man(FILE *out)
                   "transient (PostgreSQL or Kafka unreachable, a delivery error) is not an exit: "
                   "the session is torn down without confirming more and resumed from the slot "
                   "after a backoff.");
+        fputs(".SH COMMANDS\n", out);
+        roff_line(out, "The first argument may name a command; without one the relay runs. "
+                       "Commands read the same configuration (--config, environment, --set).");
+        for (size_t i = 0; i < COUNT(commands); i++) {
+                fputs(".TP\n\\fB", out);
+                roff(out, commands[i].name);
+                fputs("\\fR ", out);
+                roff(out, commands[i].synopsis);
+                fputs("\n", out);
+                roff_sentence(out, commands[i].desc);
+        }
         fputs(".SH OPTIONS\n", out);
         for (size_t i = 0; i < COUNT(options); i++) {
                 const char *f = options[i].flags;
@@ -294,6 +360,7 @@ void relay_manual_print_man(FILE *out)
         roff_tp(out, "PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, ...",
                 "Read by libpq for what postgres.conninfo leaves out.");
         fputs(".SH EXIT STATUS\n", out);
+        roff_line(out, "Of the relay; the commands' exit statuses are listed under COMMANDS.");
         for (size_t i = 0; i < COUNT(exits); i++) {
                 char code[8];
                 snprintf(code, sizeof(code), "%d", exits[i].code);
@@ -322,7 +389,10 @@ void relay_manual_print_man(FILE *out)
         roff_line(out, "outbox-relay --set postgres.conninfo=\"host=db dbname=app user=outbox_relay\" \\\n"
                        "             --set kafka.bootstrap.servers=kafka:9092\n"
                        "outbox-relay --config " RELAY_SYSCONFDIR "/outbox-relay.conf --print-config\n"
-                       "OUTBOX_RELAY_KAFKA_BOOTSTRAP_SERVERS=kafka:9092 outbox-relay");
+                       "OUTBOX_RELAY_KAFKA_BOOTSTRAP_SERVERS=kafka:9092 outbox-relay\n"
+                       "outbox-relay check --config " RELAY_SYSCONFDIR "/outbox-relay.conf\n"
+                       "outbox-relay status --json --config " RELAY_SYSCONFDIR "/outbox-relay.conf\n"
+                       "outbox-relay tail --set postgres.conninfo=\"dbname=app\" | jq .payload");
         fputs(".fi\n.SH SEE ALSO\n"
               "\\fBpg_recvlogical\\fR(1), \\fBkcat\\fR(1), \\fBsystemd.service\\fR(5)\n",
               out);

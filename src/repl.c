@@ -21,6 +21,8 @@
 
 #include <libpq-fe.h>
 
+#include "relay/lsn.h"
+
 struct relay_repl {
         PGconn *conn;
         /* Borrowed from the settings. */
@@ -237,7 +239,8 @@ static int query(relay_repl_t *r, const char *sql, PGresult **res, char *err, si
         return failed_query_code(r);
 }
 
-int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, size_t errlen)
+/* The publication checks; creates it when missing only if may_create. */
+static int publication(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
 {
         char sql[2048];
         PGresult *res;
@@ -274,6 +277,15 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
                  pub);
         if ((rc = query(r, sql, &res, err, errlen)))
                 goto out;
+        if (PQntuples(res) == 0 && !may_create) {
+                relay_err_set(err, errlen,
+                              "publication \"%s\" does not exist; create it as in "
+                              "sql/002_publication.sql, or start the relay once to create it",
+                              r->publication);
+                PQclear(res);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
         if (PQntuples(res) == 0) {
                 PQclear(res);
                 char *qn = PQescapeIdentifier(r->conn, r->nspname, strlen(r->nspname));
@@ -300,7 +312,7 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
                         PQfreemem(rel);
                         PQfreemem(pub);
                         PQfreemem(qpub);
-                        return relay_repl_ensure_publication(r, created, err, errlen);
+                        return publication(r, may_create, created, err, errlen);
                 }
                 if (PQresultStatus(res) != PGRES_COMMAND_OK) {
                         char what[256];
@@ -349,6 +361,17 @@ out:
         PQfreemem(pub);
         PQfreemem(qpub);
         return rc;
+}
+
+int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, size_t errlen)
+{
+        return publication(r, true, created, err, errlen);
+}
+
+int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen)
+{
+        bool created;
+        return publication(r, false, &created, err, errlen);
 }
 
 /* Run "<before><quoted slot name><after>"; NULL (err set) when out of memory. */
@@ -461,6 +484,29 @@ create:
                 snprintf(what, sizeof(what), "could not create replication slot \"%.64s\"", r->slot);
                 result_error(err, errlen, what, res, r->conn);
                 rc = failed_query_code(r);
+        }
+        PQclear(res);
+        return rc;
+}
+
+int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *err, size_t errlen)
+{
+        /* Legacy syntax, accepted by 14 to 18 like the relay's own slot's. */
+        PGresult *res = slot_command(r, "CREATE_REPLICATION_SLOT ",
+                                     " TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT", err, errlen);
+        int rc = 0;
+        if (!res)
+                return RELAY_ENOMEM;
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 2) {
+                char what[160];
+                snprintf(what, sizeof(what), "could not create temporary replication slot \"%.64s\"",
+                         r->slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        } else if (relay_lsn_parse(PQgetvalue(res, 0, 1), start) != 0) {
+                relay_err_set(err, errlen, "CREATE_REPLICATION_SLOT returned an invalid LSN \"%s\"",
+                              PQgetvalue(res, 0, 1));
+                rc = RELAY_EPROTO;
         }
         PQclear(res);
         return rc;

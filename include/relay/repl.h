@@ -54,6 +54,23 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err,
                                   size_t errlen) RELAY_MUST_CHECK;
 
+/**
+ * @brief The same checks as relay_repl_ensure_publication(), read-only: a
+ *        missing publication is RELAY_ESETUP with the fix, never created.
+ * @returns 0; RELAY_ESETUP; RELAY_EIO; RELAY_ENOMEM.
+ */
+int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Create a temporary logical slot (pgoutput) under the slot name of
+ *        the settings; the server drops it when this connection ends. It
+ *        starts at the server's current position, returned in *start.
+ * @returns 0; RELAY_ESETUP (e.g. the name is taken, no free slot) with the
+ *          server's message; RELAY_EIO; RELAY_ENOMEM.
+ */
+int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *err,
+                                     size_t errlen) RELAY_MUST_CHECK;
+
 typedef enum {
         RELAY_SLOT_EXISTED = 0,
         RELAY_SLOT_CREATED,   /* there was none */

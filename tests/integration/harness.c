@@ -1019,6 +1019,7 @@ void h_kafka_produce(const char *topic, const char *key, const char *value)
 struct h_relay {
         pid_t pid;
         char *log_path;
+        char *out_path; /* a command's standard output; NULL: into the log */
         bool reaped;
         int exit_code;
         h_relay_t *next; /* list of relays not yet freed */
@@ -1043,27 +1044,40 @@ static void h_relay_atexit(void)
 
 h_relay_t *h_relay_start(const char *const *sets)
 {
+        return h_relay_start_cmd(NULL, NULL, sets);
+}
+
+h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const char *const *sets)
+{
         static bool atexit_done;
         const char *bin = h_env("RELAY_BIN");
         const char *logdir = getenv("RELAY_TEST_LOGDIR");
         char *name = h_unique_name("relay");
         h_relay_t *r = h_xmalloc(sizeof(*r));
-        size_t nsets = 0, argc = 0;
+        size_t nsets = 0, nopts = 0, argc = 0;
         char **argv;
-        int logfd, nullfd;
+        int logfd, nullfd, outfd;
         pid_t pid;
 
         if (!logdir || !*logdir)
                 logdir = "/tmp";
         memset(r, 0, sizeof(*r));
         r->log_path = h_format("%s/%s.log", logdir, name);
+        if (cmd)
+                r->out_path = h_format("%s/%s.out", logdir, name);
         free(name);
 
         while (sets && sets[nsets])
                 nsets++;
+        while (opts && opts[nopts])
+                nopts++;
         /* Copies: execv() wants char *const[] and the sets are const. */
-        argv = h_xmalloc((2 * nsets + 2) * sizeof(char *));
+        argv = h_xmalloc((2 * nsets + nopts + 3) * sizeof(char *));
         argv[argc++] = h_xstrdup(bin);
+        if (cmd)
+                argv[argc++] = h_xstrdup(cmd);
+        for (size_t i = 0; i < nopts; i++)
+                argv[argc++] = h_xstrdup(opts[i]);
         for (size_t i = 0; i < nsets; i++) {
                 argv[argc++] = h_xstrdup("--set");
                 argv[argc++] = h_xstrdup(sets[i]);
@@ -1076,6 +1090,9 @@ h_relay_t *h_relay_start(const char *const *sets)
         nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (nullfd < 0)
                 tap_bail("could not open /dev/null: %s", strerror(errno));
+        outfd = r->out_path ? open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : logfd;
+        if (outfd < 0)
+                tap_bail("could not open \"%s\": %s", r->out_path, strerror(errno));
         fflush(stdout);
         fflush(stderr);
 
@@ -1086,7 +1103,7 @@ h_relay_t *h_relay_start(const char *const *sets)
                 /* Child: only async-signal-safe calls until execv. */
                 setpgid(0, 0);
                 prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed test takes its relay along */
-                if (dup2(nullfd, STDIN_FILENO) < 0 || dup2(logfd, STDOUT_FILENO) < 0 ||
+                if (dup2(nullfd, STDIN_FILENO) < 0 || dup2(outfd, STDOUT_FILENO) < 0 ||
                     dup2(logfd, STDERR_FILENO) < 0)
                         _exit(127);
                 execv(bin, argv);
@@ -1098,6 +1115,8 @@ h_relay_t *h_relay_start(const char *const *sets)
                 _exit(127);
         }
         setpgid(pid, pid); /* also in the parent: no race with h_relay_free */
+        if (outfd != logfd)
+                close(outfd);
         close(logfd);
         close(nullfd);
         for (size_t i = 0; i < argc; i++)
@@ -1166,6 +1185,23 @@ int h_relay_wait(h_relay_t *r, int timeout_ms)
         }
 }
 
+char *h_relay_stdout(const h_relay_t *r)
+{
+        char *s = r->out_path ? h_read_file(r->out_path, NULL) : NULL;
+        return s ? s : h_xstrdup("");
+}
+
+int h_relay_run_cmd(const char *cmd, const char *const *opts, const char *const *sets,
+                    int timeout_ms, char **out, char **log)
+{
+        h_relay_t *r = h_relay_start_cmd(cmd, opts, sets);
+        int rc = h_relay_wait(r, timeout_ms);
+        *out = h_relay_stdout(r);
+        *log = h_relay_log(r);
+        h_relay_free(r);
+        return rc;
+}
+
 char *h_relay_log(const h_relay_t *r)
 {
         char *s = h_read_file(r->log_path, NULL);
@@ -1232,8 +1268,12 @@ void h_relay_free(h_relay_t *r)
                 }
         }
         pthread_mutex_unlock(&g_lock);
-        if (!getenv("RELAY_TEST_KEEP_RELAY_LOGS"))
+        if (!getenv("RELAY_TEST_KEEP_RELAY_LOGS")) {
                 unlink(r->log_path);
+                if (r->out_path)
+                        unlink(r->out_path);
+        }
         free(r->log_path);
+        free(r->out_path);
         free(r);
 }

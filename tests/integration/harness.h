@@ -157,6 +157,21 @@ typedef struct h_relay h_relay_t;
  */
 h_relay_t *h_relay_start(const char *const *sets);
 
+/**
+ * Start RELAY_BIN as "RELAY_BIN cmd opts... --set k=v..." (cmd NULL: the
+ * relay itself, as h_relay_start()); a command's standard output goes to a
+ * file of its own (h_relay_stdout()), its standard error to the log.
+ */
+h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const char *const *sets);
+/** A command's standard output so far (caller frees; "" for the relay itself). */
+char *h_relay_stdout(const h_relay_t *r);
+/**
+ * Run a command to its end: h_relay_start_cmd(), wait up to timeout_ms
+ * (killed after that), *out = its standard output, *log = its standard
+ * error (both caller-freed). Returns the exit code, -1 on timeout.
+ */
+int h_relay_run_cmd(const char *cmd, const char *const *opts, const char *const *sets,
+                    int timeout_ms, char **out, char **log);
 /** Send a signal. */
 void h_relay_signal(h_relay_t *r, int sig);
 

@@ -1,0 +1,1071 @@
+/*
+ * check.c - the preflight of `outbox-relay check`: owns one ordinary
+ * (non-replication) libpq connection, one throwaway librdkafka client and
+ * the list of verdicts they lead to.
+ *
+ * Everything here only reads: catalog queries, pg_replication_slots,
+ * Kafka metadata for named topics with allow.auto.create.topics=false (a
+ * metadata request may otherwise create the topic it names) and the
+ * brokers' configuration. The relay's own start-up creates the publication
+ * and the slot when they are missing; here their absence is reported with
+ * what that creation will need.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/check.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+
+/* The outbox table is read (for the topics a ${column} template names)
+ * only when it is at most this large on disk; a statement timeout bounds
+ * the read anyway. */
+#define CHEAP_TABLE_BYTES (64LL * 1024 * 1024)
+#define MAX_TOPICS 50
+
+typedef struct {
+        char *name;
+        relay_check_status_t status;
+        char *message;
+        char *fix;
+} item_t;
+
+struct relay_check {
+        item_t *items;
+        size_t n, cap;
+        bool oom;
+};
+
+typedef struct {
+        relay_check_t *res;
+        const relay_config_t *cfg;
+        const relay_settings_t *set;
+        PGconn *conn;
+        int kafka_timeout_ms;
+        bool table_exists;
+        unsigned table_oid;
+        /* Topics the template names today (owned), for the Kafka checks. */
+        char **topics;
+        size_t ntopics;
+        char topics_note[2 * RELAY_ERRBUF]; /* why they could not be listed, or "" */
+} ctx_t;
+
+static char *vformat(const char *fmt, va_list ap) RELAY_PRINTF(1, 0);
+static char *vformat(const char *fmt, va_list ap)
+{
+        va_list ap2;
+        va_copy(ap2, ap);
+        int n = vsnprintf(NULL, 0, fmt, ap2);
+        va_end(ap2);
+        char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+        if (s)
+                vsnprintf(s, (size_t)n + 1, fmt, ap);
+        return s;
+}
+
+/* Record a verdict; fix may be NULL. The message is a printf format. */
+static void add(ctx_t *x, const char *name, relay_check_status_t st, const char *fix,
+                const char *fmt, ...) RELAY_PRINTF(5, 6);
+static void add(ctx_t *x, const char *name, relay_check_status_t st, const char *fix,
+                const char *fmt, ...)
+{
+        relay_check_t *r = x->res;
+        va_list ap;
+        if (r->n == r->cap) {
+                size_t cap = r->cap ? r->cap * 2 : 32;
+                item_t *it = realloc(r->items, cap * sizeof(*it));
+                if (!it) {
+                        r->oom = true;
+                        return;
+                }
+                r->items = it;
+                r->cap = cap;
+        }
+        item_t *it = &r->items[r->n];
+        va_start(ap, fmt);
+        it->message = vformat(fmt, ap);
+        va_end(ap);
+        it->name = strdup(name);
+        it->fix = strdup(fix ? fix : "");
+        it->status = st;
+        if (!it->message || !it->name || !it->fix) {
+                free(it->message);
+                free(it->name);
+                free(it->fix);
+                r->oom = true;
+                return;
+        }
+        r->n++;
+}
+
+/* Same, with the fix built by printf too. */
+static void addf(ctx_t *x, const char *name, relay_check_status_t st, const char *msg,
+                 const char *fixfmt, ...) RELAY_PRINTF(5, 6);
+static void addf(ctx_t *x, const char *name, relay_check_status_t st, const char *msg,
+                 const char *fixfmt, ...)
+{
+        va_list ap;
+        va_start(ap, fixfmt);
+        char *fix = vformat(fixfmt, ap);
+        va_end(ap);
+        if (!fix) {
+                x->res->oom = true;
+                return;
+        }
+        add(x, name, st, fix, "%s", msg);
+        free(fix);
+}
+
+/* PostgreSQL's messages end with a newline; keep ours one line. */
+static const char *one_line(const char *msg, char *buf, size_t len)
+{
+        size_t n = strlen(msg);
+        while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+                n--;
+        snprintf(buf, len, "%.*s", (int)n, msg);
+        for (char *p = buf; *p; p++)
+                if (*p == '\n')
+                        *p = ' ';
+        return buf;
+}
+
+/*
+ * Run a query with text parameters; NULL (and a failed verdict under
+ * name) when it fails. Caller clears the result.
+ */
+static PGresult *q(ctx_t *x, const char *name, const char *sql, int nparams,
+                   const char *const *params)
+{
+        PGresult *res = PQexecParams(x->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
+                return res;
+        char buf[RELAY_ERRBUF];
+        add(x, name, RELAY_CHECK_FAIL, "make sure the role may read the system catalogs",
+            "could not query the server: %s",
+            one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(x->conn), buf, sizeof(buf)));
+        PQclear(res);
+        return NULL;
+}
+
+static bool is_true(const PGresult *res, int row, int col)
+{
+        return !PQgetisnull(res, row, col) && strcmp(PQgetvalue(res, row, col), "t") == 0;
+}
+
+/* --- PostgreSQL ------------------------------------------------------------ */
+
+static bool pg_connect(ctx_t *x)
+{
+        /* UTF8 as the relay's own connection: names and values reach JSON output. */
+        const char *keys[] = {"dbname", "application_name", "client_encoding", NULL};
+        const char *conninfo = x->set->postgres_conninfo;
+        const char *vals[] = {conninfo[0] ? conninfo : NULL, "outbox-relay check", "UTF8", NULL};
+        char buf[RELAY_ERRBUF];
+
+        x->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
+        if (!x->conn) {
+                x->res->oom = true;
+                return false;
+        }
+        if (PQstatus(x->conn) != CONNECTION_OK) {
+                add(x, "postgres.connection", RELAY_CHECK_FAIL,
+                    "check postgres.conninfo (or the PG* variables), that the server runs and "
+                    "that pg_hba.conf admits the role; the other PostgreSQL checks need a connection",
+                    "could not connect to PostgreSQL: %s",
+                    one_line(PQerrorMessage(x->conn), buf, sizeof(buf)));
+                return false;
+        }
+        /* Bound every read of ours, in particular the outbox table's. */
+        PGresult *res = PQexec(x->conn, "SET statement_timeout = '5s'");
+        PQclear(res);
+        add(x, "postgres.connection", RELAY_CHECK_OK, NULL,
+            "connected to database \"%s\" on \"%s\" port %s as role \"%s\"", PQdb(x->conn),
+            PQhost(x->conn), PQport(x->conn), PQuser(x->conn));
+        return true;
+}
+
+static void pg_server(ctx_t *x)
+{
+        int v = PQserverVersion(x->conn);
+        const char *sv = PQparameterStatus(x->conn, "server_version");
+        if (v < 140000)
+                add(x, "postgres.version", RELAY_CHECK_FAIL,
+                    "upgrade PostgreSQL to 14 or later",
+                    "PostgreSQL %s is not supported: outbox-relay needs PostgreSQL 14 to 18",
+                    sv ? sv : "?");
+        else if (v >= 190000)
+                add(x, "postgres.version", RELAY_CHECK_WARNING, NULL,
+                    "PostgreSQL %s is newer than the versions outbox-relay was tested with (14 to "
+                    "18)",
+                    sv ? sv : "?");
+        else
+                add(x, "postgres.version", RELAY_CHECK_OK, NULL,
+                    "PostgreSQL %s (14 to 18 supported)", sv ? sv : "?");
+
+        PGresult *res = q(x, "postgres.settings",
+                          "SELECT current_setting('wal_level'), current_setting('max_slot_wal_keep_size'), "
+                          "current_setting('max_replication_slots')::int, "
+                          "current_setting('max_wal_senders')::int, pg_is_in_recovery()",
+                          0, NULL);
+        if (!res)
+                return;
+        const char *wal_level = PQgetvalue(res, 0, 0);
+        if (strcmp(wal_level, "logical") == 0)
+                add(x, "postgres.wal_level", RELAY_CHECK_OK, NULL, "wal_level is \"logical\"");
+        else
+                add(x, "postgres.wal_level", RELAY_CHECK_FAIL,
+                    "set wal_level = logical in postgresql.conf and restart PostgreSQL",
+                    "wal_level is \"%s\" but logical decoding needs \"logical\"", wal_level);
+        const char *keep = PQgetvalue(res, 0, 1);
+        if (strcmp(keep, "-1") == 0)
+                add(x, "postgres.max_slot_wal_keep_size", RELAY_CHECK_WARNING,
+                    "set max_slot_wal_keep_size (e.g. '50GB', below the free space of pg_wal) and "
+                    "reload; the relay stops with exit 5 if its slot is invalidated",
+                    "max_slot_wal_keep_size is -1: a slot nobody reads (a relay stopped for good) "
+                    "keeps WAL without limit and can fill the disk");
+        else
+                add(x, "postgres.max_slot_wal_keep_size", RELAY_CHECK_OK, NULL,
+                    "max_slot_wal_keep_size is %s: a slot is invalidated before it holds more WAL",
+                    keep);
+        if (atoi(PQgetvalue(res, 0, 3)) < 1)
+                add(x, "postgres.max_wal_senders", RELAY_CHECK_FAIL,
+                    "set max_wal_senders = 10 in postgresql.conf and restart PostgreSQL",
+                    "max_wal_senders is 0: no replication connection is possible");
+        if (is_true(res, 0, 4))
+                add(x, "postgres.recovery", RELAY_CHECK_WARNING,
+                    "point postgres.conninfo at the primary",
+                    "the server is a standby (in recovery): logical slots on a standby need "
+                    "PostgreSQL 16 and hot_standby_feedback");
+        PQclear(res);
+}
+
+static void pg_role(ctx_t *x)
+{
+        PGresult *res = q(x, "postgres.role",
+                          "SELECT rolname, rolreplication, rolcanlogin, rolsuper FROM "
+                          "pg_catalog.pg_roles WHERE rolname = current_user",
+                          0, NULL);
+        if (!res)
+                return;
+        if (PQntuples(res) != 1) {
+                add(x, "postgres.role", RELAY_CHECK_FAIL, NULL, "current role not found in pg_roles");
+                PQclear(res);
+                return;
+        }
+        const char *role = PQgetvalue(res, 0, 0);
+        bool repl = is_true(res, 0, 1), login = is_true(res, 0, 2), super = is_true(res, 0, 3);
+        if (!repl && !super)
+                addf(x, "postgres.role", RELAY_CHECK_FAIL,
+                     "role is not allowed to stream logical replication (no REPLICATION)",
+                     "ALTER ROLE %s REPLICATION (see sql/003_role.sql)", role);
+        else if (!login)
+                addf(x, "postgres.role", RELAY_CHECK_FAIL, "role cannot log in (NOLOGIN)",
+                     "ALTER ROLE %s LOGIN", role);
+        else if (super)
+                add(x, "postgres.role", RELAY_CHECK_WARNING,
+                    "use a role with LOGIN REPLICATION only (see sql/003_role.sql)",
+                    "role \"%s\" is a superuser; the relay needs only LOGIN and REPLICATION (no "
+                    "SELECT on the outbox table either)",
+                    role);
+        else
+                add(x, "postgres.role", RELAY_CHECK_OK, NULL,
+                    "role \"%s\" has LOGIN and REPLICATION, all the relay needs once the "
+                    "publication exists (it needs no SELECT on the outbox table)",
+                    role);
+        PQclear(res);
+}
+
+static const char *const col_keys[] = {"outbox.column.id", "outbox.column.aggregate_type",
+                                       "outbox.column.aggregate_id", "outbox.column.type",
+                                       "outbox.column.payload"};
+
+static void pg_table(ctx_t *x)
+{
+        const relay_settings_t *s = x->set;
+        char table[160];
+        snprintf(table, sizeof(table), "%s.%s", s->outbox_table.schema, s->outbox_table.name);
+        const char *p[] = {s->outbox_table.schema, s->outbox_table.name};
+        PGresult *res = q(x, "outbox.table",
+                          "SELECT c.oid, c.relkind FROM pg_catalog.pg_class c JOIN "
+                          "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 "
+                          "AND c.relname = $2",
+                          2, p);
+        if (!res)
+                return;
+        if (PQntuples(res) == 0) {
+                add(x, "outbox.table", RELAY_CHECK_FAIL,
+                    "create it (see sql/001_outbox.sql) or set outbox.table",
+                    "outbox table \"%s\" does not exist in database \"%s\"", table, PQdb(x->conn));
+                PQclear(res);
+                return;
+        }
+        char kind[8];
+        snprintf(kind, sizeof(kind), "%s", PQgetvalue(res, 0, 1));
+        x->table_oid = (unsigned)strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+        if (strcmp(kind, "r") != 0 && strcmp(kind, "p") != 0) {
+                add(x, "outbox.table", RELAY_CHECK_FAIL, "set outbox.table to an ordinary table",
+                    "\"%s\" is not a table (relkind '%s'): only tables can be published", table,
+                    kind);
+                return;
+        }
+        x->table_exists = true;
+        add(x, "outbox.table", RELAY_CHECK_OK, NULL, "outbox table \"%s\" exists", table);
+
+        /* Every column the mapping reads: its role, its key, nullability. */
+        char oid[16];
+        snprintf(oid, sizeof(oid), "%u", x->table_oid);
+        const char *op[] = {oid};
+        res = q(x, "outbox.columns",
+                "SELECT attname, format_type(atttypid, atttypmod), attnotnull, "
+                "atttypid::regtype::text FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND "
+                "attnum > 0 AND NOT attisdropped",
+                1, op);
+        if (!res)
+                return;
+        const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
+                               s->outbox_column.aggregate_id, s->outbox_column.type,
+                               s->outbox_column.payload};
+        size_t nwant = 5 + s->n_outbox_headers + s->topic_template.nparts;
+        bool problems = false;
+        char summary[1024] = "";
+        size_t sl = 0;
+        for (size_t w = 0; w < nwant; w++) {
+                const char *col, *key;
+                char keybuf[64];
+                if (w < 5) {
+                        col = names[w];
+                        key = col_keys[w];
+                } else if (w < 5 + s->n_outbox_headers) {
+                        col = s->outbox_headers[w - 5];
+                        key = "outbox.headers";
+                } else {
+                        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
+                        if (!tp->is_column)
+                                continue;
+                        col = tp->text;
+                        key = "topic.template";
+                }
+                snprintf(keybuf, sizeof(keybuf), "%s", key);
+                int row = -1;
+                for (int i = 0; i < PQntuples(res); i++)
+                        if (strcmp(PQgetvalue(res, i, 0), col) == 0)
+                                row = i;
+                if (row < 0) {
+                        char fix[256];
+                        problems = true;
+                        snprintf(fix, sizeof(fix), "add the column, or set %s to the column that holds it",
+                                 keybuf);
+                        add(x, "outbox.columns", RELAY_CHECK_FAIL, fix,
+                            "outbox table \"%s\" has no column \"%s\" (%s)", table, col, keybuf);
+                        continue;
+                }
+                const char *type = PQgetvalue(res, row, 1);
+                const char *base = PQgetvalue(res, row, 3);
+                bool notnull = is_true(res, row, 2);
+                if (w == 4 && strcmp(base, "json") != 0 && strcmp(base, "jsonb") != 0 &&
+                    strcmp(base, "text") != 0 && strcmp(base, "character varying") != 0 &&
+                    strcmp(base, "bytea") != 0) {
+                        problems = true;
+                        add(x, "outbox.columns", RELAY_CHECK_WARNING,
+                            "use json, jsonb, text or bytea for the payload column",
+                            "payload column \"%s\" is of type %s: Kafka gets its text output", col,
+                            type);
+                }
+                /* id, aggregate id and template columns: NULL makes the row poison. */
+                if (!notnull && (w == 0 || w == 2 || w >= 5 + s->n_outbox_headers)) {
+                        problems = true;
+                        char fix[256];
+                        snprintf(fix, sizeof(fix), "ALTER TABLE %s ALTER COLUMN %s SET NOT NULL",
+                                 table, col);
+                        add(x, "outbox.columns", RELAY_CHECK_WARNING, fix,
+                            "column \"%s\" (%s) may be NULL: a row with NULL there cannot become "
+                            "an event and goes to the error policy",
+                            col, keybuf);
+                }
+                if (w < 5 && sl < sizeof(summary))
+                        sl += (size_t)snprintf(summary + sl, sizeof(summary) - sl, "%s%s %s",
+                                               sl ? ", " : "", col, type);
+        }
+        PQclear(res);
+        if (!problems)
+                add(x, "outbox.columns", RELAY_CHECK_OK, NULL,
+                    "the mapping's columns exist: %s", summary);
+}
+
+static void pg_publication(ctx_t *x)
+{
+        const relay_settings_t *s = x->set;
+        const char *pub = s->publication_name;
+        const char *p[] = {pub};
+        PGresult *res = q(x, "postgres.publication",
+                          "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
+                          "FROM pg_catalog.pg_publication WHERE pubname = $1",
+                          1, p);
+        if (!res)
+                return;
+        if (PQntuples(res) == 0) {
+                PQclear(res);
+                if (!x->table_exists) {
+                        add(x, "postgres.publication", RELAY_CHECK_FAIL,
+                            "create the outbox table first, then the publication (sql/002_publication.sql)",
+                            "publication \"%s\" does not exist", pub);
+                        return;
+                }
+                /* The relay creates it: CREATE on the database, and owning the table. */
+                char oid[16];
+                snprintf(oid, sizeof(oid), "%u", x->table_oid);
+                const char *op[] = {oid};
+                res = q(x, "postgres.publication",
+                        "SELECT has_database_privilege(current_database(), 'CREATE'), "
+                        "pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_catalog.pg_class c "
+                        "WHERE c.oid = $1",
+                        1, op);
+                if (!res)
+                        return;
+                bool can_create = PQntuples(res) == 1 && is_true(res, 0, 0) && is_true(res, 0, 1);
+                PQclear(res);
+                if (can_create)
+                        add(x, "postgres.publication", RELAY_CHECK_WARNING,
+                            "create it beforehand (sql/002_publication.sql) to keep the relay's "
+                            "role unprivileged",
+                            "publication \"%s\" does not exist; the relay creates it at its first "
+                            "start (inserts of \"%s.%s\" only), as this role owns the table and "
+                            "may create in the database",
+                            pub, s->outbox_table.schema, s->outbox_table.name);
+                else
+                        addf(x, "postgres.publication", RELAY_CHECK_FAIL,
+                             "publication does not exist and this role cannot create it "
+                             "(creating needs CREATE on the database and ownership of the table)",
+                             "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert') as "
+                             "the table's owner (sql/002_publication.sql)",
+                             pub, s->outbox_table.schema, s->outbox_table.name);
+                return;
+        }
+        bool ins = is_true(res, 0, 0), upd = is_true(res, 0, 1), del = is_true(res, 0, 2),
+             trunc = is_true(res, 0, 3), all = is_true(res, 0, 4);
+        PQclear(res);
+        bool bad = false;
+        if (!ins) {
+                bad = true;
+                addf(x, "postgres.publication", RELAY_CHECK_FAIL,
+                     "publication does not publish inserts, so the relay would receive no event",
+                     "ALTER PUBLICATION %s SET (publish = 'insert')", pub);
+        }
+        if (upd || del || trunc) {
+                char what[64] = "";
+                snprintf(what, sizeof(what), "%s%s%s%s%s", upd ? "update" : "",
+                         upd && (del || trunc) ? ", " : "", del ? "delete" : "",
+                         del && trunc ? ", " : "", trunc ? "truncate" : "");
+                char fix[256];
+                snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert')", pub);
+                bad = true;
+                add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
+                    "publication \"%s\" publishes %s: the relay would receive and discard every "
+                    "such change, and UPDATE or DELETE on a published table without a replica "
+                    "identity fails",
+                    pub, what);
+        }
+        if (all) {
+                bad = true;
+                add(x, "postgres.publication", RELAY_CHECK_WARNING,
+                    "publish the outbox table alone (sql/002_publication.sql)",
+                    "publication \"%s\" is FOR ALL TABLES: the walsender decodes and sends every "
+                    "table's changes, which the relay discards",
+                    pub);
+        }
+        if (x->table_exists) {
+                const char *tp[] = {pub, s->outbox_table.schema, s->outbox_table.name};
+                res = q(x, "postgres.publication",
+                        "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND "
+                        "schemaname = $2 AND tablename = $3",
+                        3, tp);
+                if (!res)
+                        return;
+                if (PQntuples(res) == 0) {
+                        bad = true;
+                        char fix[512];
+                        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s.%s", pub,
+                                 s->outbox_table.schema, s->outbox_table.name);
+                        add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
+                            "publication \"%s\" does not include table \"%s.%s\"", pub,
+                            s->outbox_table.schema, s->outbox_table.name);
+                }
+                PQclear(res);
+        }
+        if (!bad)
+                add(x, "postgres.publication", RELAY_CHECK_OK, NULL,
+                    "publication \"%s\" publishes inserts of \"%s.%s\" only", pub,
+                    s->outbox_table.schema, s->outbox_table.name);
+}
+
+static void pg_slot(ctx_t *x)
+{
+        const char *slot = x->set->slot_name;
+        const char *p[] = {slot};
+        PGresult *res = q(x, "postgres.slot",
+                          "SELECT plugin, database, current_database(), active_pid, wal_status, "
+                          "safe_wal_size, confirmed_flush_lsn, slot_type, temporary, "
+                          "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
+                          "current_setting('max_replication_slots')::int "
+                          "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON "
+                          "s.slot_name = $1",
+                          1, p);
+        if (!res)
+                return;
+        if (PQgetisnull(res, 0, 7)) {
+                long used = strtol(PQgetvalue(res, 0, 9), NULL, 10);
+                long max = strtol(PQgetvalue(res, 0, 10), NULL, 10);
+                if (used >= max)
+                        add(x, "postgres.slot", RELAY_CHECK_FAIL,
+                            "raise max_replication_slots and restart PostgreSQL, or drop an unused slot",
+                            "replication slot \"%s\" does not exist and cannot be created: all %ld "
+                            "slots (max_replication_slots) are in use",
+                            slot, max);
+                else
+                        add(x, "postgres.slot", RELAY_CHECK_OK, NULL,
+                            "replication slot \"%s\" does not exist yet; the relay creates it "
+                            "(pgoutput) at its first start and relays events committed from then on "
+                            "(%ld of %ld slots in use)",
+                            slot, used, max);
+                PQclear(res);
+                return;
+        }
+        const char *plugin = PQgetvalue(res, 0, 0), *db = PQgetvalue(res, 0, 1),
+                   *cur = PQgetvalue(res, 0, 2);
+        if (strcmp(PQgetvalue(res, 0, 7), "logical") != 0 || strcmp(plugin, "pgoutput") != 0 ||
+            strcmp(db, cur) != 0) {
+                add(x, "postgres.slot", RELAY_CHECK_FAIL, "set slot.name to a slot of its own",
+                    "replication slot \"%s\" exists but is not a pgoutput slot of database \"%s\" "
+                    "(type %s, plugin \"%s\", database \"%s\")",
+                    slot, cur, PQgetvalue(res, 0, 7), plugin, db);
+                PQclear(res);
+                return;
+        }
+        const char *wal_status = PQgetvalue(res, 0, 4);
+        const char *safe = PQgetisnull(res, 0, 5) ? NULL : PQgetvalue(res, 0, 5);
+        char safe_text[64];
+        if (safe)
+                snprintf(safe_text, sizeof(safe_text), "%s bytes", safe);
+        else
+                snprintf(safe_text, sizeof(safe_text), "unlimited");
+        if (!PQgetisnull(res, 0, 3))
+                add(x, "postgres.slot", RELAY_CHECK_WARNING,
+                    "if that is not a relay of yours, find it in pg_stat_replication; a second "
+                    "relay on this slot stands by until it is released",
+                    "replication slot \"%s\" is in use (walsender pid %s: another relay?), "
+                    "confirmed up to %s",
+                    slot, PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 6));
+        else
+                add(x, "postgres.slot", RELAY_CHECK_OK, NULL,
+                    "replication slot \"%s\" exists (pgoutput), not in use, confirmed up to %s",
+                    slot, PQgetvalue(res, 0, 6));
+        if (strcmp(wal_status, "reserved") == 0)
+                add(x, "postgres.slot.wal", RELAY_CHECK_OK, NULL,
+                    "wal_status is \"reserved\"; safe_wal_size %s", safe_text);
+        else if (strcmp(wal_status, "lost") == 0)
+                add(x, "postgres.slot.wal", RELAY_CHECK_FAIL,
+                    "check the outbox for events written since the last one in Kafka, then drop "
+                    "the slot or set slot.recreate = true",
+                    "replication slot \"%s\" is invalidated (wal_status = lost): the WAL it needed "
+                    "was removed, so events may be missing",
+                    slot);
+        else
+                add(x, "postgres.slot.wal", RELAY_CHECK_WARNING,
+                    "start the relay (or let it catch up) before the slot is invalidated; raise "
+                    "max_slot_wal_keep_size if needed",
+                    "wal_status is \"%s\": the slot holds more WAL than max_wal_size; safe_wal_size "
+                    "%s before it is invalidated",
+                    wal_status, safe_text);
+        PQclear(res);
+}
+
+/* The topics a ${column} template names today: distinct values in the table. */
+static void pg_topics(ctx_t *x)
+{
+        const relay_topic_template_t *tpl = &x->set->topic_template;
+        size_t ncols = 0;
+        for (size_t i = 0; i < tpl->nparts; i++)
+                ncols += tpl->parts[i].is_column;
+        x->topics = calloc(MAX_TOPICS, sizeof(*x->topics));
+        if (!x->topics) {
+                x->res->oom = true;
+                return;
+        }
+        if (ncols == 0) {
+                size_t n = 0;
+                for (size_t i = 0; i < tpl->nparts; i++)
+                        n += tpl->parts[i].len;
+                char *t = malloc(n + 1);
+                if (!t) {
+                        x->res->oom = true;
+                        return;
+                }
+                n = 0;
+                for (size_t i = 0; i < tpl->nparts; i++) {
+                        memcpy(t + n, tpl->parts[i].text, tpl->parts[i].len);
+                        n += tpl->parts[i].len;
+                }
+                t[n] = '\0';
+                x->topics[x->ntopics++] = t;
+                return;
+        }
+        if (!x->conn || PQstatus(x->conn) != CONNECTION_OK || !x->table_exists) {
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by column values, and the outbox table "
+                         "could not be read");
+                return;
+        }
+        char oid[16];
+        snprintf(oid, sizeof(oid), "%u", x->table_oid);
+        const char *op[] = {oid};
+        PGresult *res = PQexecParams(x->conn,
+                                     "SELECT has_table_privilege($1::oid, 'SELECT'), "
+                                     "pg_relation_size($1::oid)",
+                                     1, NULL, op, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+                PQclear(res);
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by column values; could not look at the "
+                         "outbox table");
+                return;
+        }
+        bool may = is_true(res, 0, 0);
+        long long size = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        PQclear(res);
+        if (!may) {
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by column values, and role \"%s\" may not "
+                         "read the outbox table to list them (the relay needs no SELECT)",
+                         PQuser(x->conn));
+                return;
+        }
+        if (size > CHEAP_TABLE_BYTES) {
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by column values, and the outbox table "
+                         "(%lld MB) is too large to read for them",
+                         size / (1024 * 1024));
+                return;
+        }
+        char sql[2048];
+        size_t l = (size_t)snprintf(sql, sizeof(sql), "SELECT DISTINCT ");
+        bool first = true;
+        for (size_t i = 0; i < tpl->nparts; i++) {
+                if (!tpl->parts[i].is_column)
+                        continue;
+                char *qc = PQescapeIdentifier(x->conn, tpl->parts[i].text, tpl->parts[i].len);
+                if (!qc) {
+                        x->res->oom = true;
+                        return;
+                }
+                l += (size_t)snprintf(sql + l, sizeof(sql) - l, "%s%s::text", first ? "" : ", ", qc);
+                PQfreemem(qc);
+                first = false;
+        }
+        char *qs = PQescapeIdentifier(x->conn, x->set->outbox_table.schema,
+                                      strlen(x->set->outbox_table.schema));
+        char *qt = PQescapeIdentifier(x->conn, x->set->outbox_table.name,
+                                      strlen(x->set->outbox_table.name));
+        if (qs && qt)
+                snprintf(sql + l, sizeof(sql) - l, " FROM %s.%s LIMIT %d", qs, qt, MAX_TOPICS + 1);
+        PQfreemem(qs);
+        PQfreemem(qt);
+        if (!qs || !qt) {
+                x->res->oom = true;
+                return;
+        }
+        res = PQexec(x->conn, sql);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+                char buf[256];
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by column values, and reading them failed: %s",
+                         one_line(PQresultErrorMessage(res), buf, sizeof(buf)));
+                PQclear(res);
+                return;
+        }
+        int rows = PQntuples(res);
+        if (rows == 0)
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by column values, and the outbox table has "
+                         "no rows to take them from");
+        else if (rows > MAX_TOPICS)
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "the outbox table names more than %d topics; the first %d are checked",
+                         MAX_TOPICS, MAX_TOPICS);
+        for (int r = 0; r < rows && r < MAX_TOPICS; r++) {
+                char topic[RELAY_TOPIC_MAX + 2];
+                size_t n = 0;
+                int c = 0;
+                bool null = false;
+                for (size_t i = 0; i < tpl->nparts; i++) {
+                        const char *s = tpl->parts[i].text;
+                        size_t len = tpl->parts[i].len;
+                        if (tpl->parts[i].is_column) {
+                                null |= PQgetisnull(res, r, c);
+                                s = PQgetvalue(res, r, c);
+                                len = strlen(s);
+                                c++;
+                        }
+                        if (n + len > RELAY_TOPIC_MAX)
+                                len = RELAY_TOPIC_MAX + 1 - n; /* too long: flagged below */
+                        memcpy(topic + n, s, len);
+                        n += len;
+                }
+                topic[n] = '\0';
+                if (null)
+                        continue;
+                if (!relay_names_is_topic(topic, n)) {
+                        add(x, "kafka.topic", RELAY_CHECK_FAIL,
+                            "fix the rows' values or topic.template; such events go to the error policy",
+                            "invalid Kafka topic name \"%.80s\" from topic.template and a row of "
+                            "the outbox table: topic names are %s",
+                            topic, RELAY_NAMES_TOPIC_RULE);
+                        continue;
+                }
+                if (!(x->topics[x->ntopics] = strdup(topic))) {
+                        x->res->oom = true;
+                        break;
+                }
+                x->ntopics++;
+        }
+        PQclear(res);
+}
+
+/* --- Kafka ------------------------------------------------------------------ */
+
+static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+        (void)rk;
+        (void)level;
+        (void)fac;
+        (void)buf;
+}
+
+/* A broker's configuration value (caller frees), or NULL with the reason. */
+static char *broker_config(rd_kafka_t *rk, int32_t broker, const char *name, int timeout_ms,
+                           char *err, size_t errlen)
+{
+        char id[16], kerr[RELAY_ERRBUF];
+        char *out = NULL;
+        snprintf(id, sizeof(id), "%d", (int)broker);
+        rd_kafka_queue_t *qu = rd_kafka_queue_new(rk);
+        rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
+        rd_kafka_event_t *ev = NULL;
+
+        relay_err_set(err, errlen, "no answer within %d ms", timeout_ms);
+        if (!qu || !opt || !res)
+                goto done;
+        rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, kerr, sizeof(kerr));
+        rd_kafka_DescribeConfigs(rk, &res, 1, opt, qu);
+        if (!(ev = rd_kafka_queue_poll(qu, timeout_ms + 500)))
+                goto done;
+        if (rd_kafka_event_error(ev)) {
+                relay_err_set(err, errlen, "%s", rd_kafka_event_error_string(ev));
+                goto done;
+        }
+        const rd_kafka_DescribeConfigs_result_t *r = rd_kafka_event_DescribeConfigs_result(ev);
+        size_t nres = 0, ncfg = 0;
+        const rd_kafka_ConfigResource_t **rs = r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
+        if (!rs || nres < 1)
+                goto done;
+        if (rd_kafka_ConfigResource_error(rs[0])) {
+                const char *es = rd_kafka_ConfigResource_error_string(rs[0]);
+                relay_err_set(err, errlen, "%s",
+                              es ? es : rd_kafka_err2str(rd_kafka_ConfigResource_error(rs[0])));
+                goto done;
+        }
+        const rd_kafka_ConfigEntry_t **cs = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
+        for (size_t i = 0; i < ncfg; i++) {
+                const char *v = rd_kafka_ConfigEntry_value(cs[i]);
+                if (strcmp(rd_kafka_ConfigEntry_name(cs[i]), name) == 0 && v) {
+                        out = strdup(v);
+                        break;
+                }
+        }
+        if (!out)
+                relay_err_set(err, errlen, "the answer has no %s", name);
+done:
+        if (ev)
+                rd_kafka_event_destroy(ev);
+        if (res)
+                rd_kafka_ConfigResource_destroy(res);
+        if (opt)
+                rd_kafka_AdminOptions_destroy(opt);
+        if (qu)
+                rd_kafka_queue_destroy(qu);
+        return out;
+}
+
+/* 1 exists (partitions in *parts), 0 does not, -1 unknown (reason in err). */
+static int topic_exists(rd_kafka_t *rk, const char *topic, int timeout_ms, int *parts, char *err,
+                        size_t errlen)
+{
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+        const struct rd_kafka_metadata *md = NULL;
+        int rc = -1;
+        if (!rkt) {
+                relay_err_set(err, errlen, "%s", rd_kafka_err2str(rd_kafka_last_error()));
+                return -1;
+        }
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+        if (e) {
+                relay_err_set(err, errlen, "%s", rd_kafka_err2str(e));
+        } else if (md->topic_cnt < 1) {
+                relay_err_set(err, errlen, "the metadata has no entry for the topic");
+        } else if (md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+                rc = 0;
+        } else if (md->topics[0].err) {
+                relay_err_set(err, errlen, "%s", rd_kafka_err2str(md->topics[0].err));
+        } else {
+                *parts = md->topics[0].partition_cnt;
+                rc = 1;
+        }
+        if (md)
+                rd_kafka_metadata_destroy(md);
+        rd_kafka_topic_destroy(rkt);
+        return rc;
+}
+
+static void kafka_topic(ctx_t *x, rd_kafka_t *rk, const char *name, const char *topic,
+                        const char *role, int autocreate)
+{
+        char err[RELAY_ERRBUF];
+        int parts = 0;
+        int e = topic_exists(rk, topic, x->kafka_timeout_ms, &parts, err, sizeof(err));
+        if (e == 1)
+                add(x, name, RELAY_CHECK_OK, NULL, "%s \"%s\" exists (%d partition%s)", role, topic,
+                    parts, parts == 1 ? "" : "s");
+        else if (e == 0 && autocreate == 1)
+                add(x, name, RELAY_CHECK_WARNING,
+                    "create it with the partitions and replication you want",
+                    "%s \"%s\" does not exist; the brokers create it at the first event "
+                    "(auto.create.topics.enable = true) with their defaults",
+                    role, topic);
+        else if (e == 0) {
+                char fix[512];
+                snprintf(fix, sizeof(fix),
+                         "create topic \"%s\" (kafka-topics.sh --create --topic %s), or set "
+                         "auto.create.topics.enable = true on the brokers",
+                         topic, topic);
+                add(x, name, RELAY_CHECK_FAIL, fix,
+                    "%s \"%s\" does not exist%s: its events would wait in PostgreSQL", role, topic,
+                    autocreate == 0 ? " and the brokers do not create topics" : "");
+        } else
+                add(x, name, RELAY_CHECK_WARNING, "grant Describe on the topic to the relay's principal",
+                    "could not tell whether %s \"%s\" exists: %s", role, topic, err);
+}
+
+static void kafka_checks(ctx_t *x)
+{
+        char err[RELAY_ERRBUF];
+        const relay_config_t *cfg = x->cfg;
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        rd_kafka_t *rk = NULL;
+        const struct rd_kafka_metadata *md = NULL;
+
+        if (!conf) {
+                x->res->oom = true;
+                return;
+        }
+        for (size_t i = 0; i < relay_config_kafka_count(cfg); i++) {
+                const char *name, *value;
+                relay_config_kafka_at(cfg, i, &name, &value);
+                if (rd_kafka_conf_set(conf, name, value, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+                        add(x, "kafka.connection", RELAY_CHECK_FAIL, "fix or remove the setting",
+                            "invalid Kafka setting \"kafka.%s\": %s", name, err);
+                        rd_kafka_conf_destroy(conf);
+                        return;
+                }
+        }
+        /* A read-only client: no topic created by our metadata requests, no
+         * producer id; its log would only repeat what the verdicts say. */
+        rd_kafka_conf_set(conf, "allow.auto.create.topics", "false", err, sizeof(err));
+        rd_kafka_conf_set(conf, "enable.idempotence", "false", err, sizeof(err));
+        rd_kafka_conf_set(conf, "client.id", "outbox-relay-check", err, sizeof(err));
+        rd_kafka_conf_set_log_cb(conf, quiet_log);
+        if (!(rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)))) {
+                rd_kafka_conf_destroy(conf);
+                add(x, "kafka.connection", RELAY_CHECK_FAIL, "fix the kafka.* settings",
+                    "could not create a Kafka client: %s", err);
+                return;
+        }
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, NULL, &md, x->kafka_timeout_ms);
+        if (e || md->broker_cnt < 1) {
+                add(x, "kafka.connection", RELAY_CHECK_FAIL,
+                    "check kafka.bootstrap.servers and that the brokers are up",
+                    "could not reach Kafka at \"%s\" within %d ms: %s",
+                    x->set->kafka_bootstrap_servers, x->kafka_timeout_ms,
+                    e ? rd_kafka_err2str(e) : "the cluster reported no brokers");
+                if (md)
+                        rd_kafka_metadata_destroy(md);
+                rd_kafka_destroy(rk);
+                return;
+        }
+        int32_t broker = md->brokers[0].id;
+        add(x, "kafka.connection", RELAY_CHECK_OK, NULL, "Kafka at \"%s\" answered: %d broker%s",
+            x->set->kafka_bootstrap_servers, md->broker_cnt, md->broker_cnt == 1 ? "" : "s");
+        rd_kafka_metadata_destroy(md);
+
+        int autocreate = -1;
+        char *v = broker_config(rk, broker, "auto.create.topics.enable", x->kafka_timeout_ms, err,
+                                sizeof(err));
+        if (v) {
+                autocreate = strcmp(v, "true") == 0;
+                add(x, "kafka.auto_create_topics", RELAY_CHECK_OK, NULL,
+                    autocreate ? "auto.create.topics.enable is true on broker %d: a missing topic "
+                                 "is created at its first event"
+                               : "auto.create.topics.enable is false on broker %d: every topic "
+                                 "must exist before its first event",
+                    (int)broker);
+                free(v);
+        } else {
+                add(x, "kafka.auto_create_topics", RELAY_CHECK_WARNING,
+                    "grant DescribeConfigs on the cluster to see it",
+                    "could not read auto.create.topics.enable from broker %d: %s", (int)broker, err);
+        }
+
+        for (size_t i = 0; i < x->ntopics; i++)
+                kafka_topic(x, rk, "kafka.topic", x->topics[i], "topic", autocreate);
+        if (x->topics_note[0]) {
+                if (autocreate == 1 || x->ntopics > 0)
+                        add(x, "kafka.topics", RELAY_CHECK_OK, NULL, "%s%s", x->topics_note,
+                            autocreate == 1 ? "; the brokers create missing topics" : "");
+                else
+                        add(x, "kafka.topics", RELAY_CHECK_WARNING,
+                            "make sure a topic exists for every value the template can take, or "
+                            "set auto.create.topics.enable = true on the brokers",
+                            "%s", x->topics_note);
+        }
+
+        if (x->set->errors_policy == RELAY_ERRORS_DLQ)
+                kafka_topic(x, rk, "kafka.dlq_topic", x->set->errors_dlq_topic,
+                            "dead-letter topic", autocreate);
+        else
+                add(x, "kafka.dlq_topic", RELAY_CHECK_OK, NULL,
+                    "no dead-letter topic is used (errors.policy = stop)");
+        rd_kafka_destroy(rk);
+}
+
+/* --- the list ------------------------------------------------------------------ */
+
+int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_settings_t *set,
+                    int kafka_timeout_ms, char *err, size_t errlen)
+{
+        ctx_t x = {.cfg = cfg, .set = set, .kafka_timeout_ms = kafka_timeout_ms};
+        if (!(x.res = calloc(1, sizeof(*x.res)))) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        if (pg_connect(&x)) {
+                pg_server(&x);
+                pg_role(&x);
+                pg_table(&x);
+                pg_publication(&x);
+                pg_slot(&x);
+        }
+        pg_topics(&x);
+        if (x.conn)
+                PQfinish(x.conn);
+        kafka_checks(&x);
+        for (size_t i = 0; i < x.ntopics; i++)
+                free(x.topics[i]);
+        free(x.topics);
+        if (x.res->oom) {
+                relay_check_free(x.res);
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        *out = x.res;
+        return 0;
+}
+
+void relay_check_free(relay_check_t *c)
+{
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n; i++) {
+                free(c->items[i].name);
+                free(c->items[i].message);
+                free(c->items[i].fix);
+        }
+        free(c->items);
+        free(c);
+}
+
+size_t relay_check_count(const relay_check_t *c)
+{
+        return c->n;
+}
+
+void relay_check_at(const relay_check_t *c, size_t i, relay_check_item_t *out)
+{
+        const item_t *it = &c->items[i];
+        *out = (relay_check_item_t){it->name, it->status, it->message, it->fix};
+}
+
+bool relay_check_failed(const relay_check_t *c)
+{
+        for (size_t i = 0; i < c->n; i++)
+                if (c->items[i].status == RELAY_CHECK_FAIL)
+                        return true;
+        return false;
+}
+
+const char *relay_check_status_name(relay_check_status_t s)
+{
+        switch (s) {
+        case RELAY_CHECK_OK:
+                return "ok";
+        case RELAY_CHECK_WARNING:
+                return "warning";
+        case RELAY_CHECK_FAIL:
+                return "fail";
+        }
+        return "?";
+}
+
+int relay_check_print(const relay_check_t *c, FILE *out, bool json)
+{
+        if (!json) {
+                for (size_t i = 0; i < c->n; i++) {
+                        const item_t *it = &c->items[i];
+                        fprintf(out, "%-8s %-32s %s%s%s\n", relay_check_status_name(it->status),
+                                it->name, it->message, it->fix[0] ? "; " : "", it->fix);
+                }
+                return ferror(out) ? -1 : 0;
+        }
+        json_t *doc = json_object(), *arr = json_array();
+        int rc = -1;
+        if (!doc || !arr)
+                goto done;
+        for (size_t i = 0; i < c->n; i++) {
+                const item_t *it = &c->items[i];
+                /* json_pack's "s" copies; the object holds the only reference. */
+                json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "name", it->name, "status",
+                                      relay_check_status_name(it->status), "message", it->message,
+                                      "fix", it->fix);
+                if (!o || json_array_append_new(arr, o) != 0)
+                        goto done;
+        }
+        /* _new: the document takes the array's reference. */
+        if (json_object_set_new(doc, "checks", arr) != 0) {
+                arr = NULL;
+                goto done;
+        }
+        arr = NULL;
+        if (json_object_set_new(doc, "failed", json_boolean(relay_check_failed(c))) != 0)
+                goto done;
+        if (json_dumpf(doc, out, JSON_INDENT(2)) == 0 && fputc('\n', out) != EOF)
+                rc = 0;
+done:
+        json_decref(arr);
+        json_decref(doc);
+        return rc;
+}

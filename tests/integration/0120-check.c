@@ -1,0 +1,426 @@
+/*
+ * 0120-check.c - `outbox-relay check` names each broken setting with its
+ * fix and exits 3; on a good setup it exits 0; it creates nothing.
+ *
+ *   - good setup: exit 0; the topic of a row in the outbox table is found
+ *     to exist, a topic named by another row does not and is still missing
+ *     after check (its metadata request must not auto-create it, though the
+ *     test broker auto-creates topics), the dead-letter topic exists; no
+ *     slot or publication was created; --json parses and holds the same
+ *     verdicts, in the same order, as the text;
+ *   - broken, each in one run with the fix in the line: wal_level=replica (a
+ *     throwaway second cluster), a role without REPLICATION, a publication
+ *     without the table, a publication publishing updates (also as JSON), a
+ *     missing table column, Kafka unreachable.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define RUN_BOUND_MS 30000
+
+static char g_set_kafka[256];
+
+/* Does the cluster's full metadata list topic? (An all-topics request creates nothing.) */
+static bool topic_listed(const char *topic)
+{
+        char err[512];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), err, sizeof(err)))
+                tap_bail("conf: %s", err);
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+        if (!rk)
+                tap_bail("rd_kafka_new: %s", err);
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, 10000);
+        if (e)
+                tap_bail("metadata: %s", rd_kafka_err2str(e));
+        bool found = false;
+        for (int i = 0; i < md->topic_cnt; i++)
+                if (strcmp(md->topics[i].topic, topic) == 0 && !md->topics[i].err)
+                        found = true;
+        rd_kafka_metadata_destroy(md);
+        rd_kafka_destroy(rk);
+        return found;
+}
+
+/* Each line of text as a TAP diagnostic. */
+static void diag_lines(const char *title, const char *text)
+{
+        tap_diag("%s:", title);
+        while (text && *text) {
+                const char *nl = strchr(text, '\n');
+                int len = nl ? (int)(nl - text) : (int)strlen(text);
+                tap_diag("  %.*s", len, text);
+                text = nl ? nl + 1 : NULL;
+        }
+}
+
+/* The text line of check "name" with status (first one containing every needle), or NULL. */
+static char *find_line(const char *out, const char *status, const char *name,
+                       const char *const *needles)
+{
+        char *copy = strdup(out), *line = copy, *found = NULL;
+        while (line && *line) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                char st[16], nm[80];
+                if (sscanf(line, "%15s %79s", st, nm) == 2 && strcmp(st, status) == 0 &&
+                    strcmp(nm, name) == 0) {
+                        bool all = true;
+                        for (int i = 0; needles && needles[i]; i++)
+                                all &= strstr(line, needles[i]) != NULL;
+                        if (all && !found)
+                                found = strdup(line);
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+        free(copy);
+        return found;
+}
+
+/*
+ * Run check in text mode: exit want, and a line "<status> <name> ..." that
+ * holds every needle (the message and the fix). Returns the output (caller frees).
+ */
+static char *expect_line(const char *what, const char *const *sets, int want, const char *status,
+                         const char *name, const char *const *needles)
+{
+        char *out, *log;
+        int rc = h_relay_run_cmd("check", NULL, sets, RUN_BOUND_MS, &out, &log);
+        char *line = find_line(out, status, name, needles);
+        bool good = ok(rc == want, "%s: check exits %d (got %d)", what, want, rc);
+        good &= ok(line != NULL, "%s: a \"%s\" line for %s names the problem and the fix", what,
+                   status, name);
+        if (line)
+                tap_diag("%s: %s", what, line);
+        if (!good) {
+                for (int i = 0; needles && needles[i]; i++)
+                        tap_diag("  wanted: \"%s\"", needles[i]);
+                diag_lines("stdout", out);
+                diag_lines("stderr", log);
+        }
+        free(line);
+        free(log);
+        return out;
+}
+
+/*
+ * Run check --json: it parses, "failed" matches the exit code, and its
+ * verdicts are text_out's lines (same names and statuses, in order; the
+ * text line is "status name message; fix"). Returns the document.
+ */
+static json_t *expect_json(const char *what, const char *const *sets, int want,
+                           const char *text_out)
+{
+        const char *opts[] = {"--json", NULL};
+        char *out, *log;
+        json_error_t jerr;
+        int rc = h_relay_run_cmd("check", opts, sets, RUN_BOUND_MS, &out, &log);
+        json_t *doc = json_loads(out, 0, &jerr);
+        is_int(rc, want, "%s: check --json exits %d", what, want);
+        if (!ok(doc && json_is_array(json_object_get(doc, "checks")), "%s: --json output parses",
+                what)) {
+                tap_diag("%s at line %d", jerr.text, jerr.line);
+                diag_lines("stdout", out);
+                diag_lines("stderr", log);
+                free(out);
+                free(log);
+                json_decref(doc);
+                return NULL;
+        }
+        ok(json_is_boolean(json_object_get(doc, "failed")) &&
+               json_boolean_value(json_object_get(doc, "failed")) == (want == 3),
+           "%s: \"failed\" is %s", what, want == 3 ? "true" : "false");
+        json_t *checks = json_object_get(doc, "checks");
+        size_t i = 0;
+        bool same = true;
+        const char *line = text_out;
+        for (; line && *line; i++) {
+                const char *nl = strchr(line, '\n');
+                json_t *c = json_array_get(checks, i);
+                char want_line[2048];
+                if (!c) {
+                        same = false;
+                        break;
+                }
+                const char *fix = json_string_value(json_object_get(c, "fix"));
+                snprintf(want_line, sizeof(want_line), "%-8s %-32s %s%s%s",
+                         json_string_value(json_object_get(c, "status")),
+                         json_string_value(json_object_get(c, "name")),
+                         json_string_value(json_object_get(c, "message")), fix && *fix ? "; " : "",
+                         fix ? fix : "");
+                size_t len = nl ? (size_t)(nl - line) : strlen(line);
+                if (strlen(want_line) != len || strncmp(want_line, line, len) != 0) {
+                        tap_diag("text:  %.*s", (int)len, line);
+                        tap_diag("json:  %s", want_line);
+                        same = false;
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+        same &= i == json_array_size(checks);
+        ok(same, "%s: the JSON verdicts are the text's (%zu checks)", what, json_array_size(checks));
+        free(out);
+        free(log);
+        return doc;
+}
+
+/* The JSON verdict named name with status, whose message or fix holds needle. */
+static bool json_has(json_t *doc, const char *name, const char *status, const char *needle)
+{
+        json_t *c;
+        size_t i;
+        json_array_foreach(json_object_get(doc, "checks"), i, c) {
+                const char *n = json_string_value(json_object_get(c, "name"));
+                const char *s = json_string_value(json_object_get(c, "status"));
+                const char *m = json_string_value(json_object_get(c, "message"));
+                const char *f = json_string_value(json_object_get(c, "fix"));
+                if (n && s && m && f && strcmp(n, name) == 0 && strcmp(s, status) == 0 &&
+                    (strstr(m, needle) || strstr(f, needle)))
+                        return true;
+        }
+        return false;
+}
+
+/* A count(*) result (h_pg_value()'s string, freed here). */
+static long count_of(char *v)
+{
+        long n = v ? strtol(v, NULL, 10) : -1;
+        free(v);
+        return n;
+}
+#define COUNT(c, ...) count_of(h_pg_value(c, __VA_ARGS__))
+
+/* --- a second, throwaway cluster with wal_level=replica (as 0105) --------- */
+
+static char g_tmpdir[128];
+static bool g_cluster_started;
+
+static int run_as_postgres(const char *cmd)
+{
+        char buf[2048];
+        if (geteuid() == 0)
+                snprintf(buf, sizeof(buf), "runuser -u postgres -- sh -c '%s'", cmd);
+        else
+                snprintf(buf, sizeof(buf), "sh -c '%s'", cmd);
+        fflush(stdout);
+        return system(buf);
+}
+
+static void cluster_cleanup(void)
+{
+        char cmd[1024];
+        if (!g_tmpdir[0])
+                return;
+        if (g_cluster_started) {
+                snprintf(cmd, sizeof(cmd), "%s/pg_ctl stop -D %s/data -m immediate -w >/dev/null 2>&1",
+                         h_env("RELAY_TEST_PGBIN"), g_tmpdir);
+                run_as_postgres(cmd);
+                g_cluster_started = false;
+        }
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmpdir);
+        if (system(cmd) != 0)
+                fprintf(stdout, "# could not remove %s\n", g_tmpdir);
+        g_tmpdir[0] = '\0';
+}
+
+static void on_fatal_signal(int sig)
+{
+        (void)sig;
+        exit(1); /* runs the atexit handlers */
+}
+
+/* Port: the environment's minus one (free on tests/env/up's machine layout). */
+static int cluster_start(void)
+{
+        const char *bin = h_env("RELAY_TEST_PGBIN");
+        int port = atoi(h_env("RELAY_TEST_PGPORT")) - 1;
+        char cmd[1024];
+
+        snprintf(g_tmpdir, sizeof(g_tmpdir), "/tmp/relay_check_XXXXXX");
+        if (!mkdtemp(g_tmpdir)) {
+                g_tmpdir[0] = '\0';
+                tap_diag("mkdtemp: %s", strerror(errno));
+                return 0;
+        }
+        atexit(cluster_cleanup);
+        signal(SIGTERM, on_fatal_signal);
+        signal(SIGINT, on_fatal_signal);
+        signal(SIGHUP, on_fatal_signal);
+        if (geteuid() == 0) {
+                snprintf(cmd, sizeof(cmd), "chown postgres:postgres '%s'", g_tmpdir);
+                if (system(cmd) != 0)
+                        return 0;
+        }
+        chmod(g_tmpdir, 0700);
+        snprintf(cmd, sizeof(cmd),
+                 "%s/initdb -D %s/data -U postgres -A trust -E UTF8 --no-sync >%s/initdb.log 2>&1",
+                 bin, g_tmpdir, g_tmpdir);
+        if (run_as_postgres(cmd) != 0) {
+                tap_diag("initdb failed; see %s/initdb.log", g_tmpdir);
+                return 0;
+        }
+        snprintf(cmd, sizeof(cmd),
+                 "%s/pg_ctl start -D %s/data -l %s/postgresql.log -w -t 60 -o \"-c port=%d "
+                 "-c wal_level=replica -c listen_addresses=127.0.0.1 "
+                 "-c unix_socket_directories=%s -c fsync=off\" >%s/pg_ctl.log 2>&1",
+                 bin, g_tmpdir, g_tmpdir, port, g_tmpdir, g_tmpdir);
+        g_cluster_started = true;
+        if (run_as_postgres(cmd) != 0) {
+                tap_diag("pg_ctl start failed; see %s/postgresql.log", g_tmpdir);
+                return 0;
+        }
+        return port;
+}
+
+/* --- cases ------------------------------------------------------------------ */
+
+static void case_good_and_broken(void)
+{
+        char *db = h_pg_create_db("check");
+        char *slot = h_unique_name("slot_check");
+        char *dlq = h_unique_name("check_dlq");
+        char *present = h_unique_name("present");
+        char *absent = h_unique_name("absent");
+        char *role = h_unique_name("norepl");
+        char topic_present[256], topic_absent[256];
+        char set_conn[512], set_slot[128], set_dlq[128], set_role_conn[512];
+        PGconn *c = h_pg_connect(db);
+
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec_file(c, "002_publication.sql");
+        /* Rows name two topics: one exists, one does not. */
+        snprintf(topic_present, sizeof(topic_present), "outbox.event.%s", present);
+        snprintf(topic_absent, sizeof(topic_absent), "outbox.event.%s", absent);
+        h_kafka_create_topic(topic_present, 1);
+        h_kafka_create_topic(dlq, 1);
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s', 'a', 'T', '{}'), (gen_random_uuid(), '%s', 'b', 'T', '{}')",
+                  present, absent);
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        snprintf(set_dlq, sizeof(set_dlq), "errors.dlq.topic=%s", dlq);
+
+        /* Good: every line ok or warning, exit 0. */
+        const char *good[] = {set_conn, g_set_kafka, set_slot, set_dlq, NULL};
+        const char *n_present[] = {topic_present, "exists", NULL};
+        char *out = expect_line("good setup", good, 0, "ok", "kafka.topic", n_present);
+        ok(!strstr(out, "\nfail ") && strncmp(out, "fail ", 5) != 0, "good setup: no fail line");
+        const char *n_absent[] = {topic_absent, "does not exist", "auto.create.topics.enable", NULL};
+        char *line = find_line(out, "warning", "kafka.topic", n_absent);
+        ok(line != NULL, "good setup: the missing topic a row names is a warning (auto-create is on)");
+        free(line);
+        const char *n_dlq[] = {dlq, "exists", NULL};
+        line = find_line(out, "ok", "kafka.dlq_topic", n_dlq);
+        ok(line != NULL, "good setup: the dead-letter topic exists");
+        free(line);
+        const char *n_wal[] = {"logical", NULL};
+        line = find_line(out, "ok", "postgres.wal_level", n_wal);
+        ok(line != NULL, "good setup: wal_level ok");
+        free(line);
+        json_t *doc = expect_json("good setup", good, 0, out);
+        ok(doc && json_has(doc, "postgres.publication", "ok", "inserts of \"public.outbox\" only"),
+           "good setup (JSON): the publication is ok");
+        json_decref(doc);
+        free(out);
+        ok(!topic_listed(topic_absent), "check did not create topic \"%s\"", topic_absent);
+        is_int(COUNT(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'", slot), 0,
+               "check did not create slot \"%s\"", slot);
+        is_int(COUNT(c, "SELECT count(*) FROM pg_publication WHERE pubname <> '%s'", "outbox_pub"), 0,
+               "check created no publication");
+
+        /* A role without REPLICATION. */
+        h_pg_exec(c, "CREATE ROLE %s LOGIN NOREPLICATION", role);
+        snprintf(set_role_conn, sizeof(set_role_conn),
+                 "postgres.conninfo=host=%s port=%s user=%s dbname=%s", h_env("RELAY_TEST_PGHOST"),
+                 h_env("RELAY_TEST_PGPORT"), role, db);
+        const char *s_role[] = {set_role_conn, g_set_kafka, set_slot, set_dlq, NULL};
+        const char *n_role[] = {"REPLICATION", "ALTER ROLE", role, NULL};
+        free(expect_line("role without REPLICATION", s_role, 3, "fail", "postgres.role", n_role));
+
+        /* A publication without the table. */
+        h_pg_exec(c, "CREATE TABLE other (x int)");
+        h_pg_exec(c, "CREATE PUBLICATION pub_other FOR TABLE other WITH (publish = 'insert')");
+        const char *s_other[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                                 "publication.name=pub_other", NULL};
+        const char *n_other[] = {"does not include table \"public.outbox\"",
+                                 "ALTER PUBLICATION pub_other ADD TABLE public.outbox", NULL};
+        free(expect_line("publication without the table", s_other, 3, "fail",
+                         "postgres.publication", n_other));
+
+        /* A publication publishing updates (the default publish list). */
+        h_pg_exec(c, "CREATE PUBLICATION pub_all_dml FOR TABLE outbox");
+        const char *s_upd[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                               "publication.name=pub_all_dml", NULL};
+        const char *n_upd[] = {"publishes update", "SET (publish = 'insert')", NULL};
+        out = expect_line("publication publishing updates", s_upd, 3, "fail", "postgres.publication",
+                          n_upd);
+        doc = expect_json("publication publishing updates", s_upd, 3, out);
+        ok(doc && json_has(doc, "postgres.publication", "fail", "publish = 'insert'"),
+           "publication publishing updates (JSON): fail with the fix");
+        json_decref(doc);
+        free(out);
+
+        /* A column the mapping reads is missing. */
+        const char *s_col[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                               "outbox.column.payload=body", NULL};
+        const char *n_col[] = {"has no column \"body\"", "outbox.column.payload", NULL};
+        free(expect_line("missing table column", s_col, 3, "fail", "outbox.columns", n_col));
+
+        /* Kafka unreachable (nothing listens on port 1). */
+        const char *s_kafka[] = {set_conn, "kafka.bootstrap.servers=127.0.0.1:1", set_slot, set_dlq,
+                                 NULL};
+        const char *n_kafka[] = {"could not reach Kafka", "kafka.bootstrap.servers", NULL};
+        free(expect_line("Kafka unreachable", s_kafka, 3, "fail", "kafka.connection", n_kafka));
+
+        PQfinish(c);
+        h_pg_drop_db(db);
+        c = h_pg_connect("postgres");
+        h_pg_exec(c, "DROP ROLE IF EXISTS %s", role);
+        PQfinish(c);
+        h_kafka_delete_topic(topic_present);
+        h_kafka_delete_topic(dlq);
+        free(ci);
+        free(role);
+        free(absent);
+        free(present);
+        free(dlq);
+        free(slot);
+        free(db);
+}
+
+static void case_wal_level(void)
+{
+        int port = cluster_start();
+        if (!ok(port > 0, "a second cluster with wal_level=replica started")) {
+                cluster_cleanup();
+                return;
+        }
+        char set_conn[512];
+        snprintf(set_conn, sizeof(set_conn),
+                 "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres", port);
+        const char *sets[] = {set_conn, g_set_kafka, NULL};
+        const char *needles[] = {"\"replica\"", "wal_level = logical", "restart PostgreSQL", NULL};
+        free(expect_line("wal_level=replica", sets, 3, "fail", "postgres.wal_level", needles));
+        cluster_cleanup();
+}
+
+int main(void)
+{
+        snprintf(g_set_kafka, sizeof(g_set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
+        case_good_and_broken();
+        case_wal_level();
+        return done_testing();
+}

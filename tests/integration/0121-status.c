@@ -1,0 +1,196 @@
+/*
+ * 0121-status.c - `outbox-relay status` shows the slot position PostgreSQL
+ * holds and the process streaming from it.
+ *
+ *   - while a relay streams: --json parses; confirmed_flush_lsn and
+ *     restart_lsn lie between pg_replication_slots' values read just before
+ *     and just after (the relay may confirm in between); active_pid is the
+ *     slot's active_pid, the walsender whose pg_stat_replication row says
+ *     application "outbox-relay" from 127.0.0.1; lag_bytes is the server's
+ *     WAL end minus confirmed_flush_lsn as it reports them; exit 0;
+ *   - after the relay stopped: nothing moves the slot, so the positions
+ *     equal pg_replication_slots' exactly, active is false; the text output
+ *     shows them too; exit 0;
+ *   - a slot that does not exist: exit 5, and no Kafka address is needed.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define RUN_BOUND_MS 20000
+
+static const char *jstr(json_t *doc, const char *key)
+{
+        const char *s = json_string_value(json_object_get(doc, key));
+        return s ? s : "";
+}
+
+/* Run status --json; the parsed document (NULL when it does not parse). */
+static json_t *status_json(const char *what, const char *const *sets, int want)
+{
+        const char *opts[] = {"--json", NULL};
+        char *out, *log;
+        json_error_t jerr;
+        int rc = h_relay_run_cmd("status", opts, sets, RUN_BOUND_MS, &out, &log);
+        json_t *doc = json_loads(out, 0, &jerr);
+        is_int(rc, want, "%s: status --json exits %d", what, want);
+        if (!ok(doc != NULL, "%s: --json output parses", what))
+                tap_diag("%s; stdout: %s; stderr: %s", jerr.text, out, log);
+        free(out);
+        free(log);
+        return doc;
+}
+
+/* a <= b <= c as pg_lsn, compared by the server. */
+static bool lsn_between(PGconn *c, const char *a, const char *b, const char *cc)
+{
+        char *v = h_pg_value(c, "SELECT '%s'::pg_lsn <= '%s'::pg_lsn AND '%s'::pg_lsn <= '%s'::pg_lsn",
+                             a, b, b, cc);
+        bool r = v && strcmp(v, "t") == 0;
+        free(v);
+        return r;
+}
+
+int main(void)
+{
+        char *db = h_pg_create_db("status");
+        char *slot = h_unique_name("slot_status");
+        char *aggtype = h_unique_name("st");
+        char set_conn[512], set_slot[128], set_kafka[256], topic[256];
+        PGconn *c = h_pg_connect(db);
+
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec_file(c, "002_publication.sql");
+        snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
+        h_kafka_create_topic(topic, 1);
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
+        const char *relay_sets[] = {set_conn, set_kafka, set_slot, "status.interval.ms=1000", NULL};
+        /* status needs no Kafka address. */
+        const char *sets[] = {set_conn, set_slot, NULL};
+
+        h_relay_t *r = h_relay_start(relay_sets);
+        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 30000), "the relay streams"))
+                h_relay_diag_log(r);
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s', 'a-1', 'T', '{}')",
+                  aggtype);
+        is_int(h_kafka_wait_count(topic, 1, 30000), 1, "the event is in Kafka");
+
+        /* While it streams: the positions lie between two reads of the slot. */
+        char *conf0 = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE "
+                                    "slot_name = '%s'", slot);
+        char *rest0 = h_pg_value(c, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
+                                 slot);
+        json_t *doc = status_json("streaming", sets, 0);
+        char *conf1 = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE "
+                                    "slot_name = '%s'", slot);
+        char *rest1 = h_pg_value(c, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
+                                 slot);
+        char *pid = h_pg_value(c, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '%s'",
+                               slot);
+        if (doc && conf0 && conf1 && rest0 && rest1 && pid) {
+                const char *conf = jstr(doc, "confirmed_flush_lsn");
+                const char *rest = jstr(doc, "restart_lsn");
+                ok(json_is_true(json_object_get(doc, "exists")), "streaming: the slot exists");
+                ok(lsn_between(c, conf0, conf, conf1),
+                   "streaming: confirmed_flush_lsn %s is what PostgreSQL holds (%s .. %s)", conf,
+                   conf0, conf1);
+                ok(lsn_between(c, rest0, rest, rest1),
+                   "streaming: restart_lsn %s is what PostgreSQL holds (%s .. %s)", rest, rest0, rest1);
+                ok(json_is_true(json_object_get(doc, "active")), "streaming: active");
+                is_int(json_integer_value(json_object_get(doc, "active_pid")), atol(pid),
+                       "streaming: active_pid is the slot's active_pid");
+                char *app = h_pg_value(c, "SELECT application_name || ' ' || host(client_addr) FROM "
+                                          "pg_stat_replication WHERE pid = %s",
+                                       pid);
+                char got[256];
+                snprintf(got, sizeof(got), "%s %s", jstr(doc, "application_name"),
+                         jstr(doc, "client_addr"));
+                is_str(got, app ? app : "(no walsender)",
+                       "streaming: application and client address are the walsender's");
+                is_str(jstr(doc, "application_name"), "outbox-relay",
+                       "streaming: the walsender serves outbox-relay");
+                free(app);
+                char *lag = h_pg_value(c, "SELECT pg_wal_lsn_diff('%s', '%s')::bigint",
+                                       jstr(doc, "server_lsn"), conf);
+                is_int(json_integer_value(json_object_get(doc, "lag_bytes")), lag ? atoll(lag) : -1,
+                       "streaming: lag_bytes is server_lsn - confirmed_flush_lsn");
+                ok(json_integer_value(json_object_get(doc, "lag_bytes")) >= 0,
+                   "streaming: lag_bytes is not negative");
+                free(lag);
+                is_str(jstr(doc, "wal_status"), "reserved", "streaming: wal_status reserved");
+        }
+        json_decref(doc);
+
+        /* Stopped: nothing moves the slot; exact equality. */
+        h_relay_signal(r, SIGTERM);
+        is_int(h_relay_wait(r, 30000), 0, "the relay stops cleanly");
+        h_relay_free(r);
+        /* The walsender may take a moment to release the slot after the relay exited. */
+        for (int i = 0; i < 100; i++) {
+                char *a = h_pg_value(c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'",
+                                     slot);
+                bool active = a && strcmp(a, "t") == 0;
+                free(a);
+                if (!active)
+                        break;
+                h_sleep_ms(100);
+        }
+        char *conf2 = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE "
+                                    "slot_name = '%s'", slot);
+        char *rest2 = h_pg_value(c, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
+                                 slot);
+        doc = status_json("stopped", sets, 0);
+        if (doc && conf2 && rest2) {
+                is_str(jstr(doc, "confirmed_flush_lsn"), conf2,
+                       "stopped: confirmed_flush_lsn equals pg_replication_slots'");
+                is_str(jstr(doc, "restart_lsn"), rest2, "stopped: restart_lsn equals pg_replication_slots'");
+                ok(json_is_false(json_object_get(doc, "active")) &&
+                       json_is_null(json_object_get(doc, "active_pid")),
+                   "stopped: not active, no pid");
+        }
+        json_decref(doc);
+        char *out, *log;
+        int rc = h_relay_run_cmd("status", NULL, sets, RUN_BOUND_MS, &out, &log);
+        is_int(rc, 0, "stopped: status (text) exits 0");
+        ok(conf2 && strstr(out, conf2) && strstr(out, "confirmed_flush_lsn"),
+           "stopped: the text shows confirmed_flush_lsn %s", conf2 ? conf2 : "?");
+        if (!strstr(out, "confirmed_flush_lsn"))
+                tap_diag("stdout: %s; stderr: %s", out, log);
+        free(out);
+        free(log);
+
+        /* A slot that does not exist. */
+        const char *missing[] = {set_conn, "slot.name=no_such_slot_here", NULL};
+        rc = h_relay_run_cmd("status", NULL, missing, RUN_BOUND_MS, &out, &log);
+        is_int(rc, 5, "missing slot: exit 5");
+        ok(strstr(out, "\"no_such_slot_here\" does not exist") != NULL,
+           "missing slot: says it does not exist");
+        free(out);
+        free(log);
+
+        free(conf0);
+        free(conf1);
+        free(conf2);
+        free(rest0);
+        free(rest1);
+        free(rest2);
+        free(pid);
+        PQfinish(c);
+        h_pg_drop_db(db);
+        h_kafka_delete_topic(topic);
+        free(ci);
+        free(aggtype);
+        free(slot);
+        free(db);
+        return done_testing();
+}
