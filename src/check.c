@@ -23,6 +23,8 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
+#include "relay/kadmin.h"
+
 /* The outbox table is read (for the topics a ${column} template names)
  * only when it is at most this large on disk; a statement timeout bounds
  * the read anyway. */
@@ -747,62 +749,6 @@ static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const ch
         (void)buf;
 }
 
-/* A broker's configuration value (caller frees), or NULL with the reason. */
-static char *broker_config(rd_kafka_t *rk, int32_t broker, const char *name, int timeout_ms,
-                           char *err, size_t errlen)
-{
-        char id[16], kerr[RELAY_ERRBUF];
-        char *out = NULL;
-        snprintf(id, sizeof(id), "%d", (int)broker);
-        rd_kafka_queue_t *qu = rd_kafka_queue_new(rk);
-        rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
-        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
-        rd_kafka_event_t *ev = NULL;
-
-        relay_err_set(err, errlen, "no answer within %d ms", timeout_ms);
-        if (!qu || !opt || !res)
-                goto done;
-        rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, kerr, sizeof(kerr));
-        rd_kafka_DescribeConfigs(rk, &res, 1, opt, qu);
-        if (!(ev = rd_kafka_queue_poll(qu, timeout_ms + 500)))
-                goto done;
-        if (rd_kafka_event_error(ev)) {
-                relay_err_set(err, errlen, "%s", rd_kafka_event_error_string(ev));
-                goto done;
-        }
-        const rd_kafka_DescribeConfigs_result_t *r = rd_kafka_event_DescribeConfigs_result(ev);
-        size_t nres = 0, ncfg = 0;
-        const rd_kafka_ConfigResource_t **rs = r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
-        if (!rs || nres < 1)
-                goto done;
-        if (rd_kafka_ConfigResource_error(rs[0])) {
-                const char *es = rd_kafka_ConfigResource_error_string(rs[0]);
-                relay_err_set(err, errlen, "%s",
-                              es ? es : rd_kafka_err2str(rd_kafka_ConfigResource_error(rs[0])));
-                goto done;
-        }
-        const rd_kafka_ConfigEntry_t **cs = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
-        for (size_t i = 0; i < ncfg; i++) {
-                const char *v = rd_kafka_ConfigEntry_value(cs[i]);
-                if (strcmp(rd_kafka_ConfigEntry_name(cs[i]), name) == 0 && v) {
-                        out = strdup(v);
-                        break;
-                }
-        }
-        if (!out)
-                relay_err_set(err, errlen, "the answer has no %s", name);
-done:
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        if (res)
-                rd_kafka_ConfigResource_destroy(res);
-        if (opt)
-                rd_kafka_AdminOptions_destroy(opt);
-        if (qu)
-                rd_kafka_queue_destroy(qu);
-        return out;
-}
-
 /* 1 exists (partitions in *parts), 0 does not, -1 unknown (reason in err). */
 static int topic_exists(rd_kafka_t *rk, const char *topic, int timeout_ms, int *parts, char *err,
                         size_t errlen)
@@ -914,9 +860,10 @@ static void kafka_checks(ctx_t *x)
         rd_kafka_metadata_destroy(md);
 
         int autocreate = -1;
-        char *v = broker_config(rk, broker, "auto.create.topics.enable", x->kafka_timeout_ms, err,
-                                sizeof(err));
-        if (v) {
+        char id[16], *v = NULL;
+        snprintf(id, sizeof(id), "%d", (int)broker);
+        if (relay_kadmin_config(rk, RD_KAFKA_RESOURCE_BROKER, id, "auto.create.topics.enable",
+                                x->kafka_timeout_ms, &v, err, sizeof(err)) == 0) {
                 autocreate = strcmp(v, "true") == 0;
                 add(x, "kafka.auto_create_topics", RELAY_CHECK_OK, NULL,
                     autocreate ? "auto.create.topics.enable is true on broker %d: a missing topic "

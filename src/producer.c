@@ -14,6 +14,7 @@
  */
 #include "relay/producer.h"
 
+#include "relay/kadmin.h"
 #include "relay/log.h"
 
 #include <errno.h>
@@ -404,79 +405,14 @@ int64_t relay_producer_max_message(const relay_producer_t *p)
         return p->max_message;
 }
 
-/* One DescribeConfigs request for one resource; the value of name in *out
- * (caller frees). Returns 0, or the resource's or request's error code. */
-static rd_kafka_resp_err_t describe_one(relay_producer_t *p, rd_kafka_ResourceType_t type,
-                                        const char *resname, const char *name, int timeout_ms,
-                                        char **out, char *err, size_t errlen)
-{
-        rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
-        char kerr[RELAY_ERRBUF];
-        rd_kafka_queue_t *q = rd_kafka_queue_new(p->rk);
-        rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(p->rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
-        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(type, resname);
-        rd_kafka_event_t *ev = NULL;
-
-        *out = NULL;
-        relay_err_set(err, errlen, "no answer within %d ms", timeout_ms);
-        if (!q || !opt || !res) {
-                relay_err_set(err, errlen, "out of memory");
-                e = RD_KAFKA_RESP_ERR__FAIL;
-                goto done;
-        }
-        rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, kerr, sizeof(kerr));
-        rd_kafka_DescribeConfigs(p->rk, &res, 1, opt, q);
-        ev = rd_kafka_queue_poll(q, timeout_ms + 500);
-        if (!ev)
-                goto done;
-        if ((e = rd_kafka_event_error(ev))) {
-                relay_err_set(err, errlen, "%s", rd_kafka_event_error_string(ev));
-                goto done;
-        }
-        const rd_kafka_DescribeConfigs_result_t *r = rd_kafka_event_DescribeConfigs_result(ev);
-        size_t nres = 0, ncfg = 0;
-        const rd_kafka_ConfigResource_t **rs = r ? rd_kafka_DescribeConfigs_result_resources(r, &nres) : NULL;
-        if (!rs || nres < 1) {
-                relay_err_set(err, errlen, "empty DescribeConfigs result");
-                e = RD_KAFKA_RESP_ERR__BAD_MSG;
-                goto done;
-        }
-        if ((e = rd_kafka_ConfigResource_error(rs[0]))) {
-                const char *es = rd_kafka_ConfigResource_error_string(rs[0]);
-                relay_err_set(err, errlen, "%s", es ? es : rd_kafka_err2str(e));
-                goto done;
-        }
-        const rd_kafka_ConfigEntry_t **cs = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
-        for (size_t i = 0; i < ncfg; i++) {
-                const char *v = rd_kafka_ConfigEntry_value(cs[i]);
-                if (strcmp(rd_kafka_ConfigEntry_name(cs[i]), name) == 0 && v) {
-                        *out = strdup(v);
-                        break;
-                }
-        }
-        if (!*out) {
-                relay_err_set(err, errlen, "the answer has no %s", name);
-                e = RD_KAFKA_RESP_ERR__NOENT;
-        }
-done:
-        if (ev)
-                rd_kafka_event_destroy(ev);
-        if (res)
-                rd_kafka_ConfigResource_destroy(res);
-        if (opt)
-                rd_kafka_AdminOptions_destroy(opt);
-        if (q)
-                rd_kafka_queue_destroy(q);
-        return e;
-}
-
 int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeout_ms,
                                int64_t *bytes, char *err, size_t errlen)
 {
         char *v = NULL;
         *bytes = 0;
-        rd_kafka_resp_err_t e = describe_one(p, RD_KAFKA_RESOURCE_TOPIC, topic, "max.message.bytes",
-                                             timeout_ms, &v, err, errlen);
+        rd_kafka_resp_err_t e = relay_kadmin_config(p->rk, RD_KAFKA_RESOURCE_TOPIC, topic,
+                                                     "max.message.bytes", timeout_ms, &v, err,
+                                                     errlen);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 *bytes = strtoll(v, NULL, 10);
                 free(v);
@@ -490,8 +426,9 @@ int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeo
         if (rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR &&
             md->broker_cnt > 0) {
                 snprintf(id, sizeof(id), "%d", (int)md->brokers[0].id);
-                if (describe_one(p, RD_KAFKA_RESOURCE_BROKER, id, "message.max.bytes", timeout_ms,
-                                 &v, berr, sizeof(berr)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (relay_kadmin_config(p->rk, RD_KAFKA_RESOURCE_BROKER, id, "message.max.bytes",
+                                        timeout_ms, &v, berr,
+                                        sizeof(berr)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
                         *bytes = strtoll(v, NULL, 10);
                         free(v);
                 }

@@ -1,0 +1,28 @@
+/*
+ * kadmin.h - reading one configuration value of a Kafka topic or broker
+ * (DescribeConfigs) on a client the caller owns.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_KADMIN_H
+#define RELAY_KADMIN_H
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+
+#include "relay/common.h"
+
+/**
+ * @brief The value of name for resource resname of type (a topic's name,
+ *        a broker's id as text) in *out (caller frees; NULL on error),
+ *        asked on rk (borrowed), waiting up to timeout_ms (+500 ms).
+ * @returns RD_KAFKA_RESP_ERR_NO_ERROR; the resource's or request's error
+ *          (e.g. RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+ *          RD_KAFKA_RESP_ERR__TIMED_OUT; RD_KAFKA_RESP_ERR__NOENT when the
+ *          answer lacks name), with the reason in err.
+ */
+rd_kafka_resp_err_t relay_kadmin_config(rd_kafka_t *rk, rd_kafka_ResourceType_t type,
+                                        const char *resname, const char *name, int timeout_ms,
+                                        char **out, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+#endif
