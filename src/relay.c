@@ -185,6 +185,8 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 }
                 if (drained || stop_requested)
                         break;
+                if (err[0] == '\0') /* every failure should say why; never log an empty line */
+                        relay_err_set(err, sizeof(err), "%s", relay_strerror(rc));
                 int code;
                 switch (classify(rc, &code)) {
                 case OUTCOME_STANDBY:
