@@ -155,6 +155,15 @@ static PGresult *q(ctx_t *x, const char *name, const char *sql, int nparams,
         return NULL;
 }
 
+/* q() with the outbox table's oid as $1. */
+static PGresult *q_table(ctx_t *x, const char *name, const char *sql)
+{
+        char oid[16];
+        snprintf(oid, sizeof(oid), "%u", x->table_oid);
+        const char *op[] = {oid};
+        return q(x, name, sql, 1, op);
+}
+
 static bool is_true(const PGresult *res, int row, int col)
 {
         return !PQgetisnull(res, row, col) && strcmp(PQgetvalue(res, row, col), "t") == 0;
@@ -321,14 +330,10 @@ static void pg_table(ctx_t *x)
         add(x, "outbox.table", RELAY_CHECK_OK, NULL, "outbox table \"%s\" exists", table);
 
         /* Every column the mapping reads: its role, its key, nullability. */
-        char oid[16];
-        snprintf(oid, sizeof(oid), "%u", x->table_oid);
-        const char *op[] = {oid};
-        res = q(x, "outbox.columns",
-                "SELECT attname, format_type(atttypid, atttypmod), attnotnull, "
-                "atttypid::regtype::text FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND "
-                "attnum > 0 AND NOT attisdropped",
-                1, op);
+        res = q_table(x, "outbox.columns",
+                      "SELECT attname, format_type(atttypid, atttypmod), attnotnull, "
+                      "atttypid::regtype::text FROM pg_catalog.pg_attribute WHERE attrelid = $1 "
+                      "AND attnum > 0 AND NOT attisdropped");
         if (!res)
                 return;
         const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
@@ -421,14 +426,10 @@ static void pg_publication(ctx_t *x)
                         return;
                 }
                 /* The relay creates it: CREATE on the database, and owning the table. */
-                char oid[16];
-                snprintf(oid, sizeof(oid), "%u", x->table_oid);
-                const char *op[] = {oid};
-                res = q(x, "postgres.publication",
-                        "SELECT has_database_privilege(current_database(), 'CREATE'), "
-                        "pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_catalog.pg_class c "
-                        "WHERE c.oid = $1",
-                        1, op);
+                res = q_table(x, "postgres.publication",
+                              "SELECT has_database_privilege(current_database(), 'CREATE'), "
+                              "pg_has_role(current_user, c.relowner, 'USAGE') FROM "
+                              "pg_catalog.pg_class c WHERE c.oid = $1");
                 if (!res)
                         return;
                 bool can_create = PQntuples(res) == 1 && is_true(res, 0, 0) && is_true(res, 0, 1);
