@@ -201,88 +201,6 @@ static long count_of(char *v)
 }
 #define COUNT(c, ...) count_of(h_pg_value(c, __VA_ARGS__))
 
-/* --- a second, throwaway cluster with wal_level=replica (as 0105) --------- */
-
-static char g_tmpdir[128];
-static bool g_cluster_started;
-
-static int run_as_postgres(const char *cmd)
-{
-        char buf[2048];
-        if (geteuid() == 0)
-                snprintf(buf, sizeof(buf), "runuser -u postgres -- sh -c '%s'", cmd);
-        else
-                snprintf(buf, sizeof(buf), "sh -c '%s'", cmd);
-        fflush(stdout);
-        return system(buf);
-}
-
-static void cluster_cleanup(void)
-{
-        char cmd[1024];
-        if (!g_tmpdir[0])
-                return;
-        if (g_cluster_started) {
-                snprintf(cmd, sizeof(cmd), "%s/pg_ctl stop -D %s/data -m immediate -w >/dev/null 2>&1",
-                         h_env("RELAY_TEST_PGBIN"), g_tmpdir);
-                run_as_postgres(cmd);
-                g_cluster_started = false;
-        }
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmpdir);
-        if (system(cmd) != 0)
-                fprintf(stdout, "# could not remove %s\n", g_tmpdir);
-        g_tmpdir[0] = '\0';
-}
-
-static void on_fatal_signal(int sig)
-{
-        (void)sig;
-        exit(1); /* runs the atexit handlers */
-}
-
-/* Port: the environment's minus one (free on tests/env/up's machine layout). */
-static int cluster_start(void)
-{
-        const char *bin = h_env("RELAY_TEST_PGBIN");
-        int port = atoi(h_env("RELAY_TEST_PGPORT")) - 1;
-        char cmd[1024];
-
-        snprintf(g_tmpdir, sizeof(g_tmpdir), "/tmp/relay_check_XXXXXX");
-        if (!mkdtemp(g_tmpdir)) {
-                g_tmpdir[0] = '\0';
-                tap_diag("mkdtemp: %s", strerror(errno));
-                return 0;
-        }
-        atexit(cluster_cleanup);
-        signal(SIGTERM, on_fatal_signal);
-        signal(SIGINT, on_fatal_signal);
-        signal(SIGHUP, on_fatal_signal);
-        if (geteuid() == 0) {
-                snprintf(cmd, sizeof(cmd), "chown postgres:postgres '%s'", g_tmpdir);
-                if (system(cmd) != 0)
-                        return 0;
-        }
-        chmod(g_tmpdir, 0700);
-        snprintf(cmd, sizeof(cmd),
-                 "%s/initdb -D %s/data -U postgres -A trust -E UTF8 --no-sync >%s/initdb.log 2>&1",
-                 bin, g_tmpdir, g_tmpdir);
-        if (run_as_postgres(cmd) != 0) {
-                tap_diag("initdb failed; see %s/initdb.log", g_tmpdir);
-                return 0;
-        }
-        snprintf(cmd, sizeof(cmd),
-                 "%s/pg_ctl start -D %s/data -l %s/postgresql.log -w -t 60 -o \"-c port=%d "
-                 "-c wal_level=replica -c listen_addresses=127.0.0.1 "
-                 "-c unix_socket_directories=%s -c fsync=off\" >%s/pg_ctl.log 2>&1",
-                 bin, g_tmpdir, g_tmpdir, port, g_tmpdir, g_tmpdir);
-        g_cluster_started = true;
-        if (run_as_postgres(cmd) != 0) {
-                tap_diag("pg_ctl start failed; see %s/postgresql.log", g_tmpdir);
-                return 0;
-        }
-        return port;
-}
-
 /* --- cases ------------------------------------------------------------------ */
 
 static void case_good_and_broken(void)
@@ -403,18 +321,20 @@ static void case_good_and_broken(void)
 
 static void case_wal_level(void)
 {
-        int port = cluster_start();
-        if (!ok(port > 0, "a second cluster with wal_level=replica started")) {
-                cluster_cleanup();
+        h_cluster_t *cl = h_cluster_init(-1, NULL);
+        if (!ok(cl && h_cluster_start(cl, "-c wal_level=replica") == 0,
+                "a second cluster with wal_level=replica started")) {
+                h_cluster_free(cl);
                 return;
         }
         char set_conn[512];
         snprintf(set_conn, sizeof(set_conn),
-                 "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres", port);
+                 "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres",
+                 h_cluster_port(cl));
         const char *sets[] = {set_conn, g_set_kafka, NULL};
         const char *needles[] = {"\"replica\"", "wal_level = logical", "restart PostgreSQL", NULL};
         free(expect_line("wal_level=replica", sets, 3, "fail", "postgres.wal_level", needles));
-        cluster_cleanup();
+        h_cluster_free(cl);
 }
 
 int main(void)

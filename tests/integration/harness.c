@@ -1277,3 +1277,146 @@ void h_relay_free(h_relay_t *r)
         free(r->out_path);
         free(r);
 }
+
+/* --- throwaway PostgreSQL clusters -------------------------------------- */
+
+struct h_cluster {
+        char dir[128];
+        int port;
+        bool started;
+};
+
+#define H_MAX_CLUSTERS 4
+static h_cluster_t *h_clusters[H_MAX_CLUSTERS];
+
+int h_run_as_postgres(const char *cmd)
+{
+        char buf[4096];
+        if (geteuid() == 0)
+                snprintf(buf, sizeof(buf), "runuser -u postgres -- sh -c '%s'", cmd);
+        else
+                snprintf(buf, sizeof(buf), "sh -c '%s'", cmd);
+        fflush(stdout);
+        return system(buf);
+}
+
+static void h_cluster_remove(h_cluster_t *c)
+{
+        char cmd[1024];
+        if (c->started) {
+                snprintf(cmd, sizeof(cmd), "%s/pg_ctl stop -D %s/data -m immediate -w >/dev/null 2>&1",
+                         h_env("RELAY_TEST_PGBIN"), c->dir);
+                h_run_as_postgres(cmd);
+                c->started = false;
+        }
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", c->dir);
+        if (system(cmd) != 0)
+                fprintf(stdout, "# could not remove %s\n", c->dir);
+}
+
+static void h_clusters_atexit(void)
+{
+        for (int i = 0; i < H_MAX_CLUSTERS; i++) {
+                if (h_clusters[i]) {
+                        h_cluster_remove(h_clusters[i]);
+                        free(h_clusters[i]);
+                        h_clusters[i] = NULL;
+                }
+        }
+}
+
+static void h_clusters_on_signal(int sig)
+{
+        (void)sig;
+        exit(1); /* runs the atexit handlers: relays killed, clusters removed */
+}
+
+h_cluster_t *h_cluster_init(int port_offset, const char *initdb_opts)
+{
+        static bool hooked;
+        int slot = -1;
+        char cmd[2048];
+        for (int i = 0; i < H_MAX_CLUSTERS && slot < 0; i++)
+                if (!h_clusters[i])
+                        slot = i;
+        if (slot < 0)
+                tap_bail("more than %d throwaway clusters in one test", H_MAX_CLUSTERS);
+        h_cluster_t *c = calloc(1, sizeof(*c));
+        if (!c)
+                tap_bail("out of memory");
+        c->port = atoi(h_env("RELAY_TEST_PGPORT")) + port_offset;
+        snprintf(c->dir, sizeof(c->dir), "/tmp/relay_cluster_XXXXXX");
+        if (!mkdtemp(c->dir)) {
+                tap_diag("mkdtemp: %s", strerror(errno));
+                free(c);
+                return NULL;
+        }
+        h_clusters[slot] = c;
+        if (!hooked) {
+                atexit(h_clusters_atexit);
+                signal(SIGTERM, h_clusters_on_signal);
+                signal(SIGINT, h_clusters_on_signal);
+                signal(SIGHUP, h_clusters_on_signal);
+                hooked = true;
+        }
+        if (geteuid() == 0) {
+                snprintf(cmd, sizeof(cmd), "chown postgres:postgres '%s'", c->dir);
+                if (system(cmd) != 0) {
+                        tap_diag("%s failed", cmd);
+                        return NULL;
+                }
+        }
+        chmod(c->dir, 0700);
+        snprintf(cmd, sizeof(cmd),
+                 "%s/initdb -D %s/data -U postgres -A trust -E UTF8 --no-sync %s >%s/initdb.log 2>&1",
+                 h_env("RELAY_TEST_PGBIN"), c->dir, initdb_opts ? initdb_opts : "", c->dir);
+        if (h_run_as_postgres(cmd) != 0) {
+                tap_diag("initdb failed; see %s/initdb.log", c->dir);
+                return NULL;
+        }
+        return c;
+}
+
+void h_cluster_free(h_cluster_t *c)
+{
+        for (int i = 0; c && i < H_MAX_CLUSTERS; i++) {
+                if (h_clusters[i] == c) {
+                        h_cluster_remove(c);
+                        free(c);
+                        h_clusters[i] = NULL;
+                }
+        }
+}
+
+const char *h_cluster_dir(const h_cluster_t *c)
+{
+        return c->dir;
+}
+
+int h_cluster_port(const h_cluster_t *c)
+{
+        return c->port;
+}
+
+int h_cluster_start(h_cluster_t *c, const char *server_opts)
+{
+        char cmd[4096];
+        snprintf(cmd, sizeof(cmd),
+                 "%s/pg_ctl start -D %s/data -l %s/postgresql.log -w -t 60 -o \"-c port=%d "
+                 "-c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c fsync=off %s\" "
+                 ">%s/pg_ctl.log 2>&1",
+                 h_env("RELAY_TEST_PGBIN"), c->dir, c->dir, c->port, c->dir,
+                 server_opts ? server_opts : "", c->dir);
+        c->started = true; /* stop it even if pg_ctl gave up waiting */
+        if (h_run_as_postgres(cmd) != 0) {
+                /* The directory goes at exit: keep the logs' ends in the test's output. */
+                tap_diag("pg_ctl start failed; the ends of its logs follow");
+                snprintf(cmd, sizeof(cmd), "tail -n 20 %s/pg_ctl.log %s/postgresql.log 2>&1 | sed 's/^/# /'",
+                         c->dir, c->dir);
+                fflush(stdout);
+                if (system(cmd) != 0)
+                        tap_diag("could not read the logs in %s", c->dir);
+                return -1;
+        }
+        return 0;
+}

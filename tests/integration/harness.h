@@ -51,6 +51,40 @@ void h_pg_drop_db(const char *dbname);
 /** Connect or bail. Caller PQfinish()es. */
 PGconn *h_pg_connect(const char *dbname);
 
+/* --- throwaway PostgreSQL clusters -------------------------------------- */
+
+/*
+ * A cluster of the test's own (initdb and pg_ctl of RELAY_TEST_PGBIN, run as
+ * the postgres OS user when root) on port RELAY_TEST_PGPORT + port_offset:
+ * each test that makes one picks an offset no other test uses. Stopped
+ * (immediate) and removed at exit, also on SIGTERM, SIGINT and SIGHUP.
+ */
+typedef struct h_cluster h_cluster_t;
+
+/** initdb into a new temporary directory with initdb_opts (may be NULL)
+ *  appended to "-U postgres -A trust -E UTF8 --no-sync"; NULL (with a
+ *  diagnostic) when that failed. */
+h_cluster_t *h_cluster_init(int port_offset, const char *initdb_opts);
+
+/** The cluster's directory (the data directory is its "data" subdirectory,
+ *  the server log its "postgresql.log"); write files there before starting. */
+const char *h_cluster_dir(const h_cluster_t *c);
+
+/** The cluster's port. */
+int h_cluster_port(const h_cluster_t *c);
+
+/** pg_ctl start (waiting up to 60 s) with server_opts (may be NULL, e.g.
+ *  "-c wal_level=replica") after loopback-only defaults; 0, or -1 with a
+ *  diagnostic naming the log. */
+int h_cluster_start(h_cluster_t *c, const char *server_opts);
+
+/** Stop (immediate) and remove the cluster now; accepts NULL. */
+void h_cluster_free(h_cluster_t *c);
+
+/** Run a shell command (no single quotes in it) as the postgres OS user
+ *  when root; system()'s status. */
+int h_run_as_postgres(const char *cmd);
+
 /** Run SQL (printf-style) that must succeed, or bail with the server's message. */
 void h_pg_exec(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
