@@ -37,12 +37,20 @@ struct relay_repl {
 };
 
 /* PostgreSQL's messages end with a newline; keep ours one line. */
-static void set_pg_error(char *err, size_t errlen, const char *what, const char *msg)
+/* "what: msg; fix" (fix may be NULL), msg's trailing newline dropped. */
+static void set_pg_error_fix(char *err, size_t errlen, const char *what, const char *msg,
+                             const char *fix)
 {
         size_t n = strlen(msg);
         while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
                 n--;
-        relay_err_set(err, errlen, "%s: %.*s", what, (int)n, msg);
+        relay_err_set(err, errlen, "%s: %.*s%s%s", what, (int)n, msg, fix ? "; " : "",
+                      fix ? fix : "");
+}
+
+static void set_pg_error(char *err, size_t errlen, const char *what, const char *msg)
+{
+        set_pg_error_fix(err, errlen, what, msg, NULL);
 }
 
 static void result_error(char *err, size_t errlen, const char *what, const PGresult *res,
@@ -160,8 +168,23 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                                       "grant it with ALTER ROLE %s REPLICATION (see sql/003_role.sql)",
                                       user ? user : "?", user ? user : "...");
                         rc = RELAY_ESETUP;
-                } else if (strstr(m, "does not exist") || strstr(m, "password authentication failed") ||
-                           strstr(m, "no pg_hba.conf entry")) {
+                } else if (strstr(m, "password authentication failed") ||
+                           strstr(m, "password is required") || strstr(m, "no password supplied")) {
+                        set_pg_error_fix(err, errlen, "could not connect to PostgreSQL", m,
+                                         "check the role's password (a passfile, PGPASSWORD, or "
+                                         "password= in postgres.conninfo)");
+                        rc = RELAY_ESETUP;
+                } else if (strstr(m, "certificate verify failed") ||
+                           strstr(m, "does not match host name") ||
+                           strstr(m, "root certificate file") || strstr(m, "certificate file") ||
+                           strstr(m, "server does not support SSL")) {
+                        /* Not transient: the next try meets the same certificate. */
+                        set_pg_error_fix(err, errlen, "could not connect to PostgreSQL", m,
+                                         "check sslmode and sslrootcert in postgres.conninfo (the "
+                                         "CA that signed the server's certificate) and that the "
+                                         "certificate names the host connected to");
+                        rc = RELAY_ESETUP;
+                } else if (strstr(m, "does not exist") || strstr(m, "no pg_hba.conf entry")) {
                         set_pg_error(err, errlen, "could not connect to PostgreSQL", m);
                         rc = RELAY_ESETUP;
                 } else {

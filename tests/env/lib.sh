@@ -24,7 +24,7 @@ ENV_DEB_PACKAGES=(
         postgresql-15 kcat maven openjdk-17-jre-headless
         gnuplot-nox clang libclang-rt-14-dev valgrind
         procps psmisc iproute2 python3 util-linux coreutils
-        libsystemd-dev systemd man-db bsdextrautils
+        libsystemd-dev systemd man-db bsdextrautils openssl
 )
 
 env_log() {
