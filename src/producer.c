@@ -38,6 +38,7 @@ struct relay_producer {
         char warning[RELAY_ERRBUF];
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
         int64_t batch_size, max_message;
+        char caveat[RELAY_ERRBUF]; /* what this librdkafka cannot do with these settings */
 };
 
 /*
@@ -248,6 +249,20 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
         }
         char val[64];
         size_t vlen = sizeof(val);
+        /* librdkafka before 2.6.1 sends the server's nonce with its own
+         * appended twice in SCRAM's client-final message; Kafka 4 checks
+         * the nonce strictly (RFC 5802) and refuses every login (librdkafka
+         * PR 4895). Java clients log in with the same credentials. */
+        if (rd_kafka_version() < 0x020601ff &&
+            rd_kafka_conf_get(conf, "sasl.mechanisms", val, &vlen) == RD_KAFKA_CONF_OK &&
+            strstr(val, "SCRAM"))
+                relay_err_set(p->caveat, sizeof(p->caveat),
+                              "librdkafka %s cannot log in with %s to Kafka 4 brokers (they refuse "
+                              "its SCRAM nonce; fixed in librdkafka 2.6.1): use "
+                              "kafka.sasl.mechanisms=PLAIN with kafka.security.protocol=SASL_SSL, "
+                              "or a librdkafka of 2.6.1 or later",
+                              rd_kafka_version_str(), val);
+        vlen = sizeof(val);
         p->batch_size = 1000000;
         if (rd_kafka_conf_get(conf, "batch.size", val, &vlen) == RD_KAFKA_CONF_OK)
                 p->batch_size = strtoll(val, NULL, 10);
@@ -304,11 +319,39 @@ void relay_producer_free(relay_producer_t *p)
         free(p);
 }
 
+/*
+ * The client's last error when it says why no broker could be used for
+ * good: a refused login or certificate. 1 with err filled (the error and
+ * its fix), 0 when there is none.
+ */
+static int login_failure(relay_producer_t *p, char *err, size_t errlen)
+{
+        rd_kafka_poll(p->rk, 0); /* error_cb runs from the main queue */
+        if (!p->warned)
+                return 0;
+        const char *fix = NULL;
+        if (strstr(p->warning, "SASL authentication") || strstr(p->warning, "SASL handshake"))
+                fix = p->caveat[0] ? p->caveat
+                                   : "check kafka.sasl.mechanisms, kafka.sasl.username and "
+                                     "kafka.sasl.password";
+        else if (strstr(p->warning, "certificate verify failed") ||
+                 strstr(p->warning, "SSL handshake failed"))
+                fix = "check kafka.ssl.ca.location (the CA that signed the brokers' certificates) "
+                      "and that the certificates name the hosts in kafka.bootstrap.servers";
+        if (!fix)
+                return 0;
+        p->warned = false;
+        relay_err_set(err, errlen, "%s; %s", p->warning, fix);
+        return 1;
+}
+
 int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t errlen)
 {
         const struct rd_kafka_metadata *md = NULL;
         rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
         if (e) {
+                if (login_failure(p, err, errlen))
+                        return RELAY_ESETUP;
                 relay_err_set(err, errlen, "%s", rd_kafka_err2str(e));
                 /* _TRANSPORT here means no broker became usable in time. */
                 return e == RD_KAFKA_RESP_ERR__TIMED_OUT || e == RD_KAFKA_RESP_ERR__TRANSPORT
@@ -379,6 +422,11 @@ int relay_producer_check(relay_producer_t *p, char *err, size_t errlen)
         }
         relay_err_set(err, errlen, "%s", p->fatal_msg);
         return RELAY_EKAFKA;
+}
+
+const char *relay_producer_caveat(const relay_producer_t *p)
+{
+        return p->caveat[0] ? p->caveat : NULL;
 }
 
 bool relay_producer_take_warning(relay_producer_t *p, char *buf, size_t len)

@@ -435,6 +435,8 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
                 return rc;
         if (first) {
                 char kerr[RELAY_ERRBUF];
+                if (relay_producer_caveat(s->prod))
+                        relay_log_warning("%s", relay_producer_caveat(s->prod));
                 const char *servers = set->kafka_bootstrap_servers;
                 /* In short slices, so a stop signal is not kept waiting. */
                 int64_t deadline = relay_now_ms() + KAFKA_PING_MS;
@@ -444,6 +446,11 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
                 if (rc && *s->stop) {
                         relay_err_set(err, errlen, "stopped while waiting for Kafka");
                         return RELAY_EIO;
+                }
+                if (rc == RELAY_ESETUP) {
+                        relay_err_set(err, errlen, "could not connect to Kafka at \"%s\": %s",
+                                      servers, kerr);
+                        return RELAY_ESETUP;
                 }
                 if (rc) {
                         relay_err_set(err, errlen,

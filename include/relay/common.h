@@ -18,7 +18,7 @@ typedef uint64_t relay_lsn_t;
 #define RELAY_LSN_ARGS(lsn) (unsigned)((uint64_t)(lsn) >> 32), (unsigned)((uint64_t)(lsn) & 0xffffffffu)
 
 /** @brief Size every caller-supplied error buffer should have. */
-#define RELAY_ERRBUF 512
+#define RELAY_ERRBUF 1024
 
 /*
  * Return codes of fallible functions: 0, or one of these. The main loop

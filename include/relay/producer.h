@@ -107,7 +107,9 @@ void relay_producer_free(relay_producer_t *p);
 
 /**
  * @brief Ask the cluster for metadata: proves the brokers are reachable.
- * @returns 0; RELAY_EAGAIN when no broker was reachable or answered within
+ * @returns 0; RELAY_ESETUP when the brokers refused the login (SASL) or the
+ *          TLS handshake (certificate), with the cause and the fix in err;
+ *          RELAY_EAGAIN when no broker was reachable or answered within
  *          timeout_ms (ask again, or give up); RELAY_EKAFKA on any other
  *          failure.
  */
@@ -135,6 +137,13 @@ void relay_producer_poll(relay_producer_t *p, int timeout_ms);
  *          message is in err; the producer must be destroyed).
  */
 int relay_producer_check(relay_producer_t *p, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief What this librdkafka is known not to do with the settings given
+ *        (e.g. SCRAM logins to Kafka 4 before librdkafka 2.6.1), as a
+ *        sentence naming the way out; NULL when nothing. Owned by p.
+ */
+const char *relay_producer_caveat(const relay_producer_t *p);
 
 /**
  * @brief The most recent non-fatal client error (e.g. all brokers down),

@@ -57,6 +57,9 @@ env_config() {
                 fi
         done
         CONTROLLER_PORT=$((KAFKA_PORT + 1))
+        # A SASL_SSL (PLAIN and SCRAM-SHA-256) listener of the same broker,
+        # for the tests of an authenticated, encrypted connection.
+        KAFKA_SASL_PORT=$((KAFKA_PORT + 2))
         PG_BIN=${RELAY_TEST_PGBIN:-/usr/lib/postgresql/15/bin}
         WAL_SENDER_TIMEOUT=${RELAY_TEST_WAL_SENDER_TIMEOUT:-60s}
         KAFKA_HEAP=${RELAY_TEST_KAFKA_HEAP:-512m}
@@ -74,6 +77,9 @@ env_config() {
         KAFKA_LOG4J="$KAFKA_DIR/log4j2.properties"
         KAFKA_PIDFILE="$KAFKA_DIR/kafka.pid"
         KAFKA_CTL="$KAFKA_DIR/ctl"
+        TLS_DIR="$STATE_DIR/tls"
+        KAFKA_SASL_USER=relay
+        KAFKA_SASL_PASSWORD=relay-scram-secret
         KAFKA_OUT="$LOG_DIR/kafka.out"
         KAFKA_LIBS="$REPO_ROOT/tests/env/kafka/libs"
         KAFKA_POM="$REPO_ROOT/tests/env/kafka/pom.xml"
