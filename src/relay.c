@@ -569,15 +569,14 @@ static int session_resend(session_t *s, const relay_event_t *ev, relay_lsn_t lsn
         }
 }
 
-/* One outbox row: skip it, settle it in place as poison, or produce it. */
-static int session_event(session_t *s, const relay_pgo_insert_t *m, relay_lsn_t lsn, char *err,
-                         size_t errlen)
+/* One event mapped from an outbox row or message ("what"), rc the mapping's
+ * result: skip it, settle it in place as poison, or produce it. */
+static int session_event(session_t *s, relay_event_t ev, int rc, const char *what, relay_lsn_t lsn,
+                         char *err, size_t errlen)
 {
         relay_policy_t *pol = s->proc->pol;
-        relay_event_t ev;
         char why[RELAY_ERRBUF];
         const char *cause = NULL;
-        int rc = relay_outbox_map(s->outbox, m, s->commit_ts, &ev, err, errlen);
 
         if (rc && rc != RELAY_EMAP)
                 return rc;
@@ -594,9 +593,10 @@ static int session_event(session_t *s, const relay_pgo_insert_t *m, relay_lsn_t 
                 relay_err_set(detail, sizeof(detail), "%s", err);
                 if (relay_policy_stops(pol)) {
                         relay_err_set(err, errlen,
-                                      "could not turn outbox row (id \"%.*s\") at " RELAY_LSN_FMT
+                                      "could not turn %s (id \"%.*s\") at " RELAY_LSN_FMT
                                       " into an event: %s",
-                                      RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn), detail);
+                                      what, RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn),
+                                      detail);
                         return RELAY_EMAP;
                 }
                 return session_dead_letter(s, &ev, lsn, detail, 0, err, errlen);
@@ -630,6 +630,7 @@ static int session_event(session_t *s, const relay_pgo_insert_t *m, relay_lsn_t 
 static int session_message(session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
 {
         relay_pgo_msg_t m;
+        relay_event_t ev;
         progress_t *pg = &s->prog;
         int rc;
 
@@ -684,13 +685,27 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
-                return session_event(s, &m.insert, w->wal_start, err, errlen);
+                rc = relay_outbox_map(s->outbox, &m.insert, s->commit_ts, &ev, err, errlen);
+                return session_event(s, ev, rc, "outbox row", w->wal_start, err, errlen);
+        case RELAY_PGO_MESSAGE:
+                /* outbox.source = messages or both: a transactional message
+                 * with our prefix is an event, like an Insert; any other
+                 * message is not ours. */
+                if (!relay_outbox_wants_message(s->outbox, &m.message))
+                        return 0;
+                if (!relay_acktrack_in_txn(s->ack)) {
+                        relay_err_set(err, errlen,
+                                      "transactional message at " RELAY_LSN_FMT " outside a transaction",
+                                      RELAY_LSN_ARGS(w->wal_start));
+                        return RELAY_EPROTO;
+                }
+                rc = relay_outbox_map_message(s->outbox, &m.message, s->commit_ts, &ev, err, errlen);
+                return session_event(s, ev, rc, "outbox message", w->wal_start, err, errlen);
         case RELAY_PGO_UPDATE:
         case RELAY_PGO_DELETE:
         case RELAY_PGO_TRUNCATE:
         case RELAY_PGO_TYPE:
         case RELAY_PGO_ORIGIN:
-        case RELAY_PGO_MESSAGE:
                 return 0;
         }
         /* The decoder refuses every other kind at its type byte. */

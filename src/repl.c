@@ -28,6 +28,7 @@ struct relay_repl {
         const char *publication;
         const char *nspname;
         const char *relname;
+        relay_outbox_source_t source;
         int server_version;
         int proto_version;
         int64_t wal_sender_timeout_ms;
@@ -143,6 +144,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         r->publication = set->publication_name;
         r->nspname = set->outbox_table.schema;
         r->relname = set->outbox_table.name;
+        r->source = set->outbox_source;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
@@ -237,17 +239,65 @@ static int query(relay_repl_t *r, const char *sql, PGresult **res, char *err, si
         return failed_query_code(r);
 }
 
+/*
+ * outbox.source = messages: no table. pgoutput still needs a publication
+ * (it refuses to start without one), so an empty one is created when
+ * missing; one that exists is used as it is (tables it publishes cost
+ * decoding but are ignored).
+ */
+static int ensure_message_publication(relay_repl_t *r, bool *created, char *err, size_t errlen)
+{
+        char sql[512];
+        PGresult *res;
+        int rc;
+        char *pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
+        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+
+        if (!pub || !qpub) {
+                rc = RELAY_ENOMEM;
+                relay_err_set(err, errlen, "out of memory");
+                goto out;
+        }
+        snprintf(sql, sizeof(sql), "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %s", pub);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                goto out;
+        bool exists = PQntuples(res) > 0;
+        PQclear(res);
+        if (exists)
+                goto out;
+        snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s WITH (publish = 'insert')", qpub);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+                *created = true;
+        } else if (!sqlstate_is(res, "42710") && !sqlstate_is(res, "23505")) {
+                char what[256];
+                snprintf(what, sizeof(what),
+                         "could not create publication \"%.64s\" (create it with CREATE "
+                         "PUBLICATION %.64s, or grant CREATE on the database)",
+                         r->publication, r->publication);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        }
+        PQclear(res);
+out:
+        PQfreemem(pub);
+        PQfreemem(qpub);
+        return rc;
+}
+
 int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, size_t errlen)
 {
         char sql[2048];
         PGresult *res;
         int rc;
-        char *nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
-        char *rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
-        char *pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
-        char *qpub = NULL;
+        char *nsp, *rel, *pub, *qpub = NULL;
 
         *created = false;
+        if (r->source == RELAY_SOURCE_MESSAGES)
+                return ensure_message_publication(r, created, err, errlen);
+        nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
+        rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
+        pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
         if (!nsp || !rel || !pub) {
                 rc = RELAY_ENOMEM;
                 relay_err_set(err, errlen, "out of memory");
@@ -482,11 +532,15 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
         }
         /* The server starts at max(start, confirmed_flush_lsn) and skips
          * transactions that committed before it. Streaming stays off so
-         * transactions arrive whole, in commit order. */
+         * transactions arrive whole, in commit order. Logical decoding
+         * messages (pgoutput sends them from 14 on) only when they are a
+         * source of events: otherwise every extension's messages would
+         * cross the wire for nothing. */
         snprintf(sql, sizeof(sql),
                  "START_REPLICATION SLOT %s LOGICAL " RELAY_LSN_FMT
-                 " (proto_version '%d', publication_names %s)",
-                 qslot, RELAY_LSN_ARGS(start), r->proto_version, lpub);
+                 " (proto_version '%d', publication_names %s%s)",
+                 qslot, RELAY_LSN_ARGS(start), r->proto_version, lpub,
+                 r->source == RELAY_SOURCE_TABLE ? "" : ", messages 'true'");
         PQfreemem(qslot);
         PQfreemem(qpub);
         PQfreemem(lpub);
