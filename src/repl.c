@@ -318,9 +318,24 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
                 rc = RELAY_ESETUP;
                 goto out;
         }
+        /* A partitioned outbox ('p') works only when the publication sends
+         * its partitions' rows as the root's (publish_via_partition_root):
+         * otherwise they arrive under each partition's name, which is not
+         * outbox.table, and would be ignored. */
+        char relkind = PQgetvalue(res, 0, 0)[0];
         PQclear(res);
+        if (relkind != 'r' && relkind != 'p') {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
+                              "outbox.table to a table or a partitioned table",
+                              r->nspname, r->relname, relkind);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
+        bool partitioned = relkind == 'p';
 
-        snprintf(sql, sizeof(sql), "SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = %s",
+        snprintf(sql, sizeof(sql),
+                 "SELECT pubinsert, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = %s",
                  pub);
         if ((rc = query(r, sql, &res, err, errlen)))
                 goto out;
@@ -336,8 +351,9 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
                         relay_err_set(err, errlen, "out of memory");
                         goto out;
                 }
-                snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert')",
-                         qpub, qn, qr);
+                snprintf(sql, sizeof(sql),
+                         "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert'%s)", qpub,
+                         qn, qr, partitioned ? ", publish_via_partition_root = true" : "");
                 PQfreemem(qn);
                 PQfreemem(qr);
                 res = PQexec(r->conn, sql);
@@ -369,7 +385,18 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
                 goto out;
         }
         bool pubinsert = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        bool pubviaroot = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
         PQclear(res);
+        if (partitioned && !pubviaroot) {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
+                              "sends its rows under each partition's name, which the relay would "
+                              "not recognise; ALTER PUBLICATION %s SET (publish_via_partition_root "
+                              "= true) before events are written (see sql/002_publication.sql)",
+                              r->nspname, r->relname, r->publication, r->publication);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
         if (!pubinsert) {
                 relay_err_set(err, errlen,
                               "publication \"%s\" does not publish inserts; ALTER PUBLICATION %s "
