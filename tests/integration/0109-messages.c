@@ -271,6 +271,8 @@ int main(void)
         char *log = h_relay_log(relay);
         ok(log && strstr(log, "not valid JSON") && strstr(log, "has no \"aggregateid\""),
            "A: the relay's warnings name both problems");
+        ok(log && strstr(log, "publication \"outbox_pub\", messages with prefix \"outbox\""),
+           "A: the start line names the source");
         free(log);
         h_relay_free(relay);
 
