@@ -123,22 +123,51 @@ static int64_t parse_pg_duration_ms(const char *s)
         return 60000;
 }
 
+#define RELAY_SESSION_OPTIONS                                                                      \
+        "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC "      \
+        "-c bytea_output=hex"
+
+/*
+ * The server options to connect with: the user's own (the conninfo's
+ * "options", else PGOPTIONS), then the relay's, which come last and so win
+ * for the settings the relay depends on. Passing only the relay's would
+ * silently drop the user's (e.g. -c logical_decoding_work_mem=...). Caller
+ * frees; NULL when out of memory.
+ */
+static char *session_options(const char *conninfo)
+{
+        const char *user = NULL;
+        PQconninfoOption *parsed = NULL;
+        char *out;
+
+        if (conninfo && *conninfo && (parsed = PQconninfoParse(conninfo, NULL))) {
+                for (PQconninfoOption *o = parsed; o->keyword; o++)
+                        if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
+                                user = o->val;
+        }
+        if (!user)
+                user = getenv("PGOPTIONS");
+        size_t n = (user ? strlen(user) + 1 : 0) + sizeof(RELAY_SESSION_OPTIONS);
+        if ((out = malloc(n)))
+                snprintf(out, n, "%s%s%s", user ? user : "", user ? " " : "", RELAY_SESSION_OPTIONS);
+        PQconninfoFree(parsed);
+        return out;
+}
+
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
          * the entries after it override: replication mode, and the session
          * settings PostgreSQL's own subscriber uses so values arrive in one
-         * predictable text format. */
+         * predictable text format (after the user's own options). */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
                               "application_name", NULL};
+        char *options = session_options(set->postgres_conninfo);
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
-                              "database", "UTF8",
-                              "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 "
-                              "-c TimeZone=UTC -c bytea_output=hex",
-                              "outbox-relay", NULL};
+                              "database", "UTF8", options, "outbox-relay", NULL};
         relay_repl_t *r = calloc(1, sizeof(*r));
         int rc = RELAY_ENOMEM;
-        if (!r)
+        if (!r || !options)
                 goto fail;
         r->slot = set->slot_name;
         r->publication = set->publication_name;
@@ -148,6 +177,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
+        free(options);
+        options = NULL;
         if (!r->conn)
                 goto fail;
         if (PQstatus(r->conn) != CONNECTION_OK) {
@@ -206,6 +237,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         *out = r;
         return 0;
 fail:
+        free(options);
         if (rc == RELAY_ENOMEM)
                 relay_err_set(err, errlen, "out of memory");
         relay_repl_free(r);

@@ -9,9 +9,9 @@
  * 2. One transaction of 200 000 rows: Kafka holds every event once, each
  *    aggregate's events in insert order in one partition, and the slot is
  *    confirmed past the commit.
- * 3. A transaction that spills to disk: the test database sets
- *    logical_decoding_work_mem = 64kB (read by the relay's walsender when
- *    it connects), so the server's reorder buffer writes a 20 000-row
+ * 3. A transaction that spills to disk: the relay's conninfo sets
+ *    logical_decoding_work_mem = 64kB in its options (which the relay must
+ *    keep next to its own session settings), so the server's reorder buffer writes a 20 000-row
  *    transaction to disk before the commit (asserted from
  *    pg_stat_replication_slots.spill_txns); every event arrives once, in
  *    order.
@@ -123,7 +123,7 @@ int main(void)
         char *slot = h_unique_name("slot");
         char *aggtype = h_unique_name("big");
         PGconn *c = h_pg_connect(db);
-        char topic[256], set_conn[512], set_kafka[256], set_slot[128];
+        char topic[256], set_conn[640], set_kafka[256], set_slot[128];
 
         h_pg_create_outbox(c, "outbox");
         snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
@@ -169,9 +169,10 @@ int main(void)
         report("200 000-row transaction", &k, BIG);
 
         /* 3. a transaction that spills to disk */
-        /* A database setting: the relay sets "options" itself, so the test
-         * database carries it (the walsender applies it at connection). */
-        h_pg_exec(c, "ALTER DATABASE %s SET logical_decoding_work_mem = '64kB'", db);
+        /* In the conninfo's options: the relay adds its own session
+         * settings after the user's, and must keep these. */
+        snprintf(set_conn, sizeof(set_conn),
+                 "postgres.conninfo=%s options='-c logical_decoding_work_mem=64kB'", conninfo);
         /* A slot of its own, so the 200 000-row transaction's statistics
          * (it may spill too, and they may arrive late) do not count. */
         char *slot2 = h_unique_name("slot");
