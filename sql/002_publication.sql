@@ -21,3 +21,12 @@
 -- SPDX-License-Identifier: Apache-2.0
 
 CREATE PUBLICATION outbox_pub FOR TABLE public.outbox WITH (publish = 'insert');
+
+-- A partitioned outbox (partitions by time, old ones dropped instead of
+-- deleting rows): the publication must send the partitions' rows as the
+-- root table's, or they arrive under each partition's name and are not the
+-- outbox table to the relay (which refuses to start on such a publication).
+-- Partitions attached or created later are included by themselves:
+--
+--   CREATE PUBLICATION outbox_pub FOR TABLE public.outbox
+--       WITH (publish = 'insert', publish_via_partition_root = true);

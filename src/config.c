@@ -69,6 +69,7 @@ static const char *const log_levels[] = {"debug", "info", "warning", "error", NU
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const error_policies[] = {"dlq", "stop", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
+static const char *const outbox_sources[] = {"table", "messages", "both", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
 static const key_def_t keys[] = {
@@ -111,13 +112,20 @@ static const key_def_t keys[] = {
          .desc = "outbox column holding the event type"},
         {.name = "outbox.headers", .type = KT_COLUMNS, .def = "",
          .desc = "extra outbox columns sent as Kafka headers, comma-separated"},
+        {.name = "outbox.message.prefix", .type = KT_STRING, .def = "outbox",
+         .desc = "prefix of the pg_logical_emit_message() messages that are outbox events "
+                 "(outbox.source = messages or both)"},
+        {.name = "outbox.source", .type = KT_ENUM, .def = "table", .choices = outbox_sources,
+         .desc = "where events come from: table (inserts into outbox.table), messages "
+                 "(transactional logical decoding messages with outbox.message.prefix) or both"},
         {.name = "outbox.table", .type = KT_TABLE, .def = "public.outbox",
          .desc = "the outbox table, schema.table (a bare table name means public)"},
         {.name = "postgres.conninfo", .type = KT_CONNINFO, .def = "", .flags = KF_SECRET,
          .desc = "libpq connection string or URI; empty uses the PG* environment variables "
                  "and libpq defaults"},
         {.name = "publication.name", .type = KT_IDENT, .def = "outbox_pub",
-         .desc = "publication to stream; it must include outbox.table"},
+         .desc = "publication to stream; it must include outbox.table (outbox.source = "
+                 "messages: any publication, created empty when missing)"},
         {.name = "reconnect.backoff.max.ms", .type = KT_INT, .def = "30000", .min = 10,
          .max = MAX_MS, .unit = "milliseconds",
          .desc = "longest wait between reconnection attempts"},

@@ -5,7 +5,10 @@
  * parsed topic template, extra header columns) and owns the column
  * positions resolved from the outbox table's latest Relation message and
  * per-event scratch space (topic name, decoded bytea, header array) reused
- * from event to event so the hot path does not allocate once warm.
+ * from event to event so the hot path does not allocate once warm. For
+ * logical decoding messages (outbox.source = messages or both) it also
+ * owns the parsed body of the last message and the strings made from it,
+ * which the event borrows until the next mapping.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -14,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #define BYTEAOID 17
 
@@ -46,7 +51,21 @@ struct relay_outbox {
         char *bytes; /* scratch for decoded bytea */
         size_t bytes_cap;
         relay_header_t *headers; /* scratch: id, type, extras */
+
+        json_t *body;  /* the last message's parsed body */
+        char **strs;   /* strings made for the last message (numbers, JSON text) */
+        size_t nstrs, strs_cap;
+        relay_header_t *mheaders; /* scratch: RELAY_EVENT_MAX_HEADERS + 1 */
 };
+
+static void message_reset(relay_outbox_t *o)
+{
+        json_decref(o->body);
+        o->body = NULL;
+        for (size_t i = 0; i < o->nstrs; i++)
+                free(o->strs[i]);
+        o->nstrs = 0;
+}
 
 void relay_outbox_free(relay_outbox_t *o)
 {
@@ -57,6 +76,9 @@ void relay_outbox_free(relay_outbox_t *o)
         free(o->topic);
         free(o->bytes);
         free(o->headers);
+        message_reset(o);
+        free(o->strs);
+        free(o->mheaders);
         free(o);
 }
 
@@ -79,7 +101,8 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         o->extra = calloc(o->nextra + 1, sizeof(*o->extra));
         o->segcol = calloc(set->topic_template.nparts + 1, sizeof(*o->segcol));
         o->headers = calloc(2 + o->nextra, sizeof(relay_header_t));
-        if (!o->extra || !o->segcol || !o->headers)
+        o->mheaders = calloc(RELAY_EVENT_MAX_HEADERS + 1, sizeof(relay_header_t));
+        if (!o->extra || !o->segcol || !o->headers || !o->mheaders)
                 goto nomem;
         for (size_t i = 0; i < o->nextra; i++)
                 o->extra[i] = (named_col_t){set->outbox_headers[i], -1};
@@ -106,6 +129,8 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
 {
         const relay_topic_template_t *tpl = &o->set->topic_template;
 
+        if (o->set->outbox_source == RELAY_SOURCE_MESSAGES)
+                return 0;
         if (strcmp(relay_pgo_relation_name(rel), o->set->outbox_table.name) != 0 ||
             strcmp(relay_pgo_relation_namespace(rel), o->set->outbox_table.schema) != 0)
                 return 0;
@@ -372,4 +397,321 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         ev->headers = o->headers;
         ev->nheaders = nh;
         return first;
+}
+
+/* --- logical decoding messages ------------------------------------------ */
+
+bool relay_outbox_wants_message(const relay_outbox_t *o, const relay_pgo_message_t *m)
+{
+        return o->set->outbox_source != RELAY_SOURCE_TABLE && m->transactional &&
+               strcmp(m->prefix, o->set->outbox_message_prefix) == 0;
+}
+
+/* Keep s (malloc'd) until the next message; NULL when out of memory. */
+static char *keep(relay_outbox_t *o, char *s)
+{
+        if (!s)
+                return NULL;
+        if (o->nstrs == o->strs_cap) {
+                size_t n = o->strs_cap ? o->strs_cap * 2 : 16;
+                char **g = realloc(o->strs, n * sizeof(*g));
+                if (!g) {
+                        free(s);
+                        return NULL;
+                }
+                o->strs = g;
+                o->strs_cap = n;
+        }
+        o->strs[o->nstrs++] = s;
+        return s;
+}
+
+/*
+ * A JSON value as header or key text: a string as it is, null as NULL,
+ * anything else as its compact JSON text. Returns 0, RELAY_ENOMEM.
+ */
+static int value_text(relay_outbox_t *o, const json_t *v, const char **s, size_t *len)
+{
+        if (!v || json_is_null(v)) {
+                *s = NULL;
+                *len = 0;
+                return 0;
+        }
+        if (json_is_string(v)) {
+                *s = json_string_value(v);
+                *len = json_string_length(v);
+                return 0;
+        }
+        char *t = keep(o, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER));
+        if (!t)
+                return RELAY_ENOMEM;
+        *s = t;
+        *len = strlen(t);
+        return 0;
+}
+
+/* A scalar field the event needs (string or number); false when absent,
+ * null, empty or another type. */
+static int scalar_field(relay_outbox_t *o, const char *name, const char **s, size_t *len,
+                        bool *ok)
+{
+        const json_t *v = json_object_get(o->body, name);
+        *ok = false;
+        *s = NULL;
+        *len = 0;
+        if (!v || !(json_is_string(v) || json_is_number(v)))
+                return 0;
+        int rc = value_text(o, v, s, len);
+        if (rc)
+                return rc;
+        *ok = *len > 0;
+        return 0;
+}
+
+/* Skip one JSON value of valid JSON (jansson has checked it); returns the
+ * position after it. */
+static size_t skip_value(const char *b, size_t n, size_t i)
+{
+        int depth = 0;
+        bool in_str = false;
+        for (; i < n; i++) {
+                char c = b[i];
+                if (in_str) {
+                        if (c == '\\')
+                                i++;
+                        else if (c == '"') {
+                                in_str = false;
+                                if (depth == 0)
+                                        return i + 1;
+                        }
+                } else if (c == '"') {
+                        in_str = true;
+                } else if (c == '{' || c == '[') {
+                        depth++;
+                } else if (c == '}' || c == ']') {
+                        if (depth == 0)
+                                return i; /* end of an enclosing container */
+                        if (--depth == 0)
+                                return i + 1;
+                } else if (depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' ||
+                                          c == '\r')) {
+                        return i;
+                }
+        }
+        return n;
+}
+
+static size_t skip_ws(const char *b, size_t n, size_t i)
+{
+        while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+                i++;
+        return i;
+}
+
+/*
+ * The bytes of the top-level member name's value in a JSON object, as the
+ * application wrote them (so a payload built by jsonb arrives exactly as
+ * the table path sends a jsonb column). False when not found this way (a
+ * key written with escapes): the caller serialises the parsed value.
+ */
+static bool member_span(const char *b, size_t n, const char *name, const char **start,
+                        size_t *len)
+{
+        size_t i = skip_ws(b, n, 0), nl = strlen(name);
+        if (i >= n || b[i] != '{')
+                return false;
+        i++;
+        for (;;) {
+                i = skip_ws(b, n, i);
+                if (i >= n || b[i] != '"')
+                        return false;
+                size_t k = i + 1, e = skip_value(b, n, i);
+                if (e < 2 || e > n)
+                        return false;
+                bool match = e - 1 - k == nl && memcmp(b + k, name, nl) == 0;
+                i = skip_ws(b, n, e);
+                if (i >= n || b[i] != ':')
+                        return false;
+                i = skip_ws(b, n, i + 1);
+                size_t vend = skip_value(b, n, i);
+                if (match) {
+                        *start = b + i;
+                        *len = vend - i;
+                        return vend > i;
+                }
+                i = skip_ws(b, n, vend);
+                if (i >= n || b[i] != ',')
+                        return false;
+                i++;
+        }
+}
+
+int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, int64_t commit_ts,
+                             relay_event_t *ev, char *err, size_t errlen)
+{
+        char msg[RELAY_ERRBUF];
+        const char *pfx = o->set->outbox_message_prefix;
+        json_error_t je;
+        bool ok;
+        int rc, first = 0;
+
+        memset(ev, 0, sizeof(*ev));
+        ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
+        message_reset(o);
+
+        o->body = json_loadb(m->content, m->content_len, JSON_REJECT_DUPLICATES, &je);
+        if (!o->body || !json_is_object(o->body)) {
+                /* The whole content is the dead-letter copy's value. */
+                ev->value = m->content;
+                ev->value_len = m->content_len;
+                if (o->body)
+                        relay_err_set(err, errlen,
+                                      "outbox message (prefix \"%s\") is JSON but not an object; "
+                                      "the body must be {\"id\": ..., \"aggregatetype\": ..., "
+                                      "\"aggregateid\": ..., \"type\": ..., \"payload\": ...}",
+                                      pfx);
+                else
+                        relay_err_set(err, errlen,
+                                      "outbox message (prefix \"%s\") is not valid JSON: %s at "
+                                      "byte %d; the body must be a JSON object with id, "
+                                      "aggregatetype, aggregateid, type and payload (see "
+                                      "sql/005_outbox_emit.sql)",
+                                      pfx, je.text, je.position);
+                json_decref(o->body);
+                o->body = NULL;
+                return RELAY_EMAP;
+        }
+
+        static const char *const required[] = {"id", "aggregateid", "type"};
+        const char **dst[] = {&ev->id, &ev->key, NULL};
+        size_t *dstlen[] = {&ev->id_len, &ev->key_len, NULL};
+        const char *type = NULL;
+        size_t type_len = 0;
+        dst[2] = &type;
+        dstlen[2] = &type_len;
+        for (int i = 0; i < 3; i++) {
+                if ((rc = scalar_field(o, required[i], dst[i], dstlen[i], &ok)))
+                        goto nomem;
+                if (!ok) {
+                        *dst[i] = NULL;
+                        *dstlen[i] = 0;
+                        relay_err_set(msg, sizeof(msg),
+                                      "outbox message (prefix \"%s\") has no \"%s\": the body "
+                                      "needs a non-empty string for %s",
+                                      pfx, required[i], required[i]);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                }
+        }
+
+        /* The value: the payload as written. */
+        const json_t *pv = json_object_get(o->body, "payload");
+        if (pv && json_is_string(pv)) {
+                ev->value = json_string_value(pv);
+                ev->value_len = json_string_length(pv);
+        } else if (pv && !json_is_null(pv)) {
+                if (!member_span(m->content, m->content_len, "payload", &ev->value, &ev->value_len) &&
+                    (rc = value_text(o, pv, &ev->value, &ev->value_len)))
+                        goto nomem;
+        }
+
+        /* Topic: literal segments and top-level fields. */
+        size_t tlen = 0;
+        bool topic_ok = true;
+        const relay_topic_template_t *tpl = &o->set->topic_template;
+        for (size_t i = 0; i < tpl->nparts; i++) {
+                const relay_topic_part_t *sg = &tpl->parts[i];
+                const char *s = sg->text;
+                size_t n = sg->len;
+                if (sg->is_column) {
+                        if ((rc = scalar_field(o, sg->text, &s, &n, &ok)))
+                                goto nomem;
+                        if (!ok) {
+                                relay_err_set(msg, sizeof(msg),
+                                              "outbox message (prefix \"%s\") has no string "
+                                              "\"%s\", which topic.template uses",
+                                              pfx, sg->text);
+                                first_error(&first, RELAY_EMAP, err, errlen, msg);
+                                topic_ok = false;
+                                break;
+                        }
+                }
+                if (grow_buf(&o->topic, &o->topic_cap, tlen + n + 1)) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                memcpy(o->topic + tlen, s, n);
+                tlen += n;
+        }
+        if (topic_ok) {
+                if (grow_buf(&o->topic, &o->topic_cap, tlen + 1)) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                o->topic[tlen] = '\0';
+                if (relay_names_is_topic(o->topic, tlen)) {
+                        ev->topic = o->topic;
+                } else {
+                        relay_err_set(msg, sizeof(msg),
+                                      "invalid Kafka topic name \"%.*s\" from topic.template: "
+                                      "topic names are 1 to %d characters of a-z, A-Z, 0-9, "
+                                      "'.', '_' and '-'",
+                                      (int)(tlen > 300 ? 300 : tlen), o->topic, RELAY_TOPIC_MAX);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                }
+        }
+
+        /* Headers: id, type, the outbox.headers fields, then "headers". */
+        size_t nh = 0, want = 0;
+        if (ev->id) {
+                o->mheaders[nh++] = (relay_header_t){"id", ev->id, ev->id_len};
+                want++;
+        }
+        if (type) {
+                o->mheaders[nh++] = (relay_header_t){"type", type, type_len};
+                want++;
+        }
+        for (size_t i = 0; i < o->nextra; i++) {
+                want++;
+                if (nh >= RELAY_EVENT_MAX_HEADERS)
+                        continue;
+                const char *hv;
+                size_t hl;
+                if ((rc = value_text(o, json_object_get(o->body, o->extra[i].name), &hv, &hl)))
+                        goto nomem;
+                o->mheaders[nh++] = (relay_header_t){o->extra[i].name, hv, hl};
+        }
+        json_t *hdrs = json_object_get(o->body, "headers");
+        if (hdrs && !json_is_null(hdrs) && !json_is_object(hdrs)) {
+                relay_err_set(msg, sizeof(msg),
+                              "outbox message (prefix \"%s\") has \"headers\" that is not an "
+                              "object; write {\"name\": \"value\", ...}",
+                              pfx);
+                first_error(&first, RELAY_EMAP, err, errlen, msg);
+        } else if (hdrs && json_is_object(hdrs)) {
+                const char *name;
+                json_t *v;
+                json_object_foreach(hdrs, name, v) {
+                        want++;
+                        if (nh >= RELAY_EVENT_MAX_HEADERS)
+                                continue;
+                        const char *hv;
+                        size_t hl;
+                        if ((rc = value_text(o, v, &hv, &hl)))
+                                goto nomem;
+                        o->mheaders[nh++] = (relay_header_t){name, hv, hl};
+                }
+        }
+        if (want > RELAY_EVENT_MAX_HEADERS) {
+                relay_err_set(msg, sizeof(msg),
+                              "outbox message would carry %zu headers (id, type, outbox.headers "
+                              "and its \"headers\"), more than the %d an event may have",
+                              want, RELAY_EVENT_MAX_HEADERS);
+                first_error(&first, RELAY_EMAP, err, errlen, msg);
+        }
+        ev->headers = o->mheaders;
+        ev->nheaders = nh;
+        return first;
+nomem:
+        relay_err_set(err, errlen, "out of memory");
+        return RELAY_ENOMEM;
 }

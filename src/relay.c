@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -154,9 +155,17 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                   "request in flight librdkafka can report an event delivered "
                                   "that Kafka never stored; the relay resends such events, but "
                                   "an aggregate's events may be reordered");
-        relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", table \"%s.%s\"",
-                       slot, set->publication_name, set->outbox_table.schema,
-                       set->outbox_table.name);
+        char source[400];
+        int sn = 0;
+        if (set->outbox_source != RELAY_SOURCE_MESSAGES)
+                sn = snprintf(source, sizeof(source), "table \"%s.%s\"%s", set->outbox_table.schema,
+                              set->outbox_table.name,
+                              set->outbox_source == RELAY_SOURCE_BOTH ? " and " : "");
+        if (set->outbox_source != RELAY_SOURCE_TABLE && sn >= 0 && (size_t)sn < sizeof(source))
+                snprintf(source + sn, sizeof(source) - (size_t)sn, "messages with prefix \"%s\"",
+                         set->outbox_message_prefix);
+        relay_log_info("starting outbox-relay: slot \"%s\", publication \"%s\", %s", slot,
+                       set->publication_name, source);
         while (!stop_requested && !drained) {
                 relay_session_t *s;
                 err[0] = '\0';

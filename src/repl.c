@@ -30,6 +30,7 @@ struct relay_repl {
         const char *publication;
         const char *nspname;
         const char *relname;
+        relay_outbox_source_t source;
         int server_version;
         int proto_version;
         int64_t wal_sender_timeout_ms;
@@ -132,30 +133,62 @@ static int64_t parse_pg_duration_ms(const char *s)
         return 60000;
 }
 
+#define RELAY_SESSION_OPTIONS                                                                      \
+        "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC "      \
+        "-c bytea_output=hex"
+
+/*
+ * The server options to connect with: the user's own (the conninfo's
+ * "options", else PGOPTIONS), then the relay's, which come last and so win
+ * for the settings the relay depends on. Passing only the relay's would
+ * silently drop the user's (e.g. -c logical_decoding_work_mem=...). Caller
+ * frees; NULL when out of memory.
+ */
+static char *session_options(const char *conninfo)
+{
+        const char *user = NULL;
+        PQconninfoOption *parsed = NULL;
+        char *out;
+
+        if (conninfo && *conninfo && (parsed = PQconninfoParse(conninfo, NULL))) {
+                for (PQconninfoOption *o = parsed; o->keyword; o++)
+                        if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
+                                user = o->val;
+        }
+        if (!user)
+                user = getenv("PGOPTIONS");
+        size_t n = (user ? strlen(user) + 1 : 0) + sizeof(RELAY_SESSION_OPTIONS);
+        if ((out = malloc(n)))
+                snprintf(out, n, "%s%s%s", user ? user : "", user ? " " : "", RELAY_SESSION_OPTIONS);
+        PQconninfoFree(parsed);
+        return out;
+}
+
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
          * the entries after it override: replication mode, and the session
          * settings PostgreSQL's own subscriber uses so values arrive in one
-         * predictable text format. */
+         * predictable text format (after the user's own options). */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
                               "application_name", NULL};
+        char *options = session_options(set->postgres_conninfo);
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
-                              "database", "UTF8",
-                              "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 "
-                              "-c TimeZone=UTC -c bytea_output=hex",
-                              "outbox-relay", NULL};
+                              "database", "UTF8", options, "outbox-relay", NULL};
         relay_repl_t *r = calloc(1, sizeof(*r));
         int rc = RELAY_ENOMEM;
-        if (!r)
+        if (!r || !options)
                 goto fail;
         r->slot = set->slot_name;
         r->publication = set->publication_name;
         r->nspname = set->outbox_table.schema;
         r->relname = set->outbox_table.name;
+        r->source = set->outbox_source;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
+        free(options);
+        options = NULL;
         if (!r->conn)
                 goto fail;
         if (PQstatus(r->conn) != CONNECTION_OK) {
@@ -229,6 +262,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         *out = r;
         return 0;
 fail:
+        free(options);
         if (rc == RELAY_ENOMEM)
                 relay_err_set(err, errlen, "out of memory");
         relay_repl_free(r);
@@ -262,18 +296,75 @@ static int query(relay_repl_t *r, const char *sql, PGresult **res, char *err, si
         return failed_query_code(r);
 }
 
+/*
+ * outbox.source = messages: no table. pgoutput still needs a publication
+ * (it refuses to start without one), so an empty one is created when
+ * missing (if may_create); one that exists is used as it is (tables it
+ * publishes cost decoding but are ignored).
+ */
+static int message_publication(relay_repl_t *r, bool may_create, bool *created, char *err,
+                               size_t errlen)
+{
+        char sql[512];
+        PGresult *res;
+        int rc;
+        char *pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
+        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+
+        if (!pub || !qpub) {
+                rc = RELAY_ENOMEM;
+                relay_err_set(err, errlen, "out of memory");
+                goto out;
+        }
+        snprintf(sql, sizeof(sql), "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %s", pub);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                goto out;
+        bool exists = PQntuples(res) > 0;
+        PQclear(res);
+        if (exists)
+                goto out;
+        if (!may_create) {
+                relay_err_set(err, errlen,
+                              "publication \"%s\" does not exist; CREATE PUBLICATION %s, or start "
+                              "the relay once to create it",
+                              r->publication, r->publication);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
+        snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s WITH (publish = 'insert')", qpub);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+                *created = true;
+        } else if (!sqlstate_is(res, "42710") && !sqlstate_is(res, "23505")) {
+                char what[256];
+                snprintf(what, sizeof(what),
+                         "could not create publication \"%.64s\" (create it with CREATE "
+                         "PUBLICATION %.64s, or grant CREATE on the database)",
+                         r->publication, r->publication);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        }
+        PQclear(res);
+out:
+        PQfreemem(pub);
+        PQfreemem(qpub);
+        return rc;
+}
+
 /* The publication checks; creates it when missing only if may_create. */
 static int publication(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
 {
         char sql[2048];
         PGresult *res;
         int rc;
-        char *nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
-        char *rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
-        char *pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
-        char *qpub = NULL;
+        char *nsp, *rel, *pub, *qpub = NULL;
 
         *created = false;
+        if (r->source == RELAY_SOURCE_MESSAGES)
+                return message_publication(r, may_create, created, err, errlen);
+        nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
+        rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
+        pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
         if (!nsp || !rel || !pub) {
                 rc = RELAY_ENOMEM;
                 relay_err_set(err, errlen, "out of memory");
@@ -294,9 +385,24 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 rc = RELAY_ESETUP;
                 goto out;
         }
+        /* A partitioned outbox ('p') works only when the publication sends
+         * its partitions' rows as the root's (publish_via_partition_root):
+         * otherwise they arrive under each partition's name, which is not
+         * outbox.table, and would be ignored. */
+        char relkind = PQgetvalue(res, 0, 0)[0];
         PQclear(res);
+        if (relkind != 'r' && relkind != 'p') {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
+                              "outbox.table to a table or a partitioned table",
+                              r->nspname, r->relname, relkind);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
+        bool partitioned = relkind == 'p';
 
-        snprintf(sql, sizeof(sql), "SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = %s",
+        snprintf(sql, sizeof(sql),
+                 "SELECT pubinsert, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = %s",
                  pub);
         if ((rc = query(r, sql, &res, err, errlen)))
                 goto out;
@@ -321,8 +427,9 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                         relay_err_set(err, errlen, "out of memory");
                         goto out;
                 }
-                snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert')",
-                         qpub, qn, qr);
+                snprintf(sql, sizeof(sql),
+                         "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert'%s)", qpub,
+                         qn, qr, partitioned ? ", publish_via_partition_root = true" : "");
                 PQfreemem(qn);
                 PQfreemem(qr);
                 res = PQexec(r->conn, sql);
@@ -354,7 +461,18 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 goto out;
         }
         bool pubinsert = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        bool pubviaroot = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
         PQclear(res);
+        if (partitioned && !pubviaroot) {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
+                              "sends its rows under each partition's name, which the relay would "
+                              "not recognise; ALTER PUBLICATION %s SET (publish_via_partition_root "
+                              "= true) before events are written (see sql/002_publication.sql)",
+                              r->nspname, r->relname, r->publication, r->publication);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
         if (!pubinsert) {
                 relay_err_set(err, errlen,
                               "publication \"%s\" does not publish inserts; ALTER PUBLICATION %s "
@@ -551,11 +669,15 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
         }
         /* The server starts at max(start, confirmed_flush_lsn) and skips
          * transactions that committed before it. Streaming stays off so
-         * transactions arrive whole, in commit order. */
+         * transactions arrive whole, in commit order. Logical decoding
+         * messages (pgoutput sends them from 14 on) only when they are a
+         * source of events: otherwise every extension's messages would
+         * cross the wire for nothing. */
         snprintf(sql, sizeof(sql),
                  "START_REPLICATION SLOT %s LOGICAL " RELAY_LSN_FMT
-                 " (proto_version '%d', publication_names %s)",
-                 qslot, RELAY_LSN_ARGS(start), r->proto_version, lpub);
+                 " (proto_version '%d', publication_names %s%s)",
+                 qslot, RELAY_LSN_ARGS(start), r->proto_version, lpub,
+                 r->source == RELAY_SOURCE_TABLE ? "" : ", messages 'true'");
         PQfreemem(qslot);
         PQfreemem(qpub);
         PQfreemem(lpub);

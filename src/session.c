@@ -207,6 +207,7 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
 static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
 {
         relay_pgo_msg_t m;
+        relay_event_t ev;
         progress_t *pg = &s->prog;
         int rc;
 
@@ -261,13 +262,29 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
-                return relay_settle_event(s, &m.insert, w->wal_start, err, errlen);
+                rc = relay_outbox_map(s->outbox, &m.insert, s->commit_ts, &ev, err, errlen);
+                return relay_settle_event(s, ev, rc, "outbox row", w->wal_start, err, errlen);
+        case RELAY_PGO_MESSAGE:
+                /* outbox.source = messages or both: a transactional message
+                 * with our prefix is an event, like an Insert; any other
+                 * message is not ours. */
+                if (!relay_outbox_wants_message(s->outbox, &m.message))
+                        return 0;
+                if (!relay_acktrack_in_txn(s->ack)) {
+                        relay_err_set(err, errlen,
+                                      "transactional message at " RELAY_LSN_FMT
+                                      " outside a transaction",
+                                      RELAY_LSN_ARGS(w->wal_start));
+                        return RELAY_EPROTO;
+                }
+                rc = relay_outbox_map_message(s->outbox, &m.message, s->commit_ts, &ev, err,
+                                              errlen);
+                return relay_settle_event(s, ev, rc, "outbox message", w->wal_start, err, errlen);
         case RELAY_PGO_UPDATE:
         case RELAY_PGO_DELETE:
         case RELAY_PGO_TRUNCATE:
         case RELAY_PGO_TYPE:
         case RELAY_PGO_ORIGIN:
-        case RELAY_PGO_MESSAGE:
                 return 0;
         }
         /* The decoder refuses every other kind at its type byte. */

@@ -95,9 +95,11 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen);
 /* Send a standby status update when one is due, asked for, or worth it. */
 int relay_session_status(relay_session_t *s, bool force, char *err, size_t errlen);
 
-/* settle.c: one outbox row of the open transaction: skip it, settle it in
- * place (resend alone, dead-letter, or stop: RELAY_EMAP), or produce it. */
-int relay_settle_event(relay_session_t *s, const relay_pgo_insert_t *m, relay_lsn_t lsn, char *err,
-                       size_t errlen);
+/* settle.c: one event of the open transaction, mapped from an outbox row
+ * or message ("what", for messages) with the mapping's result rc: skip it,
+ * settle it in place (resend alone, dead-letter, or stop: RELAY_EMAP), or
+ * produce it. */
+int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char *what,
+                       relay_lsn_t lsn, char *err, size_t errlen);
 
 #endif

@@ -153,6 +153,7 @@ void relay_settings_free(relay_settings_t *s)
         free(s->kafka_bootstrap_servers);
         free(s->slot_name);
         free(s->publication_name);
+        free(s->outbox_message_prefix);
         relay_names_table_free(&s->outbox_table);
         free(s->outbox_column.id);
         free(s->outbox_column.aggregate_type);
@@ -173,6 +174,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         static const char *const levels[] = {"debug", "info", "warning", "error", NULL};
         static const char *const formats[] = {"text", "json", NULL};
         static const char *const policies[] = {"dlq", "stop", NULL};
+        static const char *const sources[] = {"table", "messages", "both", NULL};
         reader_t r = {cfg, 0, err, errlen};
         relay_settings_t *s = calloc(1, sizeof(*s));
 
@@ -186,6 +188,14 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->slot_recreate = boolean(&r, "slot.recreate");
         s->publication_name = str(&r, "publication.name");
 
+        s->outbox_source = (relay_outbox_source_t)choice(&r, "outbox.source", sources,
+                                                         "must be table, messages or both");
+        s->outbox_message_prefix = str(&r, "outbox.message.prefix");
+        if (r.rc == 0 && s->outbox_message_prefix && s->outbox_message_prefix[0] == '\0')
+                fail(&r, RELAY_EINVAL, "outbox.message.prefix", "",
+                     "the prefix must not be empty: every message of every extension would "
+                     "match; use the prefix your application passes to "
+                     "pg_logical_emit_message(), e.g. outbox");
         table(&r, "outbox.table", &s->outbox_table);
         s->outbox_column.id = str(&r, "outbox.column.id");
         s->outbox_column.aggregate_type = str(&r, "outbox.column.aggregate_type");

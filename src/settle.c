@@ -295,15 +295,14 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
         }
 }
 
-/* One outbox row: skip it, settle it in place as poison, or produce it. */
-int relay_settle_event(relay_session_t *s, const relay_pgo_insert_t *m, relay_lsn_t lsn, char *err,
-                       size_t errlen)
+/* One event mapped from an outbox row or message ("what"), rc the mapping's
+ * result: skip it, settle it in place as poison, or produce it. */
+int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char *what,
+                       relay_lsn_t lsn, char *err, size_t errlen)
 {
         relay_policy_t *pol = s->proc->pol;
-        relay_event_t ev;
         char why[RELAY_ERRBUF];
         const char *cause = NULL;
-        int rc = relay_outbox_map(s->outbox, m, s->commit_ts, &ev, err, errlen);
 
         if (rc && rc != RELAY_EMAP)
                 return rc;
@@ -320,9 +319,10 @@ int relay_settle_event(relay_session_t *s, const relay_pgo_insert_t *m, relay_ls
                 relay_err_set(detail, sizeof(detail), "%s", err);
                 if (relay_policy_stops(pol)) {
                         relay_err_set(err, errlen,
-                                      "could not turn outbox row (id \"%.*s\") at " RELAY_LSN_FMT
+                                      "could not turn %s (id \"%.*s\") at " RELAY_LSN_FMT
                                       " into an event: %s",
-                                      RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn), detail);
+                                      what, RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn),
+                                      detail);
                         return RELAY_EMAP;
                 }
                 return dead_letter(s, &ev, lsn, detail, 0, err, errlen);

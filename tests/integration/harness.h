@@ -1,6 +1,7 @@
 /*
  * harness.h - helpers shared by the integration tests: the environment that
- * tests/env/up started (PostgreSQL 15 and Kafka on loopback), SQL, Kafka
+ * tests/env/up started (PostgreSQL 15, or the version it was asked for, and
+ * Kafka on loopback; tests/env/pg can point them at another version), SQL, Kafka
  * topics and consumption, and the outbox-relay process under test.
  *
  * Every helper that cannot do its job bails out of the test (TAP "Bail out!")

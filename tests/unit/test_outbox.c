@@ -9,6 +9,7 @@
  * a configuration through relay_settings_load(), as in the daemon.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "relay/config.h"
 #include "relay/outbox.h"
@@ -296,10 +297,160 @@ static void test_header_cap(void)
         relay_pgoutput_free(d);
 }
 
+/* A configuration for outbox.source = messages (prefix "outbox"). */
+static relay_outbox_t *msg_mapping(relay_settings_t **set, const char *source, const char *headers)
+{
+        relay_config_t *c = NULL;
+        relay_outbox_t *o = NULL;
+        char err[RELAY_ERRBUF];
+
+        if (relay_config_new(&c) != 0 ||
+            relay_config_set(c, "outbox.source", source, "test", err, sizeof(err)) != 0 ||
+            relay_config_set(c, "outbox.headers", headers, "test", err, sizeof(err)) != 0 ||
+            relay_settings_load(set, c, err, sizeof(err)) != 0 ||
+            relay_outbox_new(&o, *set, err, sizeof(err)) != 0)
+                tap_bail("message settings: %s", err);
+        relay_config_free(c);
+        return o;
+}
+
+static relay_pgo_message_t message(bool transactional, const char *prefix, const char *body)
+{
+        return (relay_pgo_message_t){.transactional = transactional, .prefix = prefix,
+                                     .content = body, .content_len = (uint32_t)strlen(body)};
+}
+
+static const char *header(const relay_event_t *ev, const char *name, size_t *len)
+{
+        for (size_t i = 0; i < ev->nheaders; i++)
+                if (strcmp(ev->headers[i].name, name) == 0) {
+                        *len = ev->headers[i].len;
+                        return ev->headers[i].value;
+                }
+        return NULL;
+}
+
+static void test_messages(void)
+{
+        relay_settings_t *set;
+        relay_outbox_t *o = msg_mapping(&set, "messages", "tenant,missing");
+        relay_pgo_message_t m;
+        relay_event_t ev;
+        char err[RELAY_ERRBUF];
+        size_t hl;
+        const char *hv;
+
+        m = message(true, "outbox", "x");
+        ok(relay_outbox_wants_message(o, &m), "a transactional message with the prefix is an event");
+        m = message(false, "outbox", "x");
+        ok(!relay_outbox_wants_message(o, &m), "a non-transactional message is not");
+        m = message(true, "outboxes", "x");
+        ok(!relay_outbox_wants_message(o, &m), "another prefix (even one starting with it) is not");
+
+        /* jsonb's text form, as outbox_emit() writes it. */
+        m = message(true, "outbox",
+                    "{\"id\": \"e-1\", \"type\": \"OrderPlaced\", \"tenant\": 7, \"headers\": "
+                    "{\"trace\": \"abc\", \"n\": 2, \"z\": null}, \"payload\": {\"total\": 9.50, "
+                    "\"items\": [1, {\"q\": \"}\"}]}, \"aggregateid\": \"42\", \"aggregatetype\": "
+                    "\"order\"}");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), 0, "a good body maps");
+        is_str(ev.topic, "outbox.event.order", "topic from the template and aggregatetype");
+        ok(ev.key_len == 2 && memcmp(ev.key, "42", 2) == 0, "key is aggregateid");
+        ok(ev.id_len == 3 && memcmp(ev.id, "e-1", 3) == 0, "id");
+        static const char payload[] = "{\"total\": 9.50, \"items\": [1, {\"q\": \"}\"}]}";
+        ok(ev.value_len == strlen(payload) && memcmp(ev.value, payload, ev.value_len) == 0,
+           "value is the payload's bytes as written (9.50 not reformatted)");
+        is_int((long)ev.timestamp_ms, 946684800000L, "timestamp is the commit time");
+        hv = header(&ev, "type", &hl);
+        ok(hv && hl == 11 && memcmp(hv, "OrderPlaced", 11) == 0, "type header");
+        hv = header(&ev, "tenant", &hl);
+        ok(hv && hl == 1 && *hv == '7', "outbox.headers field (a number as its JSON text)");
+        hv = header(&ev, "missing", &hl);
+        ok(!hv && hl == 0 && ev.nheaders == 7, "an absent outbox.headers field is a NULL header");
+        hv = header(&ev, "trace", &hl);
+        ok(hv && hl == 3 && memcmp(hv, "abc", 3) == 0, "the body's headers, strings as they are");
+        hv = header(&ev, "n", &hl);
+        ok(hv && hl == 1 && *hv == '2', "other header values as JSON");
+        hv = header(&ev, "z", &hl);
+        ok(!hv, "a null header value stays NULL");
+
+        m = message(true, "outbox",
+                     "{\"id\": \"e-2\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                     "\"type\": \"T\", \"payload\": \"plain \\\"text\\\"\"}");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), 0, "a string payload maps");
+        ok(ev.value_len == 12 && memcmp(ev.value, "plain \"text\"", 12) == 0,
+           "a JSON string payload is sent as its text");
+        m = message(true, "outbox",
+                    "{\"id\": \"e-3\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                    "\"type\": \"T\"}");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), 0, "no payload maps");
+        ok(ev.value == NULL, "no payload: a NULL value");
+
+        m = message(true, "outbox", "{\"id\": \"e-4\", \"aggregatetype\": \"order\"");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "truncated JSON is refused");
+        ok(strstr(err, "not valid JSON") && strstr(err, "\"outbox\""), "and named: %s", err);
+        ok(ev.value_len == m.content_len && ev.value == m.content && !ev.topic && !ev.id,
+           "the whole body is the dead-letter value");
+        m = message(true, "outbox", "[1]");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "a JSON array is refused");
+        ok(strstr(err, "not an object") != NULL, "and named: %s", err);
+        m = message(true, "outbox",
+                    "{\"id\": \"e-5\", \"aggregateid\": \"42\", \"type\": \"T\", \"payload\": 1}");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "no aggregatetype for the topic is refused");
+        ok(strstr(err, "\"aggregatetype\", which topic.template uses") && ev.id && ev.key,
+           "and named, with id and key kept: %s", err);
+        m = message(true, "outbox",
+                    "{\"id\": \"e-6\", \"aggregatetype\": \"order\", \"aggregateid\": {}, "
+                    "\"type\": \"T\"}");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "an object as aggregateid is refused");
+        ok(strstr(err, "has no \"aggregateid\"") != NULL, "and named: %s", err);
+        m = message(true, "outbox",
+                    "{\"id\": \"e-7\", \"id\": \"e-8\", \"aggregatetype\": \"order\", "
+                    "\"aggregateid\": \"1\", \"type\": \"T\"}");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "a duplicate key is refused");
+        m = message(true, "outbox",
+                    "{\"id\": \"e-9\", \"aggregatetype\": \"order\", \"aggregateid\": \"1\", "
+                    "\"type\": \"T\", \"headers\": [\"x\"]}");
+        is_int(relay_outbox_map_message(o, &m, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "headers that are not an object are refused");
+        ok(strstr(err, "\"headers\" that is not an object") != NULL, "and named: %s", err);
+        relay_outbox_free(o);
+        relay_settings_free(set);
+
+        /* messages only: the outbox table is not an outbox any more. */
+        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_pgo_msg_t pm;
+        buf_t b;
+        o = msg_mapping(&set, "messages", "");
+        relation(&b, 7, "public", "outbox", 6, cols, types_json);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &pm, err, sizeof(err)), 0, "decode outbox relation");
+        is_int(relay_outbox_bind(o, pm.relation.relation), 0,
+               "outbox.source = messages: the outbox table is not bound");
+        relay_outbox_free(o);
+        relay_settings_free(set);
+        o = msg_mapping(&set, "table", "");
+        m = message(true, "outbox", "{}");
+        ok(!relay_outbox_wants_message(o, &m), "outbox.source = table: no message is an event");
+        relay_outbox_free(o);
+        relay_settings_free(set);
+        o = msg_mapping(&set, "both", "");
+        is_int(relay_outbox_bind(o, pm.relation.relation), 1, "outbox.source = both: the table is bound");
+        ok(relay_outbox_wants_message(o, &m), "and messages are events");
+        relay_outbox_free(o);
+        relay_settings_free(set);
+        relay_pgoutput_free(d);
+}
+
 int main(void)
 {
         test_defaults();
         test_bytea_and_template();
         test_header_cap();
+        test_messages();
         return done_testing();
 }
