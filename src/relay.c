@@ -32,6 +32,9 @@
 #include <unistd.h>
 
 #include "relay/acktrack.h"
+#include "relay/http.h"
+#include "relay/metrics.h"
+#include "relay/slotmon.h"
 #include "relay/log.h"
 #include "relay/limits.h"
 #include "relay/lsn.h"
@@ -80,6 +83,9 @@ typedef struct {
         relay_limits_t *lim;
         int64_t max_batch; /* batch.size for new producers (0: librdkafka's) */
         uint64_t implicit_acks;
+        relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
+        relay_slotmon_t *slotmon;
+        bool slotmon_warned;
 } process_t;
 
 /* Where the stream stands: what was received, what was confirmed, when. */
@@ -151,6 +157,10 @@ static void session_fail(session_t *s, const char *fmt, ...)
 static void on_delivery(void *ctx, void *opaque, const relay_delivery_t *d)
 {
         session_t *s = ctx;
+        if (d->err) /* metrics */
+                relay_metrics_delivery_error(s->proc->metrics, d->cls);
+        else
+                relay_metrics_acked(s->proc->metrics, d->topic, d->bytes);
         if (opaque == OPAQUE_INPLACE) {
                 s->inplace.pending = false;
                 s->inplace.err = d->err;
@@ -226,6 +236,56 @@ static int session_kafka_check(session_t *s, char *err, size_t errlen)
         return rc;
 }
 
+/*
+ * Metrics (metrics.h): every turn tells the metrics the loop is alive and
+ * what is confirmable; at most every RELAY_METRICS_PUBLISH_MS the gauges are
+ * sampled and published for the HTTP thread, the slot monitor is stepped
+ * (never blocking) and the catch-up report is logged when due.
+ */
+static void session_metrics(session_t *s, relay_lsn_t confirmable, int64_t now)
+{
+        process_t *pr = s->proc;
+        relay_kafka_stats_t ks;
+        relay_slot_info_t si;
+        relay_catchup_t cu;
+        char err[RELAY_ERRBUF];
+
+        if (!relay_metrics_turn(pr->metrics, now, confirmable))
+                return;
+        if (relay_producer_stats(s->prod, &ks))
+                relay_metrics_kafka(pr->metrics, &ks);
+        int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
+        if (rc == 1)
+                relay_metrics_slot(pr->metrics, &si);
+        else if (rc < 0 && !pr->slotmon_warned) {
+                relay_log_warning("%s; slot metrics are missing until it works, retrying", err);
+                pr->slotmon_warned = true;
+        }
+        relay_metrics_sample_t sm = {
+                .received = s->prog.received,
+                .confirmed = s->prog.sent_flush,
+                .keepalive_end = s->prog.keepalive_end,
+                .inflight_events = relay_acktrack_pending(s->ack),
+                .held_back = s->inplace.pending,
+        };
+        relay_metrics_publish(pr->metrics, &sm);
+        if (relay_metrics_catchup(pr->metrics, now, &cu)) {
+                char eta[64];
+                if (cu.eta_s >= 0)
+                        snprintf(eta, sizeof(eta), "%.0f s", cu.eta_s);
+                else
+                        snprintf(eta, sizeof(eta), "unknown (the lag is not shrinking)");
+                if (cu.done)
+                        relay_log_info("caught up: %.0f events/s, %lld bytes behind the server",
+                                       cu.events_per_s, (long long)cu.lag_bytes);
+                else
+                        relay_log_info("catching up: %.0f events/s, %.1f MB/s of WAL, %.1f MB "
+                                       "behind the server, done in about %s",
+                                       cu.events_per_s, cu.wal_bytes_per_s / 1e6,
+                                       (double)cu.lag_bytes / 1e6, eta);
+        }
+}
+
 /* Send a standby status update when one is due, asked for, or worth it. */
 static int session_status(session_t *s, bool force, char *err, size_t errlen)
 {
@@ -236,6 +296,7 @@ static int session_status(session_t *s, bool force, char *err, size_t errlen)
                 confirmed = relay_acktrack_confirmable(s->ack);
         }
         int64_t now = now_ms();
+        session_metrics(s, confirmed, now);
         int64_t since = now - pg->last_status_ms;
         if (!force && !pg->reply_pending && since < pg->status_interval_ms &&
             !(confirmed > pg->sent_flush && since >= CONFIRM_MIN_GAP_MS))
@@ -268,6 +329,8 @@ static int session_send(session_t *s, const relay_event_t *ev, void *opaque, cha
 {
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, opaque, err, errlen);
+                if (rc == 0) /* metrics */
+                        relay_metrics_produced(s->proc->metrics);
                 /* A dead producer refuses everything: say why it died. */
                 if (rc == RELAY_EKAFKA && session_kafka_check(s, err, errlen))
                         return RELAY_EKAFKA;
@@ -465,6 +528,7 @@ static int session_dead_letter(session_t *s, const relay_event_t *ev, relay_lsn_
                 rc = session_send_in_place(s, &dlq, &cls, why, sizeof(why), err, errlen);
                 if (rc == 0) {
                         s->dead_lettered++;
+                        relay_metrics_dead_lettered(s->proc->metrics);
                         relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
                         relay_log_warning("event \"%.*s\" at " RELAY_LSN_FMT
                                           " written to dead-letter topic \"%s\": %s",
@@ -541,6 +605,7 @@ static int session_resend(session_t *s, const relay_event_t *ev, relay_lsn_t lsn
                         if ((rc = session_backoff(s, wait, err, errlen)))
                                 return rc;
                 }
+                relay_metrics_retry(s->proc->metrics);
                 rc = session_send_in_place(s, ev, &cls, why, sizeof(why), err, errlen);
                 if (rc == 0) {
                         relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
@@ -583,6 +648,7 @@ static int session_event(session_t *s, const relay_pgo_insert_t *m, relay_lsn_t 
                 return rc;
         if (relay_policy_skip(pol, ev.id, ev.id_len)) {
                 s->skipped++;
+                relay_metrics_skipped(s->proc->metrics);
                 relay_log_warning("skipping event \"%.*s\" at " RELAY_LSN_FMT
                                   " as errors.skip.ids says",
                                   RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn));
@@ -666,6 +732,7 @@ static int session_message(session_t *s, const relay_walmsg_t *w, char *err, siz
                 if (m.commit.end_lsn > pg->received)
                         pg->received = m.commit.end_lsn;
                 s->txns++;
+                relay_metrics_commit(s->proc->metrics, m.commit.end_lsn, s->commit_ts);
                 return 0;
         case RELAY_PGO_RELATION:
                 rc = relay_outbox_bind(s->outbox, m.relation.relation);
@@ -928,11 +995,12 @@ static int session_open(session_t *s, const relay_config_t *cfg, const relay_set
 }
 
 /* Sleep ms, waking early for a stop signal. */
-static void nap(int64_t ms)
+static void nap(process_t *pr, int64_t ms)
 {
         int64_t end = now_ms() + ms;
         while (!stop_requested) {
                 relay_notify_watchdog();
+                relay_metrics_alive(pr->metrics, now_ms());
                 int64_t left = end - now_ms();
                 if (left <= 0)
                         break;
@@ -1009,6 +1077,8 @@ static void process_free(process_t *pr)
 {
         relay_policy_free(pr->pol);
         relay_limits_free(pr->lim);
+        relay_slotmon_free(pr->slotmon);
+        relay_metrics_free(pr->metrics);
 }
 
 static int process_init(process_t *pr, const relay_settings_t *set, char *err, size_t errlen)
@@ -1025,7 +1095,8 @@ static int process_init(process_t *pr, const relay_settings_t *set, char *err, s
         memset(pr, 0, sizeof(*pr));
         if (relay_policy_new(&pr->pol, &pc, err, errlen))
                 return RELAY_ENOMEM;
-        if (!(pr->lim = relay_limits_new())) {
+        if (!(pr->lim = relay_limits_new()) || !(pr->metrics = relay_metrics_new()) ||
+            !(pr->slotmon = relay_slotmon_new(set->postgres_conninfo, set->slot_name))) {
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
@@ -1043,11 +1114,27 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
         relay_lsn_t resume = 0; /* highest LSN this process confirmed, across sessions */
         int attempt = 0;
         process_t proc;
+        relay_http_t *http = NULL;
 
         if (process_init(&proc, set, err, sizeof(err))) {
                 relay_log_fatal("%s", err);
                 process_free(&proc);
                 return RELAY_EXIT_FATAL;
+        }
+        /* metrics: the HTTP endpoint, on its own thread */
+        if (strcmp(set->http_listen, "off") != 0 && !relay_http_available()) {
+                relay_log_warning("this build has no HTTP endpoint (built without libmicrohttpd): "
+                                  "http.listen = %s is ignored", set->http_listen);
+        } else if (strcmp(set->http_listen, "off") != 0) {
+                int hrc = relay_http_start(&http, set->http_listen, set->http_liveness_timeout_ms,
+                                           proc.metrics, err, sizeof(err));
+                if (hrc) {
+                        relay_log_fatal("%s", err);
+                        process_free(&proc);
+                        return hrc == RELAY_ESETUP ? RELAY_EXIT_SETUP : RELAY_EXIT_FATAL;
+                }
+                relay_log_info("serving /metrics, /healthz and /readyz on http://%s",
+                               set->http_listen);
         }
         if (set->unsafe_allow_pipelining)
                 relay_log_warning("delivery.unsafe.allow.pipelining = true: with more than one "
@@ -1069,11 +1156,13 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                 relay_log_info("replication slot \"%s\" is free; taking over", slot);
                         relay_log_info("streaming from replication slot \"%s\"", slot);
                         relay_notify_ready("streaming");
+                        relay_metrics_state(proc.metrics, RELAY_STATE_STREAMING);
                         standby_logged = false;
                         ever_streamed = true;
                         rc = session_stream(&s, err, sizeof(err));
                         if (rc == 0 || rc == RELAY_EMAP) {
                                 relay_notify_stopping();
+                                relay_metrics_state(proc.metrics, RELAY_STATE_STOPPING);
                                 if (rc == RELAY_EMAP)
                                         relay_log_error("%s", err);
                                 session_drain(&s);
@@ -1102,8 +1191,12 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 }
                 session_free(&s);
                 first = false;
+                relay_metrics_session_end(proc.metrics, rc);
                 if (stop_requested)
                         break;
+                relay_metrics_state(proc.metrics, classify(rc) == OUTCOME_STANDBY
+                                                          ? RELAY_STATE_STANDBY
+                                                          : RELAY_STATE_BACKOFF);
                 switch (classify(rc)) {
                 case OUTCOME_STANDBY:
                         if (!standby_logged)
@@ -1112,7 +1205,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                                slot);
                         standby_logged = true;
                         relay_notify_ready("standing by: the slot is active in another process");
-                        nap(STANDBY_RETRY_MS);
+                        nap(&proc, STANDBY_RETRY_MS);
                         continue;
                 case OUTCOME_SLOTLOST:
                         if (!recreate) {
@@ -1121,12 +1214,12 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                 break;
                         }
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);
-                        nap(backoff_ms(set, attempt++));
+                        nap(&proc, backoff_ms(set, attempt++));
                         continue;
                 case OUTCOME_RETRY: {
                         int64_t d = backoff_ms(set, attempt++);
                         relay_log_warning("%s; retrying in %lld ms", err, (long long)d);
-                        nap(d);
+                        nap(&proc, d);
                         continue;
                 }
                 case OUTCOME_FATAL:
@@ -1140,6 +1233,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 relay_notify_stopping();
                 relay_log_info("stopped");
         }
+        relay_http_stop(http);
         process_free(&proc);
         return exit_code;
 }

@@ -1062,8 +1062,12 @@ h_relay_t *h_relay_start(const char *const *sets)
         while (sets && sets[nsets])
                 nsets++;
         /* Copies: execv() wants char *const[] and the sets are const. */
-        argv = h_xmalloc((2 * nsets + 2) * sizeof(char *));
+        argv = h_xmalloc((2 * nsets + 4) * sizeof(char *));
         argv[argc++] = h_xstrdup(bin);
+        /* No HTTP endpoint unless the test asks for one (a later --set wins):
+         * tests run several relays at once, and a fixed port would clash. */
+        argv[argc++] = h_xstrdup("--set");
+        argv[argc++] = h_xstrdup("http.listen=off");
         for (size_t i = 0; i < nsets; i++) {
                 argv[argc++] = h_xstrdup("--set");
                 argv[argc++] = h_xstrdup(sets[i]);

@@ -152,7 +152,8 @@ int h_kafka_broker_count(void);
 typedef struct h_relay h_relay_t;
 
 /**
- * Start RELAY_BIN with "--set k=v" for each of sets (NULL-terminated) and
+ * Start RELAY_BIN with "--set http.listen=off" (no HTTP endpoint unless a set
+ * turns it on), then "--set k=v" for each of sets (NULL-terminated), and
  * stdout+stderr appended to a log file of its own. Bails if fork/exec fails.
  */
 h_relay_t *h_relay_start(const char *const *sets);
