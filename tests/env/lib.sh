@@ -25,6 +25,7 @@ ENV_DEB_PACKAGES=(
         gnuplot-nox clang libclang-rt-14-dev valgrind
         procps psmisc iproute2 python3 util-linux coreutils
         libsystemd-dev systemd man-db bsdextrautils
+        libmicrohttpd-dev prometheus
 )
 
 env_log() {
