@@ -98,6 +98,8 @@ struct relay_metrics {
         figures_t live;   /* main loop only */
         int64_t last_publish_ms;
         unsigned short slot_of[TOPIC_SLOTS]; /* topic index + 1; 0: empty */
+        const char *last_topic; /* the caller's pointer of the last lookup (a hint only) */
+        size_t last_index;
         txn_t ring[RING];
         size_t head, len;
         uint64_t overflow; /* committed while the ring was full, not yet confirmed */
@@ -181,7 +183,22 @@ static size_t topic_index(relay_metrics_t *m, const char *topic)
 
 void relay_metrics_acked(relay_metrics_t *m, const char *topic, size_t bytes)
 {
-        topic_count_t *c = &m->live.count[topic_index(m, topic ? topic : "")];
+        /* Once per acknowledged event: the same topic string (librdkafka's,
+         * of the topic handle) comes back for runs of events, so try the last
+         * one before hashing. The pointer is only a hint: a new producer may
+         * put another topic at the same address, hence the comparison. */
+        size_t i;
+        if (topic == NULL)
+                topic = "";
+        if (topic == m->last_topic && m->last_index != OTHER &&
+            strcmp(m->live.topic[m->last_index], topic) == 0) {
+                i = m->last_index;
+        } else {
+                i = topic_index(m, topic);
+                m->last_topic = topic;
+                m->last_index = i;
+        }
+        topic_count_t *c = &m->live.count[i];
         c->events++;
         c->bytes += bytes;
 }
