@@ -30,6 +30,7 @@
 
 #include "relay/config.h"
 #include "relay/event.h"
+#include "relay/http.h"
 #include "relay/names.h"
 
 #define KAFKA_PREFIX "kafka."
@@ -50,6 +51,7 @@ typedef enum {
         KT_TOPIC,    /* one literal Kafka topic name */
         KT_INT,      /* integer within [min, max] */
         KT_ENUM,     /* one of choices (case-insensitive, stored lower case) */
+        KT_LISTEN,   /* off, or an address and port to listen on (http.h) */
 } key_type_t;
 
 #define KF_SECRET 0x1u /* value may hold a password: masked in output */
@@ -96,6 +98,12 @@ static const key_def_t keys[] = {
         {.name = "errors.skip.ids", .type = KT_STRING, .def = "",
          .desc = "event ids to skip (logged and counted), comma-separated: the operator's "
                  "way past a known poison event"},
+        {.name = "http.listen", .type = KT_LISTEN, .def = "127.0.0.1:10187",
+         .desc = "address of the HTTP endpoint (/metrics, /healthz, /readyz): HOST:PORT with a "
+                 "numeric IPv4 address, [IPV6]:PORT, :PORT for every interface, or off"},
+        {.name = "http.liveness.timeout.ms", .type = KT_INT, .def = "30000", .min = 1000,
+         .max = MAX_MS, .unit = "milliseconds",
+         .desc = "/healthz fails when the main loop has not turned for this long"},
         {.name = "log.format", .type = KT_ENUM, .def = "text", .choices = log_formats,
          .desc = "log line format on stderr: text (PostgreSQL-like) or json (one object per line)"},
         {.name = "log.level", .type = KT_ENUM, .def = "info", .choices = log_levels,
@@ -713,12 +721,19 @@ static int parse_enum(const key_def_t *k, const char *v, char **norm, int64_t *n
         return RELAY_EINVAL;
 }
 
+static int parse_listen(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
+                        size_t whylen)
+{
+        (void)k, (void)norm, (void)num;
+        return relay_http_check_listen(v, why, whylen);
+}
+
 /* Indexed by key_type_t. */
 static const parse_fn parsers[] = {
         [KT_STRING] = parse_string,   [KT_CONNINFO] = parse_conninfo, [KT_SLOT] = parse_name,
         [KT_IDENT] = parse_name,      [KT_TABLE] = parse_table,       [KT_COLUMN] = parse_name,
         [KT_COLUMNS] = parse_columns, [KT_TEMPLATE] = parse_template, [KT_TOPIC] = parse_name,
-        [KT_INT] = parse_int,         [KT_ENUM] = parse_enum,
+        [KT_INT] = parse_int,         [KT_ENUM] = parse_enum,         [KT_LISTEN] = parse_listen,
 };
 
 /* --- setting values ---------------------------------------------------- */

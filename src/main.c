@@ -22,6 +22,7 @@
 
 #include "relay/check.h"
 #include "relay/config.h"
+#include "relay/http.h"
 #include "relay/log.h"
 #include "relay/lsn.h"
 #include "relay/manual.h"
@@ -63,11 +64,11 @@ static int finish_stdout(void)
 }
 
 /*
- * --health-check: is another outbox-relay process alive (not a zombie, not
- * stopped) in this process namespace? The container image's HEALTHCHECK
- * runs this, as the image has no shell or ps to look with. 0 or 1.
+ * --health-check without the HTTP endpoint (http.listen = off): is another
+ * outbox-relay process alive (not a zombie, not stopped) in this process
+ * namespace? 0 or 1.
  */
-static int health_check(void)
+static int health_check_proc(void)
 {
         DIR *d = opendir("/proc");
         struct dirent *e;
@@ -202,6 +203,29 @@ static int run_tail(const relay_settings_t *set)
         return RELAY_EXIT_OK;
 }
 
+/*
+ * --health-check: GET /healthz from the relay's own endpoint (http.listen,
+ * asked on loopback), so the container image's HEALTHCHECK, which has no
+ * shell or curl, tells a stalled main loop from a live one. 0 or 1.
+ */
+static int health_check(const char *listen)
+{
+        char body[512], err[RELAY_ERRBUF];
+
+        if (listen == NULL || strcmp(listen, "off") == 0 || !relay_http_available())
+                return health_check_proc();
+        int status = relay_http_get(listen, "/healthz", 3000, body, sizeof(body), err,
+                                    sizeof(err));
+        if (status < 0) {
+                printf("unhealthy: %s\n", err);
+                return 1;
+        }
+        body[strcspn(body, "\n")] = '\0';
+        printf("%s: /healthz answered %d %s\n", status == 200 ? "healthy" : "unhealthy", status,
+               body);
+        return status == 200 ? finish_stdout() : 1;
+}
+
 int main(int argc, char **argv)
 {
         enum { OPT_PRINT_CONFIG = 256, OPT_EXAMPLE_CONFIG, OPT_HEALTH_CHECK, OPT_MAN, OPT_JSON };
@@ -221,7 +245,7 @@ int main(int argc, char **argv)
         const char *config_file = NULL;
         const char **sets;
         size_t nsets = 0;
-        bool print_config = false, json = false;
+        bool print_config = false, json = false, health = false;
         command_t cmd = CMD_RELAY;
         relay_config_t *cfg = NULL;
         relay_settings_t *set = NULL;
@@ -261,8 +285,8 @@ int main(int argc, char **argv)
                         relay_manual_print_example(stdout);
                         return finish_stdout();
                 case OPT_HEALTH_CHECK:
-                        free(sets);
-                        return health_check();
+                        health = true;
+                        break;
                 case OPT_MAN:
                         free(sets);
                         relay_manual_print_man(stdout);
@@ -331,6 +355,13 @@ int main(int argc, char **argv)
         for (size_t i = 0; rc == 0 && i < nsets; i++)
                 rc = relay_config_set_arg(cfg, sets[i], err, sizeof(err));
         free(sets);
+        /* Only http.listen matters here (checked when it was set): a health
+         * check must not fail for want of, say, kafka.bootstrap.servers. */
+        if (rc == 0 && health) {
+                rc = health_check(relay_config_get(cfg, "http.listen"));
+                relay_config_free(cfg);
+                return rc;
+        }
         /* status and tail never talk to Kafka: do not ask for its address. */
         if (rc == 0 && (cmd == CMD_STATUS || cmd == CMD_TAIL) &&
             relay_config_get(cfg, "kafka.bootstrap.servers")[0] == '\0')

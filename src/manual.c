@@ -40,8 +40,10 @@ static const option_doc_t options[] = {
          "print an example configuration file (every key with its default, commented out) and "
          "exit"},
         {"    --health-check",
-         "exit 0 when another live outbox-relay process runs in this process namespace, 1 "
-         "otherwise (the container image's HEALTHCHECK)"},
+         "ask the relay's /healthz at http.listen (on loopback when it listens on every "
+         "interface) and exit 0 on 200, 1 otherwise; with http.listen = off, exit 0 when "
+         "another live outbox-relay process runs in this process namespace (the container "
+         "image's HEALTHCHECK)"},
         {"    --json", "with check or status: print one JSON document instead of lines"},
         {"    --man", "print this manual page in roff and exit"},
         {"-h, --help", "show this help and exit"},
@@ -369,6 +371,16 @@ void relay_manual_print_man(FILE *out)
         fputs(".SH SIGNALS\n", out);
         for (size_t i = 0; i < COUNT(signals); i++)
                 roff_tp(out, signals[i].name, signals[i].desc);
+        fputs(".SH HTTP ENDPOINT\n", out);
+        roff_line(out,
+                  "On http.listen (default 127.0.0.1:10187; off disables it) the relay serves "
+                  "GET /metrics (Prometheus text format, names in the outbox_relay_ namespace), "
+                  "/healthz (200 while the main loop turns within http.liveness.timeout.ms) and "
+                  "/readyz (200 while streaming with a Kafka broker up, or standing by; 503 while "
+                  "backing off after an error), each health answer with a short JSON body. The "
+                  "server runs on a thread of its own and reads a snapshot the main loop "
+                  "publishes, so a client cannot slow the relay; at most 64 connections, 16 per "
+                  "address, 10 s idle timeout. The README lists every metric.");
         fputs(".SH SYSTEMD\n", out);
         roff_line(out,
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "

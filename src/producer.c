@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <librdkafka/rdkafka.h>
 
 struct relay_producer {
@@ -39,6 +40,8 @@ struct relay_producer {
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
         int64_t batch_size, max_message;
         char caveat[RELAY_ERRBUF]; /* what this librdkafka cannot do with these settings */
+        bool stats_new;
+        relay_kafka_stats_t stats; /* the latest statistics report, parsed */
 };
 
 /*
@@ -91,7 +94,9 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
          * Without one, librdkafka acknowledged it implicitly because a later
          * request of its partition succeeded: it may never have been stored. */
         if (cls == RELAY_DR_OK && m->offset >= 0) {
-                relay_delivery_t ok = {0, RELAY_DR_OK, NULL, NULL};
+                relay_delivery_t ok = {0, RELAY_DR_OK, NULL, NULL,
+                                       m->rkt ? rd_kafka_topic_name(m->rkt) : "",
+                                       m->key_len + m->len};
                 p->dr(p->ctx, tag, &ok);
                 return;
         }
@@ -152,7 +157,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                 break;
         }
         bool rejected = cls == RELAY_DR_REJECTED || cls == RELAY_DR_TOO_LARGE;
-        relay_delivery_t d = {rejected ? RELAY_EREJECTED : RELAY_EKAFKA, cls, buf, &ev};
+        relay_delivery_t d = {rejected ? RELAY_EREJECTED : RELAY_EKAFKA, cls, buf, &ev, NULL, 0};
         p->dr(p->ctx, tag, &d);
 }
 
@@ -170,6 +175,63 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
         relay_err_set(p->warning, sizeof(p->warning), "%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err),
                  reason);
         p->warned = true;
+}
+
+static int64_t json_int(json_t *o, const char *key)
+{
+        return (int64_t)json_integer_value(json_object_get(o, key));
+}
+
+/*
+ * statistics.interval.ms: librdkafka queues the report as a JSON document
+ * and hands it over inside rd_kafka_poll(), so this runs on the main loop's
+ * thread. Only a few gauges are kept (see relay_kafka_stats_t); bootstrap
+ * and internal broker entries (nodeid < 0) are left out.
+ */
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+        relay_producer_t *p = opaque;
+        relay_kafka_stats_t *st = &p->stats;
+        json_t *root = json_loadb(json, len, 0, NULL), *brokers, *b;
+        const char *name;
+
+        (void)rk;
+        if (!json_is_object(root)) {
+                json_decref(root);
+                return 0;
+        }
+        memset(st, 0, sizeof(*st));
+        st->known = true;
+        st->msg_cnt = json_int(root, "msg_cnt");
+        st->msg_size = json_int(root, "msg_size");
+        brokers = json_object_get(root, "brokers");
+        json_object_foreach(brokers, name, b) {
+                json_t *rtt = json_object_get(b, "rtt");
+                const char *state = json_string_value(json_object_get(b, "state"));
+                if (json_int(b, "nodeid") < 0 || st->nbrokers >= RELAY_KAFKA_STATS_BROKERS)
+                        continue;
+                size_t i = st->nbrokers++;
+                relay_err_set(st->broker[i].name, sizeof(st->broker[i].name), "%s", name);
+                st->broker[i].up = state != NULL && strcmp(state, "UP") == 0;
+                if (st->broker[i].up)
+                        st->brokers_up++;
+                st->broker[i].rtt_avg = (double)json_int(rtt, "avg") / 1e6;
+                st->broker[i].rtt_p99 = (double)json_int(rtt, "p99") / 1e6;
+                st->broker[i].outbuf_cnt = json_int(b, "outbuf_cnt");
+                st->broker[i].waitresp_cnt = json_int(b, "waitresp_cnt");
+        }
+        json_decref(root);
+        p->stats_new = true;
+        return 0; /* librdkafka frees json */
+}
+
+bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out)
+{
+        if (!p->stats_new)
+                return false;
+        *out = p->stats;
+        p->stats_new = false;
+        return true;
 }
 
 /* librdkafka logs to stderr by default; our loop reports errors once
@@ -208,6 +270,9 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
                  * catch-up and buys no speed: the WAL is the buffer. */
                 {"queue.buffering.max.messages", "10000"},
                 {"client.id", "outbox-relay"},
+                /* For /metrics: a report every 5 s costs librdkafka one JSON
+                 * document and us one parse on the main thread. */
+                {"statistics.interval.ms", "5000"},
         };
         relay_producer_t *p = calloc(1, sizeof(*p));
         rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -280,6 +345,7 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
         rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
         rd_kafka_conf_set_error_cb(conf, error_cb);
         rd_kafka_conf_set_log_cb(conf, log_cb);
+        rd_kafka_conf_set_stats_cb(conf, stats_cb);
 
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
         if (!p->rk) {

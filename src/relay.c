@@ -19,7 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relay/http.h"
 #include "relay/log.h"
+#include "relay/metrics.h"
 #include "relay/notify.h"
 #include "relay/session.h"
 
@@ -36,12 +38,13 @@ static void on_signal(int sig)
  * the active relay dies takes about this long plus the server noticing. */
 #define STANDBY_RETRY_MS 1000
 
-/* Sleep ms, waking early for a stop signal. */
-static void nap(int64_t ms)
+/* Sleep ms, waking early for a stop signal; the loop is alive meanwhile. */
+static void nap(relay_metrics_t *m, int64_t ms)
 {
         int64_t end = relay_now_ms() + ms;
         while (!stop_requested) {
                 relay_notify_watchdog();
+                relay_metrics_alive(m, relay_now_ms());
                 int64_t left = end - relay_now_ms();
                 if (left <= 0)
                         break;
@@ -112,9 +115,10 @@ void relay_install_signals(void)
 
 /* A session that streamed until asked to stop, or until an event stopped
  * it: drain it, say what it did; the exit code. */
-static int finish(relay_session_t *s, const relay_process_t *proc, int rc, const char *err)
+static int finish(relay_session_t *s, relay_process_t *proc, int rc, const char *err)
 {
         relay_notify_stopping();
+        relay_metrics_state(relay_process_metrics(proc), RELAY_STATE_STOPPING);
         if (rc == RELAY_EMAP)
                 relay_log_error("%s", err);
         relay_session_drain(s);
@@ -150,6 +154,23 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 relay_log_fatal("%s", err);
                 return RELAY_EXIT_FATAL;
         }
+        relay_metrics_t *metrics = relay_process_metrics(proc);
+        relay_http_t *http = NULL; /* the HTTP endpoint, on its own thread */
+        if (strcmp(set->http_listen, "off") != 0 && !relay_http_available()) {
+                relay_log_warning("this build has no HTTP endpoint (built without libmicrohttpd): "
+                                  "http.listen = %s is ignored",
+                                  set->http_listen);
+        } else if (strcmp(set->http_listen, "off") != 0) {
+                int hrc = relay_http_start(&http, set->http_listen, set->http_liveness_timeout_ms,
+                                           metrics, err, sizeof(err));
+                if (hrc) {
+                        relay_log_fatal("%s", err);
+                        relay_process_free(proc);
+                        return hrc == RELAY_ESETUP ? RELAY_EXIT_SETUP : RELAY_EXIT_FATAL;
+                }
+                relay_log_info("serving /metrics, /healthz and /readyz on http://%s",
+                               set->http_listen);
+        }
         if (set->unsafe_allow_pipelining)
                 relay_log_warning("delivery.unsafe.allow.pipelining = true: with more than one "
                                   "request in flight librdkafka can report an event delivered "
@@ -177,6 +198,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                 relay_log_info("replication slot \"%s\" is free; taking over", slot);
                         relay_log_info("streaming from replication slot \"%s\"", slot);
                         relay_notify_ready("streaming");
+                        relay_metrics_state(metrics, RELAY_STATE_STREAMING);
                         standby_logged = false;
                         ever_streamed = true;
                         rc = relay_session_stream(s, err, sizeof(err));
@@ -192,12 +214,16 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         }
                         relay_session_free(s);
                 }
+                relay_metrics_session_end(metrics, rc);
                 if (drained || stop_requested)
                         break;
                 if (err[0] == '\0') /* every failure should say why; never log an empty line */
                         relay_err_set(err, sizeof(err), "%s", relay_strerror(rc));
                 int code;
-                switch (classify(rc, &code)) {
+                outcome_t outcome = classify(rc, &code);
+                relay_metrics_state(metrics, outcome == OUTCOME_STANDBY ? RELAY_STATE_STANDBY
+                                                                        : RELAY_STATE_BACKOFF);
+                switch (outcome) {
                 case OUTCOME_STANDBY:
                         if (!standby_logged)
                                 relay_log_info("replication slot \"%s\" is active in another "
@@ -205,18 +231,18 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                                slot);
                         standby_logged = true;
                         relay_notify_ready("standing by: the slot is active in another process");
-                        nap(STANDBY_RETRY_MS);
+                        nap(metrics, STANDBY_RETRY_MS);
                         continue;
                 case OUTCOME_SLOTLOST:
                         if (!set->slot_recreate)
                                 break;
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);
-                        nap(backoff_ms(set, attempt++));
+                        nap(metrics, backoff_ms(set, attempt++));
                         continue;
                 case OUTCOME_RETRY: {
                         int64_t d = backoff_ms(set, attempt++);
                         relay_log_warning("%s; retrying in %lld ms", err, (long long)d);
-                        nap(d);
+                        nap(metrics, d);
                         continue;
                 }
                 case OUTCOME_FATAL:
@@ -230,6 +256,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 relay_notify_stopping();
                 relay_log_info("stopped");
         }
+        relay_http_stop(http);
         relay_process_free(proc);
         return exit_code;
 }

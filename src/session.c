@@ -54,6 +54,10 @@ static void session_fail(relay_session_t *s, const char *fmt, ...)
 static void on_delivery(void *ctx, uint64_t tag, const relay_delivery_t *d)
 {
         relay_session_t *s = ctx;
+        if (d->err)
+                relay_metrics_delivery_error(s->proc->metrics, d->cls);
+        else
+                relay_metrics_acked(s->proc->metrics, d->topic, d->bytes);
         if (tag == TAG_INPLACE) {
                 s->inplace.pending = false;
                 s->inplace.err = d->err;
@@ -131,6 +135,56 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
         return rc;
 }
 
+/*
+ * Metrics (metrics.h): every turn tells the metrics the loop is alive and
+ * what is confirmable; at most every RELAY_METRICS_PUBLISH_MS the gauges are
+ * sampled and published for the HTTP thread, the slot monitor is stepped
+ * (never blocking) and the catch-up report is logged when due.
+ */
+static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t now)
+{
+        relay_process_t *pr = s->proc;
+        relay_kafka_stats_t ks;
+        relay_slot_info_t si;
+        relay_catchup_t cu;
+        char err[RELAY_ERRBUF];
+
+        if (!relay_metrics_turn(pr->metrics, now, confirmable))
+                return;
+        if (relay_producer_stats(s->prod, &ks))
+                relay_metrics_kafka(pr->metrics, &ks);
+        int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
+        if (rc == 1)
+                relay_metrics_slot(pr->metrics, &si);
+        else if (rc < 0 && !pr->slotmon_warned) {
+                relay_log_warning("%s; slot metrics are missing until it works, retrying", err);
+                pr->slotmon_warned = true;
+        }
+        relay_metrics_sample_t sm = {
+                .received = s->prog.received,
+                .confirmed = s->prog.sent_flush,
+                .keepalive_end = s->prog.keepalive_end,
+                .inflight_events = relay_acktrack_pending(s->ack),
+                .held_back = s->inplace.pending,
+        };
+        relay_metrics_publish(pr->metrics, &sm);
+        if (relay_metrics_catchup(pr->metrics, now, &cu)) {
+                char eta[64];
+                if (cu.eta_s >= 0)
+                        snprintf(eta, sizeof(eta), "%.0f s", cu.eta_s);
+                else
+                        snprintf(eta, sizeof(eta), "unknown (the lag is not shrinking)");
+                if (cu.done)
+                        relay_log_info("caught up: %.0f events/s, %lld bytes behind the server",
+                                       cu.events_per_s, (long long)cu.lag_bytes);
+                else
+                        relay_log_info("catching up: %.0f events/s, %.1f MB/s of WAL, %.1f MB "
+                                       "behind the server, done in about %s",
+                                       cu.events_per_s, cu.wal_bytes_per_s / 1e6,
+                                       (double)cu.lag_bytes / 1e6, eta);
+        }
+}
+
 /* Send a standby status update when one is due, asked for, or worth it. */
 int relay_session_status(relay_session_t *s, bool force, char *err, size_t errlen)
 {
@@ -141,6 +195,7 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
                 confirmed = relay_acktrack_confirmable(s->ack);
         }
         int64_t now = relay_now_ms();
+        session_metrics(s, confirmed, now);
         int64_t since = now - pg->last_status_ms;
         if (!force && !pg->reply_pending && since < pg->status_interval_ms &&
             !(confirmed > pg->sent_flush && since >= CONFIRM_MIN_GAP_MS))
@@ -174,6 +229,8 @@ int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag
 {
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, tag, err, errlen);
+                if (rc == 0)
+                        relay_metrics_produced(s->proc->metrics);
                 /* A dead producer refuses everything: say why it died. */
                 if (rc == RELAY_EKAFKA && relay_session_kafka_check(s, err, errlen))
                         return RELAY_EKAFKA;
@@ -244,6 +301,7 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 if (m.commit.end_lsn > pg->received)
                         pg->received = m.commit.end_lsn;
                 s->n.txns++;
+                relay_metrics_commit(s->proc->metrics, m.commit.end_lsn, s->commit_ts);
                 return 0;
         case RELAY_PGO_RELATION:
                 rc = relay_outbox_bind(s->outbox, m.relation.relation);
@@ -564,7 +622,14 @@ void relay_process_free(relay_process_t *pr)
                 return;
         relay_policy_free(pr->pol);
         relay_limits_free(pr->lim);
+        relay_slotmon_free(pr->slotmon);
+        relay_metrics_free(pr->metrics);
         free(pr);
+}
+
+struct relay_metrics *relay_process_metrics(relay_process_t *pr)
+{
+        return pr->metrics;
 }
 
 uint64_t relay_process_implicit_acks(const relay_process_t *pr)
@@ -585,7 +650,9 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *
                 .nskip = set->n_errors_skip_ids,
         };
         *out = NULL;
-        if (!(pr = calloc(1, sizeof(*pr))) || !(pr->lim = relay_limits_new())) {
+        if (!(pr = calloc(1, sizeof(*pr))) || !(pr->lim = relay_limits_new()) ||
+            !(pr->metrics = relay_metrics_new()) ||
+            !(pr->slotmon = relay_slotmon_new(set->postgres_conninfo, set->slot_name))) {
                 relay_process_free(pr);
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;

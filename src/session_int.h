@@ -15,6 +15,7 @@
 
 #include "relay/acktrack.h"
 #include "relay/limits.h"
+#include "relay/metrics.h"
 #include "relay/outbox.h"
 #include "relay/pgoutput.h"
 #include "relay/policy.h"
@@ -22,6 +23,7 @@
 #include "relay/repl.h"
 #include "relay/session.h"
 #include "relay/settings.h"
+#include "relay/slotmon.h"
 
 /* State that outlives sessions: what the error policy must remember and
  * what was learnt about Kafka's limits. */
@@ -30,6 +32,9 @@ struct relay_process {
         relay_limits_t *lim;
         int64_t max_batch; /* batch.size for new producers (0: librdkafka's) */
         uint64_t implicit_acks;
+        relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
+        relay_slotmon_t *slotmon;
+        bool slotmon_warned;
 };
 
 /* Where the stream stands: what was received, what was confirmed, when. */

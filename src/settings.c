@@ -163,6 +163,7 @@ void relay_settings_free(relay_settings_t *s)
         free_list(s->outbox_headers, s->n_outbox_headers);
         relay_names_template_free(&s->topic_template);
         free(s->errors_dlq_topic);
+        free(s->http_listen);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
         free(s);
 }
@@ -219,6 +220,9 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->shutdown_timeout_ms = relay_config_get_int(cfg, "shutdown.timeout.ms");
         s->reconnect_backoff_ms = relay_config_get_int(cfg, "reconnect.backoff.ms");
         s->reconnect_backoff_max_ms = relay_config_get_int(cfg, "reconnect.backoff.max.ms");
+
+        s->http_listen = str(&r, "http.listen");
+        s->http_liveness_timeout_ms = relay_config_get_int(cfg, "http.liveness.timeout.ms");
 
         s->log_level = (relay_log_level_t)choice(&r, "log.level", levels,
                                                  "must be debug, info, warning or error");

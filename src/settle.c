@@ -191,6 +191,7 @@ static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t 
                 rc = send_in_place(s, &dlq, &cls, why, sizeof(why), err, errlen);
                 if (rc == 0) {
                         s->n.dead_lettered++;
+                        relay_metrics_dead_lettered(s->proc->metrics);
                         relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
                         relay_log_warning("event \"%.*s\" at " RELAY_LSN_FMT
                                           " written to dead-letter topic \"%s\": %s",
@@ -267,6 +268,7 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                         if ((rc = backoff(s, wait, err, errlen)))
                                 return rc;
                 }
+                relay_metrics_retry(s->proc->metrics);
                 rc = send_in_place(s, ev, &cls, why, sizeof(why), err, errlen);
                 if (rc == 0) {
                         relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
@@ -308,6 +310,7 @@ int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char 
                 return rc;
         if (relay_policy_skip(pol, ev.id, ev.id_len)) {
                 s->n.skipped++;
+                relay_metrics_skipped(s->proc->metrics);
                 relay_log_warning("skipping event \"%.*s\" at " RELAY_LSN_FMT
                                   " as errors.skip.ids says",
                                   RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn));

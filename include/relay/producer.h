@@ -53,7 +53,31 @@ typedef struct {
                                      * (topic, key, value, headers, timestamp,
                                      * and its id when the id travelled as
                                      * one of its headers); NULL on success */
+        const char *topic;  /* on success: the topic (for the metrics) */
+        size_t bytes;       /* on success: key + value bytes */
 } relay_delivery_t;
+/** @brief Brokers kept from one statistics report (the first ones listed). */
+#define RELAY_KAFKA_STATS_BROKERS 16
+
+/**
+ * @brief librdkafka's statistics (statistics.interval.ms, 5000 unless
+ *        kafka.statistics.interval.ms says otherwise; 0 turns them off)
+ *        reduced to what /metrics shows. Times in seconds.
+ */
+typedef struct {
+        bool known;           /* false until the first report */
+        int64_t msg_cnt;      /* messages in the producer's queues */
+        int64_t msg_size;     /* their bytes */
+        size_t nbrokers;
+        int brokers_up;       /* brokers (not bootstrap entries) in state UP */
+        struct {
+                char name[128];   /* "host:port/id" as librdkafka names it */
+                bool up;
+                double rtt_avg, rtt_p99; /* request round-trip time */
+                int64_t outbuf_cnt;   /* requests waiting to be sent */
+                int64_t waitresp_cnt; /* requests sent, waiting for a response */
+        } broker[RELAY_KAFKA_STATS_BROKERS];
+} relay_kafka_stats_t;
 
 /*
  * tag: the caller's number for the message (below RELAY_PRODUCER_TAG_MAX),
@@ -62,6 +86,7 @@ typedef struct {
 typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_t *d);
 
 #define RELAY_PRODUCER_TAG_MAX (UINT64_C(1) << 56)
+
 
 /**
  * @brief Create the producer: our defaults (enable.idempotence=true,
@@ -158,6 +183,13 @@ bool relay_producer_take_warning(relay_producer_t *p, char *buf, size_t len);
  *        relay_producer_poll(p, 0). Owned by the producer.
  */
 int relay_producer_fd(const relay_producer_t *p);
+
+/**
+ * @brief The latest statistics report into *out, when one arrived since the
+ *        last call (true); false and *out untouched otherwise. Reports are
+ *        parsed inside relay_producer_poll(), on the caller's thread.
+ */
+bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out);
 
 /** @brief Messages queued or in flight. */
 size_t relay_producer_outq_len(relay_producer_t *p);

@@ -47,6 +47,9 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *
 /** @brief Free; accepts NULL. */
 void relay_process_free(relay_process_t *pr);
 
+/** @brief The process's metrics (owned by it; metrics.h says who may call what). */
+struct relay_metrics *relay_process_metrics(relay_process_t *pr);
+
 /** @brief Delivery reports that came without an offset (resent from the slot). */
 uint64_t relay_process_implicit_acks(const relay_process_t *pr);
 

@@ -77,6 +77,9 @@ typedef struct {
         int64_t reconnect_backoff_ms;
         int64_t reconnect_backoff_max_ms;
 
+        char *http_listen; /* "off" or an address (http.h) */
+        int64_t http_liveness_timeout_ms;
+
         relay_log_level_t log_level;
         relay_log_format_t log_format;
 } relay_settings_t;

@@ -91,7 +91,8 @@ class Relay:
             self.proc = subprocess.Popen(
                 [env["RELAY_BIN"], "--set", "postgres.conninfo=" + conninfo,
                  "--set", "kafka.bootstrap.servers=" + env["RELAY_TEST_KAFKA"],
-                 "--set", "slot.name=" + slot, "--set", "status.interval.ms=1000"],
+                 "--set", "slot.name=" + slot, "--set", "status.interval.ms=1000",
+                 "--set", "http.listen=off"],
                 env=e, stdout=logf, stderr=subprocess.STDOUT)
 
     def wait_for(self, pred, seconds):

@@ -25,6 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -1072,12 +1076,16 @@ h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const cha
         while (opts && opts[nopts])
                 nopts++;
         /* Copies: execv() wants char *const[] and the sets are const. */
-        argv = h_xmalloc((2 * nsets + nopts + 3) * sizeof(char *));
+        argv = h_xmalloc((2 * nsets + nopts + 5) * sizeof(char *));
         argv[argc++] = h_xstrdup(bin);
         if (cmd)
                 argv[argc++] = h_xstrdup(cmd);
         for (size_t i = 0; i < nopts; i++)
                 argv[argc++] = h_xstrdup(opts[i]);
+        /* No HTTP endpoint unless the test asks for one (a later --set wins):
+         * tests run several relays at once, and a fixed port would clash. */
+        argv[argc++] = h_xstrdup("--set");
+        argv[argc++] = h_xstrdup("http.listen=off");
         for (size_t i = 0; i < nsets; i++) {
                 argv[argc++] = h_xstrdup("--set");
                 argv[argc++] = h_xstrdup(sets[i]);
@@ -1419,4 +1427,88 @@ int h_cluster_start(h_cluster_t *c, const char *server_opts)
                 return -1;
         }
         return 0;
+}
+
+/* --- HTTP ----------------------------------------------------------------- */
+
+int h_http_port(int offset)
+{
+        const char *v = getenv("RELAY_TEST_HTTP_PORT");
+        int base = v && *v ? atoi(v) : 19140;
+        return base + offset;
+}
+
+/* Connected socket to 127.0.0.1:port, or -1. */
+static int http_connect(int port, int timeout_ms)
+{
+        struct sockaddr_in a;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -1;
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        memset(&a, 0, sizeof(a));
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* Send bytes, read the whole answer (the server closes: HTTP/1.0). */
+static int http_exchange(int port, const char *bytes, size_t len, int timeout_ms, char **body)
+{
+        int fd = http_connect(port, timeout_ms);
+        size_t cap = 65536, got = 0;
+        char *buf;
+        int status = -1;
+
+        if (body)
+                *body = h_xstrdup("");
+        if (fd < 0)
+                return -1;
+        if (send(fd, bytes, len, MSG_NOSIGNAL) != (ssize_t)len) {
+                close(fd);
+                return -1;
+        }
+        buf = h_xmalloc(cap);
+        int64_t deadline = h_now_ms() + timeout_ms;
+        for (;;) {
+                if (got + 1 >= cap)
+                        buf = realloc(buf, cap *= 2);
+                if (!buf)
+                        tap_bail("out of memory");
+                ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+                if (n <= 0 || h_now_ms() > deadline)
+                        break;
+                got += (size_t)n;
+        }
+        close(fd);
+        buf[got] = '\0';
+        if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+                status = -1;
+        if (body && status > 0) {
+                const char *b = strstr(buf, "\r\n\r\n");
+                free(*body);
+                *body = h_xstrdup(b ? b + 4 : "");
+        }
+        free(buf);
+        return status;
+}
+
+int h_http_request(int port, const char *method, const char *path, int timeout_ms, char **body)
+{
+        char *req = h_format("%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method, path);
+        int status = http_exchange(port, req, strlen(req), timeout_ms, body);
+        free(req);
+        return status;
+}
+
+int h_http_raw(int port, const char *bytes, size_t len, int timeout_ms)
+{
+        return http_exchange(port, bytes, len, timeout_ms, NULL);
 }

@@ -187,7 +187,8 @@ int h_kafka_broker_count(void);
 typedef struct h_relay h_relay_t;
 
 /**
- * Start RELAY_BIN with "--set k=v" for each of sets (NULL-terminated) and
+ * Start RELAY_BIN with "--set http.listen=off" (no HTTP endpoint unless a set
+ * turns it on), then "--set k=v" for each of sets (NULL-terminated), and
  * stdout+stderr appended to a log file of its own. Bails if fork/exec fails.
  */
 h_relay_t *h_relay_start(const char *const *sets);
@@ -230,6 +231,26 @@ void h_relay_diag_log(const h_relay_t *r);
 
 /** SIGKILL if still running, reap, remove the log; accepts NULL. */
 void h_relay_free(h_relay_t *r);
+
+/* --- HTTP (the relay's endpoint) ----------------------------------------- */
+
+/**
+ * A loopback port for the tests' HTTP endpoints and servers:
+ * RELAY_TEST_HTTP_PORT (default 19140) + offset.
+ */
+int h_http_port(int offset);
+
+/**
+ * GET (or another method) path from 127.0.0.1:port over HTTP/1.0, up to
+ * timeout_ms. Returns the status code, or -1 when the connection failed,
+ * closed without a status line, or timed out. *body (may be NULL) gets the
+ * body (caller frees; "" when none).
+ */
+int h_http_request(int port, const char *method, const char *path, int timeout_ms, char **body);
+
+/** Send raw bytes to 127.0.0.1:port and return the status code of the answer
+ *  (-1 when the server closed without one or timed out). */
+int h_http_raw(int port, const char *bytes, size_t len, int timeout_ms);
 
 /* --- misc ------------------------------------------------------------- */
 

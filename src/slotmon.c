@@ -1,0 +1,202 @@
+/*
+ * slotmon.c - owns the side connection to PostgreSQL that reads the slot's
+ * row of pg_replication_slots and the server's WAL end.
+ *
+ * Why asynchronous libpq stepped from the loop rather than a short
+ * synchronous query at a low rate: a synchronous query blocks the loop for
+ * a round trip every time, and for as long as the server takes when it is
+ * slow or a network path hangs (connect_timeout is often unset); a stall of
+ * the replication loop is exactly what a monitoring query must not cause.
+ * Stepping costs a zero-timeout poll() of one socket while a query is out,
+ * and nothing otherwise. Host names are still resolved synchronously by
+ * PQconnectStartParams(), once per connection.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/slotmon.h"
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "relay/lsn.h"
+
+/* A connection attempt or a query that takes longer than this is abandoned. */
+#define DEADLINE_MS 10000
+
+typedef enum { IDLE, CONNECTING, READY, BUSY } phase_t;
+
+struct relay_slotmon {
+        char *conninfo;
+        char *slot;
+        PGconn *conn;
+        phase_t phase;
+        PostgresPollingStatusType polling;
+        int64_t next_ms;     /* the next query (or connection attempt) */
+        int64_t deadline_ms; /* of the connection attempt or query under way */
+        relay_slot_info_t info;
+        bool got_row;
+        char query_err[RELAY_ERRBUF]; /* the query's error, reported once its results are read */
+};
+
+relay_slotmon_t *relay_slotmon_new(const char *conninfo, const char *slot)
+{
+        relay_slotmon_t *sm = calloc(1, sizeof(*sm));
+        if (sm == NULL)
+                return NULL;
+        sm->conninfo = strdup(conninfo ? conninfo : "");
+        sm->slot = strdup(slot);
+        if (sm->conninfo == NULL || sm->slot == NULL) {
+                relay_slotmon_free(sm);
+                return NULL;
+        }
+        return sm;
+}
+
+void relay_slotmon_free(relay_slotmon_t *sm)
+{
+        if (sm == NULL)
+                return;
+        if (sm->conn != NULL)
+                PQfinish(sm->conn);
+        free(sm->conninfo);
+        free(sm->slot);
+        free(sm);
+}
+
+static int fail(relay_slotmon_t *sm, int64_t now_ms, const char *what, char *err, size_t errlen)
+{
+        const char *msg = sm->conn ? PQerrorMessage(sm->conn) : "out of memory";
+        size_t n = strlen(msg);
+        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+                n--;
+        relay_err_set(err, errlen, "%s: %.*s", what, (int)n, msg);
+        if (sm->conn != NULL)
+                PQfinish(sm->conn);
+        sm->conn = NULL;
+        sm->phase = IDLE;
+        sm->next_ms = now_ms + RELAY_SLOTMON_INTERVAL_MS;
+        return RELAY_EIO;
+}
+
+/* Is the connection's socket ready for events, right now? */
+static bool ready_for(PGconn *c, short events)
+{
+        struct pollfd p = {.fd = PQsocket(c), .events = events};
+        return p.fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* The answer's one row: wal_status, safe_wal_size, active, the server's WAL end. */
+static void take_row(relay_slotmon_t *sm, PGresult *res)
+{
+        relay_slot_info_t *si = &sm->info;
+        memset(si, 0, sizeof(*si));
+        si->known = true;
+        if (PQntuples(res) != 1 || PQnfields(res) != 4)
+                return;
+        if (!PQgetisnull(res, 0, 0))
+                relay_err_set(si->wal_status, sizeof(si->wal_status), "%s", PQgetvalue(res, 0, 0));
+        if (!PQgetisnull(res, 0, 1)) {
+                si->safe_wal_size_known = true;
+                si->safe_wal_size = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        }
+        si->active = !PQgetisnull(res, 0, 2) && PQgetvalue(res, 0, 2)[0] == 't';
+        relay_lsn_t end;
+        if (!PQgetisnull(res, 0, 3) && relay_lsn_parse(PQgetvalue(res, 0, 3), &end) == 0)
+                si->server_end = end;
+        sm->got_row = true;
+}
+
+int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *out, char *err,
+                       size_t errlen)
+{
+        /* pg_current_wal_lsn() fails during recovery (logical decoding on a
+         * standby, PostgreSQL 16+): the replay position is that server's end. */
+        static const char *const sql =
+                "SELECT s.wal_status, s.safe_wal_size, s.active, "
+                "(CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "
+                "ELSE pg_catalog.pg_current_wal_lsn() END)::text "
+                "FROM (SELECT 1) AS one LEFT JOIN pg_catalog.pg_replication_slots AS s "
+                "ON s.slot_name = $1";
+
+        switch (sm->phase) {
+        case IDLE: {
+                if (now_ms < sm->next_ms)
+                        return 0;
+                const char *keys[] = {"dbname", "application_name", NULL};
+                const char *vals[] = {sm->conninfo[0] ? sm->conninfo : NULL,
+                                      "outbox-relay metrics", NULL};
+                sm->conn = vals[0] ? PQconnectStartParams(keys, vals, 1)
+                                   : PQconnectStartParams(keys + 1, vals + 1, 0);
+                if (sm->conn == NULL || PQstatus(sm->conn) == CONNECTION_BAD)
+                        return fail(sm, now_ms, "could not connect to read the slot", err, errlen);
+                sm->phase = CONNECTING;
+                sm->polling = PGRES_POLLING_WRITING;
+                sm->deadline_ms = now_ms + DEADLINE_MS;
+                return 0;
+        }
+        case CONNECTING:
+                if (now_ms > sm->deadline_ms)
+                        return fail(sm, now_ms, "could not connect to read the slot (timeout)", err,
+                                    errlen);
+                if (!ready_for(sm->conn, sm->polling == PGRES_POLLING_READING ? POLLIN : POLLOUT))
+                        return 0;
+                sm->polling = PQconnectPoll(sm->conn);
+                if (sm->polling == PGRES_POLLING_FAILED)
+                        return fail(sm, now_ms, "could not connect to read the slot", err, errlen);
+                if (sm->polling != PGRES_POLLING_OK)
+                        return 0;
+                if (PQsetnonblocking(sm->conn, 1) != 0)
+                        return fail(sm, now_ms, "could not connect to read the slot", err, errlen);
+                sm->phase = READY;
+                sm->next_ms = now_ms;
+                return 0;
+        case READY: {
+                if (now_ms < sm->next_ms)
+                        return 0;
+                const char *params[] = {sm->slot};
+                if (!PQsendQueryParams(sm->conn, sql, 1, NULL, params, NULL, NULL, 0))
+                        return fail(sm, now_ms, "could not read the slot", err, errlen);
+                sm->phase = BUSY;
+                sm->got_row = false;
+                sm->query_err[0] = '\0';
+                sm->deadline_ms = now_ms + DEADLINE_MS;
+                /* fall through: the answer may be there already */
+        }
+                /* FALLTHROUGH */
+        case BUSY:
+                if (now_ms > sm->deadline_ms)
+                        return fail(sm, now_ms, "could not read the slot (timeout)", err, errlen);
+                if (PQflush(sm->conn) < 0)
+                        return fail(sm, now_ms, "could not read the slot", err, errlen);
+                if (ready_for(sm->conn, POLLIN) && !PQconsumeInput(sm->conn))
+                        return fail(sm, now_ms, "could not read the slot", err, errlen);
+                while (!PQisBusy(sm->conn)) {
+                        PGresult *res = PQgetResult(sm->conn);
+                        if (res == NULL) {
+                                sm->phase = READY;
+                                sm->next_ms = now_ms + RELAY_SLOTMON_INTERVAL_MS;
+                                if (sm->query_err[0]) {
+                                        relay_err_set(err, errlen, "could not read the slot: %s",
+                                                      sm->query_err);
+                                        return RELAY_EIO;
+                                }
+                                if (!sm->got_row)
+                                        return 0;
+                                *out = sm->info;
+                                return 1;
+                        }
+                        if (PQresultStatus(res) == PGRES_TUPLES_OK)
+                                take_row(sm, res);
+                        else
+                                relay_err_set(sm->query_err, sizeof(sm->query_err), "%s",
+                                              PQresultErrorMessage(res));
+                        PQclear(res);
+                }
+                return 0;
+        }
+        return 0;
+}

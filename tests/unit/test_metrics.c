@@ -1,0 +1,185 @@
+/*
+ * test_metrics.c - the metrics module without a server: the bounded topic
+ * labels, the commit-to-ack histogram and lag ages, the session-end causes,
+ * health and readiness answers, the catch-up report's arithmetic, and that
+ * nothing reaches the page before it is published.
+ */
+#include "relay/metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tap.h"
+
+#define PG_EPOCH_UNIX INT64_C(946684800)
+
+static double sample(const char *page, const char *series)
+{
+        size_t n = strlen(series);
+        for (const char *p = page; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                if (strncmp(p, series, n) == 0 && p[n] == ' ')
+                        return strtod(p + n + 1, NULL);
+        return -1;
+}
+
+static char *page_of(relay_metrics_t *m)
+{
+        size_t len;
+        char *p = relay_metrics_render(m, &len);
+        if (!p)
+                tap_bail("render failed");
+        return p;
+}
+
+static int64_t pg_now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return ((int64_t)ts.tv_sec - PG_EPOCH_UNIX) * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_topics(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {0};
+        char topic[64];
+        for (int i = 0; i < 120; i++) {
+                snprintf(topic, sizeof(topic), "t%03d", i);
+                for (int k = 0; k <= i % 3; k++)
+                        relay_metrics_acked(m, topic, 10);
+        }
+        char *p = page_of(m);
+        ok(sample(p, "outbox_relay_events_total{topic=\"t000\"}") == -1,
+           "nothing on the page before a publication");
+        free(p);
+        relay_metrics_publish(m, &s);
+        p = page_of(m);
+        is_int(sample(p, "outbox_relay_events_total{topic=\"t000\"}"), 1, "t000: 1 event");
+        is_int(sample(p, "outbox_relay_events_total{topic=\"t002\"}"), 3, "t002: 3 events");
+        is_int(sample(p, "outbox_relay_event_bytes_total{topic=\"t002\"}"), 30, "t002: 30 bytes");
+        is_int(sample(p, "outbox_relay_events_total{topic=\"t099\"}"), 1, "the 100th topic has a label");
+        is_int(sample(p, "outbox_relay_events_total{topic=\"t100\"}"), -1, "the 101st has none");
+        /* t100..t119: (i % 3) + 1 events each */
+        int other = 0;
+        for (int i = 100; i < 120; i++)
+                other += i % 3 + 1;
+        is_int(sample(p, "outbox_relay_events_total{topic=\"other\"}"), other,
+               "topics past the 100th count as other (%d)", other);
+        int labels = 0;
+        for (const char *q = p; (q = strstr(q, "outbox_relay_events_total{")) != NULL; q++)
+                labels++;
+        is_int(labels, 101, "101 label values: 100 topics and other");
+        free(p);
+        relay_metrics_free(m);
+}
+
+static void test_latency_and_lag(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {0};
+        int64_t now = pg_now_us();
+        relay_metrics_commit(m, 100, now - 2000000); /* committed 2 s ago */
+        relay_metrics_commit(m, 200, now - 1000);
+        relay_metrics_turn(m, mono_ms(), 150);
+        relay_metrics_publish(m, &s);
+        char *p = page_of(m);
+        is_int(sample(p, "outbox_relay_commit_to_ack_seconds_count"), 1, "one transaction confirmed");
+        is_int(sample(p, "outbox_relay_commit_to_ack_seconds_bucket{le=\"1\"}"), 0,
+               "not within 1 s");
+        is_int(sample(p, "outbox_relay_commit_to_ack_seconds_bucket{le=\"2.5\"}"), 1,
+               "within 2.5 s");
+        is_int(sample(p, "outbox_relay_inflight_transactions"), 1, "one transaction unconfirmed");
+        double age = sample(p, "outbox_relay_confirmed_commit_age_seconds");
+        ok(age >= 1.9 && age < 60, "confirmed commit age about 2 s (%.3f)", age);
+        age = sample(p, "outbox_relay_unconfirmed_commit_age_seconds");
+        ok(age >= 0 && age < 60, "oldest unconfirmed is the newer one (%.3f)", age);
+        free(p);
+
+        relay_metrics_session_end(m, RELAY_EKAFKA);
+        relay_metrics_session_end(m, RELAY_EBUSY);
+        relay_metrics_publish(m, &s);
+        p = page_of(m);
+        is_int(sample(p, "outbox_relay_session_ends_total{cause=\"kafka\"}"), 1, "kafka cause");
+        is_int(sample(p, "outbox_relay_session_ends_total{cause=\"standby\"}"), 1, "standby cause");
+        is_int(sample(p, "outbox_relay_inflight_transactions"), 0,
+               "a session end forgets what the next session receives again");
+        is_int(sample(p, "outbox_relay_unconfirmed_commit_age_seconds"), 0, "nothing unconfirmed");
+        free(p);
+        relay_metrics_free(m);
+}
+
+static void test_health(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        char body[512];
+        ok(relay_metrics_health(m, false, 30000, body, sizeof(body)), "alive at start");
+        ok(!relay_metrics_health(m, true, 30000, body, sizeof(body)), "not ready while starting");
+        relay_metrics_state(m, RELAY_STATE_STREAMING);
+        ok(relay_metrics_health(m, true, 30000, body, sizeof(body)), "ready while streaming: %s", body);
+        relay_kafka_stats_t ks = {.known = true, .nbrokers = 1, .brokers_up = 0};
+        relay_metrics_kafka(m, &ks);
+        relay_metrics_alive(m, mono_ms() + 1000);
+        ok(!relay_metrics_health(m, true, 30000, body, sizeof(body)) &&
+                   strstr(body, "no Kafka broker is up"),
+           "unready with no broker up: %s", body);
+        relay_metrics_state(m, RELAY_STATE_STANDBY);
+        ok(relay_metrics_health(m, true, 30000, body, sizeof(body)), "ready standing by: %s", body);
+        relay_metrics_state(m, RELAY_STATE_BACKOFF);
+        ok(!relay_metrics_health(m, true, 30000, body, sizeof(body)), "unready backing off: %s", body);
+        relay_metrics_alive(m, mono_ms() - 40000);
+        relay_metrics_state(m, RELAY_STATE_BACKOFF); /* publishes at once */
+        ok(!relay_metrics_health(m, false, 30000, body, sizeof(body)) && strstr(body, "stalled"),
+           "not alive when the loop has not turned for 40 s: %s", body);
+        relay_metrics_free(m);
+}
+
+static void test_catchup(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {0};
+        relay_slot_info_t si = {.known = true, .server_end = 100000000};
+        relay_catchup_t c;
+        relay_metrics_slot(m, &si);
+        relay_metrics_publish(m, &s);
+        ok(!relay_metrics_catchup(m, 1000, &c), "the first call only starts the clock");
+        s.received = 20000000;
+        for (int i = 0; i < 50000; i++)
+                relay_metrics_produced(m);
+        relay_metrics_publish(m, &s);
+        ok(!relay_metrics_catchup(m, 5000, &c), "nothing before the interval");
+        ok(relay_metrics_catchup(m, 11000, &c), "a report after 10 s, 80 MB behind");
+        ok(c.events_per_s == 5000 && c.wal_bytes_per_s == 2000000 && c.lag_bytes == 80000000 &&
+                   c.eta_s == 40 && !c.done,
+           "5000 events/s, 2 MB/s, 80 MB behind, 40 s to go (%.0f, %.0f, %lld, %.0f)",
+           c.events_per_s, c.wal_bytes_per_s, (long long)c.lag_bytes, c.eta_s);
+        /* The server wrote 10 MB meanwhile, the relay read 50 MB: lag 80 -> 40 MB. */
+        si.server_end = 110000000;
+        relay_metrics_slot(m, &si);
+        s.received = 70000000;
+        relay_metrics_publish(m, &s);
+        ok(relay_metrics_catchup(m, 21000, &c) && c.lag_bytes == 40000000 && c.eta_s == 10,
+           "the estimate follows the lag's own shrinking: 40 MB at 4 MB/s, 10 s (%.0f)", c.eta_s);
+        s.received = 110000000;
+        relay_metrics_publish(m, &s);
+        ok(relay_metrics_catchup(m, 31000, &c) && c.done && c.lag_bytes == 0, "then caught up");
+        ok(!relay_metrics_catchup(m, 41000, &c), "and quiet after that");
+        relay_metrics_free(m);
+}
+
+int main(void)
+{
+        test_topics();
+        test_latency_and_lag();
+        test_health();
+        test_catchup();
+        return done_testing();
+}
