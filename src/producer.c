@@ -172,6 +172,17 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
         relay_log_debug("librdkafka %d %s: %s", level, fac, buf);
 }
 
+/* Only with kafka.statistics.interval.ms set: librdkafka's statistics
+ * (batch sizes, requests, round trips per broker and partition) as one
+ * debug line each, which is how a slow far broker is diagnosed. */
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+        (void)rk;
+        (void)opaque;
+        relay_log_debug("librdkafka statistics: %.*s", (int)len, json);
+        return 0; /* librdkafka frees json */
+}
+
 static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
                     size_t errlen)
 {
@@ -255,6 +266,7 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
         rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
         rd_kafka_conf_set_error_cb(conf, error_cb);
         rd_kafka_conf_set_log_cb(conf, log_cb);
+        rd_kafka_conf_set_stats_cb(conf, stats_cb);
 
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
         if (!p->rk) {
