@@ -25,6 +25,13 @@
  *       (linger.ms=0, acks=all, idempotent), each waiting for its delivery
  *       report; prints "<median ms> <p90 ms> <librdkafka's rtt avg ms>" (the
  *       last from its statistics: the broker's request round trip)
+ *   benchtool spread BROKERS TOPIC EVENTS PRODUCERS [MAX_IN_FLIGHT]
+ *       the design alternative of issue 18: EVENTS events of the bench's shape
+ *       keyed like the relay's (murmur2), each produced by the one of
+ *       PRODUCERS idempotent producers that owns its partition (partition
+ *       modulo PRODUCERS), each with max.in.flight.requests.per.connection=1
+ *       (or MAX_IN_FLIGHT), linger.ms=5, queue.buffering.max.messages=10000
+ *       divided among them; prints "<ms from first produce to last ack>"
  *   benchtool mock RTT_MS PARTITIONS TOPIC...
  *       librdkafka's mock cluster (one broker that answers every request
  *       RTT_MS late, rd_kafka_mock_broker_set_rtt) with the topics created;
@@ -488,8 +495,88 @@ static int cmd_mock(int argc, char **argv)
         return 0;
 }
 
+static int cmd_spread(int argc, char **argv)
+{
+        if (argc < 5) {
+                fprintf(stderr, "usage: benchtool spread BROKERS TOPIC EVENTS PRODUCERS [MAX_IN_FLIGHT]\n");
+                return 3;
+        }
+        int64_t n = strtoll(argv[3], NULL, 10);
+        int np = atoi(argv[4]);
+        if (np < 1 || np > 64)
+                np = 1;
+        char qmax[16];
+        snprintf(qmax, sizeof(qmax), "%d", 10000 / np);
+        const char *settings[] = {
+                "acks", "all", "enable.idempotence", "true", "linger.ms", "5",
+                "max.in.flight.requests.per.connection", argc > 5 ? argv[5] : "1",
+                "queue.buffering.max.messages", qmax, "partitioner", "murmur2_random", NULL,
+        };
+        rd_kafka_t *rk[64];
+        rd_kafka_topic_t *rkt[64];
+        for (int i = 0; i < np; i++) {
+                rk[i] = kafka_client(argv[1], RD_KAFKA_PRODUCER, settings, produce_dr);
+                rkt[i] = rd_kafka_topic_new(rk[i], argv[2], NULL);
+        }
+        int parts = partition_count(rk[0], argv[2]);
+        if (parts < 1) {
+                fprintf(stderr, "benchtool: topic %s has no partitions\n", argv[2]);
+                return 1;
+        }
+        double t0 = now_s(CLOCK_MONOTONIC);
+        for (int64_t g = 1; g <= n && !delivery_failed; g++) {
+                char key[32], val[512];
+                int kl = snprintf(key, sizeof(key), "order-%" PRId64, g);
+                int vl = snprintf(val, sizeof(val),
+                                  "{\"t0\": 0, \"seq\": %" PRId64 ", \"note\": \"outbox-relay bench\", "
+                                  "\"order\": {\"id\": \"ord-%010" PRId64 "\", \"lines\": [{\"qty\": %d, "
+                                  "\"sku\": \"SKU-%" PRId64 "\", \"price\": 19.99}, {\"qty\": 1, \"sku\": "
+                                  "\"SKU-%" PRId64 "\", \"price\": 4.5}], \"total\": %" PRId64 ".%02d, "
+                                  "\"currency\": \"EUR\", \"customer\": \"cust-%06" PRId64 "\"}}",
+                                  g, g, (int)(1 + g % 5), g % 9973, g % 7919, g % 1000, (int)(g % 100), g % 100000);
+                int32_t p = rd_kafka_msg_partitioner_murmur2_random(rkt[0], key, (size_t)kl, parts, NULL, NULL);
+                int i = p % np;
+                for (;;) {
+                        rd_kafka_resp_err_t e = rd_kafka_producev(
+                                rk[i], RD_KAFKA_V_TOPIC(argv[2]), RD_KAFKA_V_PARTITION(p),
+                                RD_KAFKA_V_KEY(key, (size_t)kl), RD_KAFKA_V_VALUE(val, (size_t)vl),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("id", "x", -1),
+                                RD_KAFKA_V_HEADER("type", "OrderPlaced", -1), RD_KAFKA_V_END);
+                        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                                rd_kafka_poll(rk[i], 1);
+                                continue;
+                        }
+                        if (e) {
+                                fprintf(stderr, "benchtool: produce: %s\n", rd_kafka_err2str(e));
+                                return 1;
+                        }
+                        break;
+                }
+                if ((g & 255) == 0)
+                        for (int j = 0; j < np; j++)
+                                rd_kafka_poll(rk[j], 0);
+        }
+        for (int i = 0; i < np; i++)
+                rd_kafka_flush(rk[i], 120000);
+        double ms = (now_s(CLOCK_MONOTONIC) - t0) * 1000.0;
+        int left = 0;
+        for (int i = 0; i < np; i++) {
+                left += rd_kafka_outq_len(rk[i]);
+                rd_kafka_topic_destroy(rkt[i]);
+                rd_kafka_destroy(rk[i]);
+        }
+        if (left || delivery_failed) {
+                fprintf(stderr, "benchtool: %d events not delivered\n", left);
+                return 1;
+        }
+        printf("%.0f\n", ms);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc >= 2 && strcmp(argv[1], "spread") == 0)
+                return cmd_spread(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "rtt") == 0)
                 return cmd_rtt(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "mock") == 0)
