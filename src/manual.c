@@ -263,7 +263,9 @@ static void man_keys(FILE *out)
                 "example kafka.compression.type = zstd, kafka.security.protocol = ssl). The "
                 "relay's own defaults are enable.idempotence = true (cannot be turned off), "
                 "partitioner = murmur2_random (where Java producers put a key), linger.ms = 5 and "
-                "queue.buffering.max.messages = 10000. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
+                "queue.buffering.max.messages = 10000. With statistics.interval.ms set and "
+                "log.level = debug, librdkafka's statistics (events per request, round trips) are "
+                "logged. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
                 "with \".\" written as \"_\".");
         for (size_t i = 0; relay_config_keydoc(i, &d); i++) {
                 fputs(".TP\n\\fB", out);

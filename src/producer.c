@@ -196,6 +196,10 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
         const char *name;
 
         (void)rk;
+        /* The whole report at debug level (batch sizes, requests, round
+         * trips per broker and partition): how a slow far broker is
+         * diagnosed. */
+        relay_log_debug("librdkafka statistics: %.*s", (int)len, json);
         if (!json_is_object(root)) {
                 json_decref(root);
                 return 0;

@@ -94,7 +94,8 @@ typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_
  *        enable.gapless.guarantee=true, partitioner=murmur2_random,
  *        linger.ms=5, queue.buffering.max.messages=10000,
  *        client.id=outbox-relay), then every kafka.* key of cfg (borrowed)
- *        on top. max_batch > 0 lowers batch.size to at most that many bytes
+ *        on top. With kafka.statistics.interval.ms set, librdkafka's
+ *        statistics are logged at debug level. max_batch > 0 lowers batch.size to at most that many bytes
  *        (the smallest topic limit in use).
  * @returns 0 and *out (caller frees with relay_producer_free()); RELAY_EINVAL
  *          when librdkafka rejects a property or enable.idempotence is

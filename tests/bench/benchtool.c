@@ -2,12 +2,14 @@
  * benchtool - small helpers for tests/bench (built by tests/bench/lib.sh):
  *
  *   benchtool topics BROKERS MAX_MESSAGE_BYTES TOPIC...
- *       create single-partition topics with message.timestamp.type=LogAppendTime
- *       (already existing ones are fine)
+ *       create topics with message.timestamp.type=LogAppendTime (already
+ *       existing ones are fine): one partition and one replica, or
+ *       $BENCH_TOPIC_PARTITIONS and $BENCH_TOPIC_RF
  *   benchtool wait BROKERS TOPIC COUNT TIMEOUT_S [PID]
- *       poll the end offset of TOPIC partition 0 every millisecond until it
- *       reaches COUNT; print "<end offset> <epoch ms when seen>"; exit 1 on the
- *       deadline, 2 when PID (the relay under test) has died meanwhile
+ *       poll the end offsets of TOPIC (summed over its partitions) every
+ *       millisecond until they reach COUNT; print "<end offset> <epoch ms
+ *       when seen> <epoch ms when the first message was seen>"; exit 1 on
+ *       the deadline, 2 when PID (the relay under test) has died meanwhile
  *   benchtool load CONNINFO AGGREGATETYPE RATE SECONDS
  *       insert RATE outbox events per second for SECONDS, one multi-row INSERT
  *       (one transaction) per 10 ms tick on an absolute schedule; a late tick
@@ -18,6 +20,22 @@
  *       settings (acks=all, idempotent, linger.ms=5, no compression) sends the
  *       same events on the same 10 ms schedule, "t0" being the produce() call;
  *       no database and no decoding. Prints what load prints.
+ *   benchtool rtt BROKERS TOPIC COUNT
+ *       the round trip as a producer sees it: COUNT messages one at a time
+ *       (linger.ms=0, acks=all, idempotent), each waiting for its delivery
+ *       report; prints "<median ms> <p90 ms> <librdkafka's rtt avg ms>" (the
+ *       last from its statistics: the broker's request round trip)
+ *   benchtool spread BROKERS TOPIC EVENTS PRODUCERS [MAX_IN_FLIGHT]
+ *       the design alternative of issue 18: EVENTS events of the bench's shape
+ *       keyed like the relay's (murmur2), each produced by the one of
+ *       PRODUCERS idempotent producers that owns its partition (partition
+ *       modulo PRODUCERS), each with max.in.flight.requests.per.connection=1
+ *       (or MAX_IN_FLIGHT), linger.ms=5, queue.buffering.max.messages=10000
+ *       divided among them; prints "<ms from first produce to last ack>"
+ *   benchtool mock RTT_MS PARTITIONS TOPIC...
+ *       librdkafka's mock cluster (one broker that answers every request
+ *       RTT_MS late, rd_kafka_mock_broker_set_rtt) with the topics created;
+ *       prints its bootstrap address and runs until SIGTERM
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -26,6 +44,7 @@
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +58,9 @@ static double now_s(clockid_t clk)
         clock_gettime(clk, &ts);
         return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+/* Set before kafka_client() to get librdkafka's statistics. */
+static int (*client_stats)(rd_kafka_t *, char *, size_t, void *);
 
 /* A client of brokers with settings (NULL-terminated name/value pairs, may
  * be NULL) and a delivery report callback (producers, may be NULL); exits 3
@@ -62,6 +84,8 @@ static rd_kafka_t *kafka_client(const char *brokers, rd_kafka_type_t type,
                 }
         if (dr)
                 rd_kafka_conf_set_dr_msg_cb(conf, dr);
+        if (client_stats)
+                rd_kafka_conf_set_stats_cb(conf, client_stats);
         rd_kafka_t *rk = rd_kafka_new(type, conf, err, sizeof(err));
         if (rk == NULL) {
                 fprintf(stderr, "benchtool: rd_kafka_new: %s\n", err);
@@ -80,8 +104,10 @@ static int cmd_topics(int argc, char **argv)
         int n = argc - 3, rc = 0;
         rd_kafka_NewTopic_t **nt = calloc((size_t)n, sizeof(*nt));
         char err[512];
+        const char *np = getenv("BENCH_TOPIC_PARTITIONS"), *rf = getenv("BENCH_TOPIC_RF");
         for (int i = 0; i < n; i++) {
-                nt[i] = rd_kafka_NewTopic_new(argv[3 + i], 1, 1, err, sizeof(err));
+                nt[i] = rd_kafka_NewTopic_new(argv[3 + i], np && *np ? atoi(np) : 1, rf && *rf ? atoi(rf) : 1,
+                                              err, sizeof(err));
                 if (nt[i] == NULL) {
                         fprintf(stderr, "benchtool: %s: %s\n", argv[3 + i], err);
                         return 3;
@@ -123,6 +149,21 @@ static int cmd_topics(int argc, char **argv)
         return rc;
 }
 
+/* The number of partitions of topic, 0 while it is unknown. */
+static int partition_count(rd_kafka_t *rk, const char *topic)
+{
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+        int n = 0;
+        if (rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+                        n = md->topics[0].partition_cnt;
+                rd_kafka_metadata_destroy(md);
+        }
+        rd_kafka_topic_destroy(rkt);
+        return n;
+}
+
 static int cmd_wait(int argc, char **argv)
 {
         if (argc < 5) {
@@ -133,10 +174,26 @@ static int cmd_wait(int argc, char **argv)
         double deadline = now_s(CLOCK_MONOTONIC) + atof(argv[4]);
         pid_t pid = argc > 5 ? (pid_t)atol(argv[5]) : 0;
         rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_CONSUMER, NULL, NULL);
-        int64_t lo = 0, hi = -1;
+        int64_t hi = -1;
+        double first_ms = 0;
+        int parts = 0;
         unsigned long polls = 0;
         for (;;) {
-                rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, argv[2], 0, &lo, &hi, 5000);
+                rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+                if (parts == 0)
+                        parts = partition_count(rk, argv[2]);
+                if (parts > 0) {
+                        int64_t sum = 0, lo, h;
+                        e = RD_KAFKA_RESP_ERR_NO_ERROR;
+                        for (int p = 0; p < parts && !e; p++) {
+                                e = rd_kafka_query_watermark_offsets(rk, argv[2], p, &lo, &h, 5000);
+                                sum += h;
+                        }
+                        if (!e)
+                                hi = sum;
+                        if (!e && sum > 0 && first_ms == 0)
+                                first_ms = now_s(CLOCK_REALTIME) * 1000.0;
+                }
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR && hi >= want)
                         break;
                 if (now_s(CLOCK_MONOTONIC) > deadline) {
@@ -153,7 +210,7 @@ static int cmd_wait(int argc, char **argv)
                 }
                 usleep(e ? 50000 : 1000);
         }
-        printf("%" PRId64 " %.0f\n", hi, now_s(CLOCK_REALTIME) * 1000.0);
+        printf("%" PRId64 " %.0f %.0f\n", hi, now_s(CLOCK_REALTIME) * 1000.0, first_ms);
         rd_kafka_destroy(rk);
         return 0;
 }
@@ -333,8 +390,197 @@ static int cmd_produce(int argc, char **argv)
         return stop_load ? 1 : 0;
 }
 
+static int rtt_done;
+static double rtt_stats_ms = -1;
+static void rtt_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+        (void)rk;
+        (void)opaque;
+        if (m->err) {
+                fprintf(stderr, "benchtool: delivery failed: %s\n", rd_kafka_err2str(m->err));
+                delivery_failed = 1;
+        }
+        rtt_done = 1;
+}
+
+/* The first broker's "rtt": {... "avg": N ...} (microseconds), crudely: the
+ * statistics are one JSON object and this is the only field read. */
+static int rtt_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+        (void)rk;
+        (void)len;
+        (void)opaque;
+        const char *b = strstr(json, "\"brokers\"");
+        const char *r = b ? strstr(b, "\"rtt\"") : NULL;
+        const char *a = r ? strstr(r, "\"avg\":") : NULL;
+        if (a && atof(a + 6) > 0)
+                rtt_stats_ms = atof(a + 6) / 1000.0;
+        return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+static int cmd_rtt(int argc, char **argv)
+{
+        if (argc < 4) {
+                fprintf(stderr, "usage: benchtool rtt BROKERS TOPIC COUNT\n");
+                return 3;
+        }
+        static const char *const settings[] = {
+                "acks", "all", "enable.idempotence", "true", "linger.ms", "0",
+                "statistics.interval.ms", "100", NULL,
+        };
+        int n = atoi(argv[3]);
+        if (n < 1)
+                n = 1;
+        client_stats = rtt_stats;
+        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_PRODUCER, settings, rtt_dr);
+        double *t = calloc((size_t)n, sizeof(*t));
+        for (int i = 0; i <= n && !delivery_failed; i++) {
+                double t0 = now_s(CLOCK_MONOTONIC);
+                rtt_done = 0;
+                if (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(argv[2]), RD_KAFKA_V_VALUE("rtt", 3),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) {
+                        fprintf(stderr, "benchtool: produce failed\n");
+                        return 1;
+                }
+                while (!rtt_done)
+                        rd_kafka_poll(rk, 1);
+                /* The first one also connects and fetches metadata: not counted. */
+                if (i > 0)
+                        t[i - 1] = (now_s(CLOCK_MONOTONIC) - t0) * 1000.0;
+        }
+        /* Wait for one statistics round after the messages. */
+        for (int i = 0; i < 3; i++)
+                rd_kafka_poll(rk, 100);
+        rd_kafka_destroy(rk);
+        if (delivery_failed)
+                return 1;
+        qsort(t, (size_t)n, sizeof(*t), cmp_double);
+        printf("%.2f %.2f %.2f\n", t[n / 2], t[(n * 9) / 10], rtt_stats_ms);
+        free(t);
+        return 0;
+}
+
+static int cmd_mock(int argc, char **argv)
+{
+        if (argc < 4) {
+                fprintf(stderr, "usage: benchtool mock RTT_MS PARTITIONS TOPIC...\n");
+                return 3;
+        }
+        rd_kafka_t *rk = kafka_client("", RD_KAFKA_PRODUCER, NULL, NULL);
+        rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(rk, 1);
+        if (mc == NULL) {
+                fprintf(stderr, "benchtool: could not create the mock cluster\n");
+                return 3;
+        }
+        for (int i = 3; i < argc; i++)
+                if (rd_kafka_mock_topic_create(mc, argv[i], atoi(argv[2]), 1)) {
+                        fprintf(stderr, "benchtool: could not create mock topic %s\n", argv[i]);
+                        return 3;
+                }
+        rd_kafka_mock_broker_set_rtt(mc, 1, atoi(argv[1]));
+        printf("%s\n", rd_kafka_mock_cluster_bootstraps(mc));
+        fflush(stdout);
+        signal(SIGTERM, on_signal);
+        signal(SIGINT, on_signal);
+        while (!stop_load)
+                usleep(100000);
+        rd_kafka_mock_cluster_destroy(mc);
+        rd_kafka_destroy(rk);
+        return 0;
+}
+
+static int cmd_spread(int argc, char **argv)
+{
+        if (argc < 5) {
+                fprintf(stderr, "usage: benchtool spread BROKERS TOPIC EVENTS PRODUCERS [MAX_IN_FLIGHT]\n");
+                return 3;
+        }
+        int64_t n = strtoll(argv[3], NULL, 10);
+        int np = atoi(argv[4]);
+        if (np < 1 || np > 64)
+                np = 1;
+        char qmax[16];
+        snprintf(qmax, sizeof(qmax), "%d", 10000 / np);
+        const char *settings[] = {
+                "acks", "all", "enable.idempotence", "true", "linger.ms", "5",
+                "max.in.flight.requests.per.connection", argc > 5 ? argv[5] : "1",
+                "queue.buffering.max.messages", qmax, "partitioner", "murmur2_random", NULL,
+        };
+        rd_kafka_t *rk[64];
+        rd_kafka_topic_t *rkt[64];
+        for (int i = 0; i < np; i++) {
+                rk[i] = kafka_client(argv[1], RD_KAFKA_PRODUCER, settings, produce_dr);
+                rkt[i] = rd_kafka_topic_new(rk[i], argv[2], NULL);
+        }
+        int parts = partition_count(rk[0], argv[2]);
+        if (parts < 1) {
+                fprintf(stderr, "benchtool: topic %s has no partitions\n", argv[2]);
+                return 1;
+        }
+        double t0 = now_s(CLOCK_MONOTONIC);
+        for (int64_t g = 1; g <= n && !delivery_failed; g++) {
+                char key[32], val[512];
+                int kl = snprintf(key, sizeof(key), "order-%" PRId64, g);
+                int vl = snprintf(val, sizeof(val),
+                                  "{\"t0\": 0, \"seq\": %" PRId64 ", \"note\": \"outbox-relay bench\", "
+                                  "\"order\": {\"id\": \"ord-%010" PRId64 "\", \"lines\": [{\"qty\": %d, "
+                                  "\"sku\": \"SKU-%" PRId64 "\", \"price\": 19.99}, {\"qty\": 1, \"sku\": "
+                                  "\"SKU-%" PRId64 "\", \"price\": 4.5}], \"total\": %" PRId64 ".%02d, "
+                                  "\"currency\": \"EUR\", \"customer\": \"cust-%06" PRId64 "\"}}",
+                                  g, g, (int)(1 + g % 5), g % 9973, g % 7919, g % 1000, (int)(g % 100), g % 100000);
+                int32_t p = rd_kafka_msg_partitioner_murmur2_random(rkt[0], key, (size_t)kl, parts, NULL, NULL);
+                int i = p % np;
+                for (;;) {
+                        rd_kafka_resp_err_t e = rd_kafka_producev(
+                                rk[i], RD_KAFKA_V_TOPIC(argv[2]), RD_KAFKA_V_PARTITION(p),
+                                RD_KAFKA_V_KEY(key, (size_t)kl), RD_KAFKA_V_VALUE(val, (size_t)vl),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADER("id", "x", -1),
+                                RD_KAFKA_V_HEADER("type", "OrderPlaced", -1), RD_KAFKA_V_END);
+                        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                                rd_kafka_poll(rk[i], 1);
+                                continue;
+                        }
+                        if (e) {
+                                fprintf(stderr, "benchtool: produce: %s\n", rd_kafka_err2str(e));
+                                return 1;
+                        }
+                        break;
+                }
+                if ((g & 255) == 0)
+                        for (int j = 0; j < np; j++)
+                                rd_kafka_poll(rk[j], 0);
+        }
+        for (int i = 0; i < np; i++)
+                rd_kafka_flush(rk[i], 120000);
+        double ms = (now_s(CLOCK_MONOTONIC) - t0) * 1000.0;
+        int left = 0;
+        for (int i = 0; i < np; i++) {
+                left += rd_kafka_outq_len(rk[i]);
+                rd_kafka_topic_destroy(rkt[i]);
+                rd_kafka_destroy(rk[i]);
+        }
+        if (left || delivery_failed) {
+                fprintf(stderr, "benchtool: %d events not delivered\n", left);
+                return 1;
+        }
+        printf("%.0f\n", ms);
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc >= 2 && strcmp(argv[1], "spread") == 0)
+                return cmd_spread(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "rtt") == 0)
+                return cmd_rtt(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "mock") == 0)
+                return cmd_mock(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "topics") == 0)
                 return cmd_topics(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "wait") == 0)

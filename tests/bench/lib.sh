@@ -13,6 +13,7 @@
 
 BENCH_CLK_TCK=$(getconf CLK_TCK)
 BENCH_PIDS=()   # readers started here and still to be stopped on exit
+RELAY_ARGS=()   # more --set k=v for every relay started (e.g. a proxy's address)
 
 bench_log() { printf '%s bench: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 bench_die() {
@@ -91,20 +92,23 @@ bench_stop_all() {
         done
 }
 
-# relay_start SLOT LOG [--set k=v]...: start the relay in the background.
+# relay_start SLOT LOG [--set k=v]...: start the relay in the background,
+# with the benchmark's common producer settings (acks=all, linger 5 ms, no
+# compression), or with the relay's own defaults when BENCH_RELAY_DEFAULTS=1.
 # Sets READER_PID and READER_T0 (epoch ms just before the exec).
 relay_start() {
-        local slot=$1 log=$2
+        local slot=$1 log=$2 common=()
         shift 2
+        [ "${BENCH_RELAY_DEFAULTS:-0}" = 1 ] ||
+                common=(--set kafka.acks=all --set kafka.enable.idempotence=true
+                        --set kafka.linger.ms=5 --set kafka.compression.type=none)
         READER_T0=$(now_ms)
         # shellcheck disable=SC2016 # ${aggregatetype} is the relay's template syntax
         "$RELAY_BIN" --set postgres.conninfo="$(bench_conninfo)" \
                 --set kafka.bootstrap.servers="$BENCH_KAFKA" \
                 --set slot.name="$slot" --set publication.name=bench_pub \
                 --set 'topic.template=relay.${aggregatetype}' \
-                --set kafka.acks=all --set kafka.enable.idempotence=true \
-                --set kafka.linger.ms=5 --set kafka.compression.type=none \
-                "$@" >"$log" 2>&1 &
+                "${common[@]}" "${RELAY_ARGS[@]}" "$@" >"$log" 2>&1 &
         READER_PID=$!
         BENCH_PIDS+=("$READER_PID")
 }
@@ -207,7 +211,10 @@ recvlogical() {
 # catchup_reader KIND SLOT TOPIC N TIMEOUT_S LOG [ARG...]: start a reader on
 # a slot whose WAL already holds N events, wait for the N-th message, stop it.
 # ARGs go to relay_start (--set k=v ...) or dbz_start (POLL_MS [property]...).
-# Sets CU_MS (start to the last LogAppendTime), CU_STREAM_MS (start to
+# With CU_SEEN_TIME=1 (a topic of several partitions, or the mock cluster)
+# the end is when benchtool wait saw the N-th message instead.
+# Sets CU_MS (start to the last LogAppendTime), CU_STEADY_MS (first to last
+# message as benchtool wait saw them, polling every millisecond), CU_STREAM_MS (start to
 # streaming), CU_CPU (utime+stime s), CU_HWM (VmHWM kB), CU_RC, CU_COUNT.
 catchup_reader() {
         local kind=$1 slot=$2 topic=$3 n=$4 limit=$5 log=$6 res off seen last smsg
@@ -217,7 +224,7 @@ catchup_reader() {
         esac
         CU_RC=0
         res=$("$BENCHTOOL" wait "$BENCH_KAFKA" "$topic" "$n" "$limit" "$READER_PID") || CU_RC=$?
-        read -r off seen <<<"$res"
+        read -r off seen first <<<"$res"
         CU_COUNT=${off:-0}
         CU_CPU=$(proc_cpu_s "$READER_PID")
         CU_HWM=$(proc_kb "$READER_PID" VmHWM)
@@ -228,9 +235,14 @@ catchup_reader() {
                 CU_MS=NA CU_STREAM_MS=NA
                 return 1
         }
-        last=$(msg_time_ms "$topic" $((n - 1)))
+        last=
+        [ "${CU_SEEN_TIME:-0}" = 1 ] || last=$(msg_time_ms "$topic" $((n - 1)))
         [ -n "$last" ] || last=$seen
         CU_MS=$((last - READER_T0))
+        # From the first message in Kafka to the last, when wait saw both
+        # (leaves out the start: connections, metadata, the topic's limit).
+        CU_STEADY_MS=NA
+        if [ "${first:-0}" -gt 0 ] && [ "${seen:-0}" -gt "${first:-0}" ]; then CU_STEADY_MS=$((seen - first)); fi
         smsg=$("${kind}_streaming_ms" "$log")
         if [ -n "$smsg" ]; then CU_STREAM_MS=$((smsg - READER_T0)); else CU_STREAM_MS=NA; fi
         return 0
@@ -240,3 +252,101 @@ catchup_reader() {
 rate() { awk -v n="$1" -v ms="$2" 'BEGIN { if (ms == "NA" || ms <= 0) print "NA"; else printf "%.0f", n * 1000 / ms }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "NA" || b == "NA" || b + 0 == 0) print "NA"; else printf "%.2f", a / b }'; }
 per_million() { awk -v c="$1" -v n="$2" 'BEGIN { if (c == "NA" || n + 0 == 0) print "NA"; else printf "%.2f", c * 1000000 / n }'; }
+
+# --- a broker at a distance: Toxiproxy in front of the broker's FAR listener ---
+# (tests/env/up RELAY_TEST_KAFKA_FAR_PORT, tests/env/cluster
+# RELAY_TEST_CLUSTER_FAR_PORT): the broker advertises the proxy's port, so a
+# client that bootstraps through the proxy stays behind it. Toxiproxy's
+# latency toxic holds every chunk of data for its latency from the moment it
+# was read (a delay line, not a rate limit): half the round trip on the
+# requests (upstream), the rest on the responses (downstream), so the
+# broker's LogAppendTime sees the one-way delay a far broker would.
+
+# toxi_install DIR: echo a Toxiproxy server binary: $TOXIPROXY_BIN, or
+# DIR/toxiproxy-server, built with "go install" (Go 1.17 or later; Debian
+# 12's golang-go is 1.19) when missing.
+toxi_install() {
+        local dir=$1 go
+        if [ -n "${TOXIPROXY_BIN:-}" ]; then
+                [ -x "$TOXIPROXY_BIN" ] || bench_die "TOXIPROXY_BIN=$TOXIPROXY_BIN is not executable"
+                echo "$TOXIPROXY_BIN"
+                return 0
+        fi
+        if [ ! -x "$dir/toxiproxy-server" ]; then
+                go=$(command -v go || true)
+                [ -n "$go" ] || [ ! -x /usr/local/go/bin/go ] || go=/usr/local/go/bin/go
+                [ -n "$go" ] || bench_die "no go command to build Toxiproxy: apt-get install golang-go (or set TOXIPROXY_BIN)"
+                bench_log "building Toxiproxy v2.5.0 into $dir (go install)"
+                mkdir -p "$dir"
+                GOBIN=$dir "$go" install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0 >&2 ||
+                        bench_die "could not build Toxiproxy (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0)"
+                mv "$dir/server" "$dir/toxiproxy-server"
+        fi
+        echo "$dir/toxiproxy-server"
+}
+
+# toxi_start BIN API_PORT LOG: start the server (loopback only), wait for its API.
+toxi_start() {
+        local i
+        "$1" -host 127.0.0.1 -port "$2" >"$3" 2>&1 &
+        TOXI_PID=$!
+        BENCH_PIDS+=("$TOXI_PID")
+        TOXI_API=127.0.0.1:$2
+        for i in $(seq 50); do
+                curl -fs "$TOXI_API/version" >/dev/null 2>&1 && return 0
+                sleep 0.1
+        done
+        bench_die "Toxiproxy did not answer on $TOXI_API (log: $3)"
+}
+
+# toxi_proxy NAME LISTEN_PORT UPSTREAM_PORT: a proxy with two latency toxics at 0.
+toxi_proxy() {
+        curl -fs -XPOST "$TOXI_API/proxies" \
+                -d "{\"name\":\"$1\",\"listen\":\"127.0.0.1:$2\",\"upstream\":\"127.0.0.1:$3\"}" >/dev/null &&
+                curl -fs -XPOST "$TOXI_API/proxies/$1/toxics" \
+                        -d '{"name":"up","type":"latency","stream":"upstream","attributes":{"latency":0}}' >/dev/null &&
+                curl -fs -XPOST "$TOXI_API/proxies/$1/toxics" \
+                        -d '{"name":"down","type":"latency","stream":"downstream","attributes":{"latency":0}}' >/dev/null ||
+                bench_die "could not create the Toxiproxy proxy $1 (127.0.0.1:$2 -> $3)"
+        TOXI_PROXIES+=("$1")
+}
+TOXI_PROXIES=()
+
+# toxi_rtt MS: add MS of round trip on every proxy (whole milliseconds:
+# floor(MS/2) on the requests, the rest on the responses).
+toxi_rtt() {
+        local p up=$(($1 / 2)) down=$(($1 - $1 / 2))
+        for p in "${TOXI_PROXIES[@]}"; do
+                curl -fs -XPOST "$TOXI_API/proxies/$p/toxics/up" -d "{\"attributes\":{\"latency\":$up}}" >/dev/null &&
+                        curl -fs -XPOST "$TOXI_API/proxies/$p/toxics/down" -d "{\"attributes\":{\"latency\":$down}}" >/dev/null ||
+                        bench_die "could not set the latency of proxy $p"
+        done
+}
+
+# stats_summary LOG: from the librdkafka statistics a relay logged
+# (kafka.statistics.interval.ms with log.level=debug), while it was busy:
+# "<messages per produce request> <bytes per request> <broker rtt avg ms>",
+# averaged over the intervals that sent something; NA when there are none.
+stats_summary() {
+        python3 - "$1" <<'PY'
+import json, sys
+msgs, byts, rtts = [], [], []
+for line in open(sys.argv[1], errors="replace"):
+    if "librdkafka statistics: " not in line:
+        continue
+    try:
+        d = json.loads(line.split("librdkafka statistics: ", 1)[1])
+    except ValueError:
+        continue
+    for t in d.get("topics", {}).values():
+        if t["batchcnt"]["cnt"] > 0:
+            msgs.append(t["batchcnt"]["avg"])
+            byts.append(t["batchsize"]["avg"])
+    r = [b["rtt"]["avg"] / 1000.0 for b in d.get("brokers", {}).values()
+         if b.get("nodeid", -1) >= 0 and b["rtt"]["cnt"] > 0]
+    if r:
+        rtts.append(sum(r) / len(r))
+avg = lambda v: sum(v) / len(v)
+print("%.0f %.0f %.1f" % (avg(msgs), avg(byts), avg(rtts)) if msgs and rtts else "NA NA NA")
+PY
+}

@@ -50,6 +50,20 @@ env_die() {
 }
 
 # env_config: derive every path and port from the RELAY_TEST_* variables.
+# far_listener PROPS LISTEN_PORT ADVERTISED_PORT: give the broker of PROPS a
+# second PLAINTEXT listener, FAR, on LISTEN_PORT that advertises
+# ADVERTISED_PORT, where a TCP proxy in front of it listens (tests/bench adds
+# a round trip there with Toxiproxy). Clients that bootstrap through the
+# proxy learn the proxy's address from the metadata and stay behind it;
+# everything else keeps using the direct listener.
+far_listener() {
+        local props=$1 lport=$2 aport=$3
+        sed -i -e "s|^listeners=\(.*\)|listeners=\1,FAR://127.0.0.1:$lport|" \
+                -e "s|^advertised.listeners=\(.*\)|advertised.listeners=\1,FAR://127.0.0.1:$aport|" \
+                -e "s|^listener.security.protocol.map=\(.*\)|listener.security.protocol.map=\1,FAR:PLAINTEXT|" \
+                "$props"
+}
+
 env_config() {
         STATE_DIR=${RELAY_TEST_ENV_DIR:-${TMPDIR:-/tmp}/outbox-relay-env}
         case "$STATE_DIR" in
@@ -80,6 +94,10 @@ env_config() {
         PG_BIN=${RELAY_TEST_PGBIN:-$(pg_bin_dir "$PG_VERSION")}
         WAL_SENDER_TIMEOUT=${RELAY_TEST_WAL_SENDER_TIMEOUT:-60s}
         KAFKA_HEAP=${RELAY_TEST_KAFKA_HEAP:-512m}
+        KAFKA_FAR_PORT=${RELAY_TEST_KAFKA_FAR_PORT:-}
+        if [ -n "$KAFKA_FAR_PORT" ] && { ! [[ "$KAFKA_FAR_PORT" =~ ^[0-9]+$ ]] || ((KAFKA_FAR_PORT < 1 || KAFKA_FAR_PORT > 65534)); }; then
+                env_die "RELAY_TEST_KAFKA_FAR_PORT='$KAFKA_FAR_PORT' is not a number between 1 and 65534"
+        fi
 
         ENV_MARKER="$STATE_DIR/.outbox-relay-env"
         ENV_FILE="$STATE_DIR/env.sh"
