@@ -69,6 +69,9 @@ static const char *const log_levels[] = {"debug", "info", "warning", "error", NU
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const error_policies[] = {"dlq", "stop", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
+/* In relay_format_profile_t order. */
+static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
+                                              "connect-json-schema", "debezium-server", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
 static const key_def_t keys[] = {
@@ -95,6 +98,17 @@ static const key_def_t keys[] = {
         {.name = "errors.skip.ids", .type = KT_STRING, .def = "",
          .desc = "event ids to skip (logged and counted), comma-separated: the operator's "
                  "way past a known poison event"},
+        {.name = "format.debezium.topic_prefix", .type = KT_STRING, .def = "",
+         .desc = "with a format.profile other than raw: Debezium's topic.prefix (the connector's "
+                 "logical name), to send the four __debezium.context.* headers Debezium 3.x adds "
+                 "by default (extended.headers.enabled); empty sends none"},
+        {.name = "format.not_null_columns", .type = KT_COLUMNS,
+         .def = "id,aggregatetype,aggregateid,type",
+         .desc = "the outbox columns declared NOT NULL, comma-separated: their JSON schema says "
+                 "\"optional\":false (format.profile connect-json-schema, debezium-server)"},
+        {.name = "format.profile", .type = KT_ENUM, .def = "raw", .choices = format_profiles,
+         .desc = "message bytes: raw (the relay's own), or as Debezium's Outbox Event Router "
+                 "with connect-string, connect-json, connect-json-schema or debezium-server"},
         {.name = "log.format", .type = KT_ENUM, .def = "text", .choices = log_formats,
          .desc = "log line format on stderr: text (PostgreSQL-like) or json (one object per line)"},
         {.name = "log.level", .type = KT_ENUM, .def = "info", .choices = log_levels,

@@ -13,7 +13,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relay/format.h"
 
 #define BYTEAOID 17
 
@@ -46,7 +51,24 @@ struct relay_outbox {
         char *bytes; /* scratch for decoded bytea */
         size_t bytes_cap;
         relay_header_t *headers; /* scratch: id, type, extras */
+
+        /* format.profile other than raw: encodings, column schemas, scratch. */
+        bool encode;
+        relay_format_enc_t kenc, venc, henc;
+        relay_format_kind_t kind[NCOLS];
+        bool optional[NCOLS];
+        relay_format_kind_t *xkind; /* per outbox.headers column */
+        bool *xoptional;
+        relay_format_kind_t *hkind; /* per header of the event being mapped */
+        bool *hoptional;
+        size_t *hoff;
+        relay_fmtbuf_t kbuf, vbuf, hbuf;
+        bool context_headers; /* format.debezium.topic_prefix set */
+        char run_id[37];      /* the __debezium.context.runId of this mapping */
 };
+
+/* Debezium's context headers (DebeziumHeaderProducer), before the router's. */
+#define NCONTEXT 4
 
 void relay_outbox_free(relay_outbox_t *o)
 {
@@ -57,7 +79,49 @@ void relay_outbox_free(relay_outbox_t *o)
         free(o->topic);
         free(o->bytes);
         free(o->headers);
+        free(o->xkind);
+        free(o->xoptional);
+        free(o->hkind);
+        free(o->hoptional);
+        free(o->hoff);
+        relay_fmtbuf_free(&o->kbuf);
+        relay_fmtbuf_free(&o->vbuf);
+        relay_fmtbuf_free(&o->hbuf);
         free(o);
+}
+
+/* A version 4 UUID, as java.util.UUID.randomUUID() prints it: Debezium's
+ * runId is new at every connector start, so is ours at every mapping. */
+static void random_uuid(char out[37])
+{
+        unsigned char b[16] = {0};
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(b, 1, sizeof(b), f) != sizeof(b)) {
+                /* No entropy source: still a well-formed, process-unique id. */
+                uint64_t v = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
+                memcpy(b, &v, sizeof(v));
+        }
+        if (f)
+                fclose(f);
+        b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+        b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+        for (int i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10)
+                        out[o++] = '-';
+                out[o++] = hex[b[i] >> 4];
+                out[o++] = hex[b[i] & 15];
+        }
+        out[o] = '\0';
+}
+
+static bool not_null(const relay_settings_t *set, const char *col)
+{
+        for (size_t i = 0; i < set->n_format_not_null; i++)
+                if (strcmp(set->format_not_null[i], col) == 0)
+                        return true;
+        return false;
 }
 
 int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *err, size_t errlen)
@@ -78,9 +142,27 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         o->nextra = set->n_outbox_headers;
         o->extra = calloc(o->nextra + 1, sizeof(*o->extra));
         o->segcol = calloc(set->topic_template.nparts + 1, sizeof(*o->segcol));
-        o->headers = calloc(2 + o->nextra, sizeof(relay_header_t));
+        o->headers = calloc(2 + NCONTEXT + o->nextra, sizeof(relay_header_t));
         if (!o->extra || !o->segcol || !o->headers)
                 goto nomem;
+        o->encode = set->format_profile != RELAY_PROFILE_RAW;
+        relay_format_encodings(set->format_profile, &o->kenc, &o->venc, &o->henc);
+        if (o->encode) {
+                o->xkind = calloc(o->nextra + 1, sizeof(*o->xkind));
+                o->xoptional = calloc(o->nextra + 1, sizeof(*o->xoptional));
+                o->hkind = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hkind));
+                o->hoptional = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hoptional));
+                o->hoff = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hoff));
+                if (!o->xkind || !o->xoptional || !o->hkind || !o->hoptional || !o->hoff)
+                        goto nomem;
+                for (int i = 0; i < NCOLS; i++)
+                        o->optional[i] = !not_null(set, names[i]);
+                for (size_t i = 0; i < o->nextra; i++)
+                        o->xoptional[i] = !not_null(set, set->outbox_headers[i]);
+                o->context_headers = set->format_debezium_topic_prefix[0] != '\0';
+                if (o->context_headers)
+                        random_uuid(o->run_id);
+        }
         for (size_t i = 0; i < o->nextra; i++)
                 o->extra[i] = (named_col_t){set->outbox_headers[i], -1};
         for (size_t i = 0; i < set->topic_template.nparts; i++)
@@ -119,6 +201,17 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
                 o->segcol[i] = tpl->parts[i].is_column ? find_col(rel, tpl->parts[i].text) : -1;
         int p = o->cols[COL_PAYLOAD].col;
         o->payload_bytea = p >= 0 && relay_pgo_relation_coltype(rel, p) == BYTEAOID;
+        if (o->encode) {
+                for (int i = 0; i < NCOLS; i++)
+                        o->kind[i] = o->cols[i].col < 0 ? RELAY_KIND_UNSUPPORTED
+                                                        : relay_format_kind(relay_pgo_relation_coltype(
+                                                                  rel, o->cols[i].col));
+                for (size_t i = 0; i < o->nextra; i++)
+                        o->xkind[i] = o->extra[i].col < 0
+                                              ? RELAY_KIND_UNSUPPORTED
+                                              : relay_format_kind(relay_pgo_relation_coltype(
+                                                        rel, o->extra[i].col));
+        }
         return 1;
 }
 
@@ -205,6 +298,106 @@ static void first_error(int *first, int rc, char *err, size_t errlen, const char
                 *first = rc;
                 relay_err_set(err, errlen, "%s", msg);
         }
+}
+
+/* A column format.profile cannot encode: the message names it and its type. */
+static int unsupported(relay_outbox_t *o, const char *col, char *err, size_t errlen)
+{
+        relay_err_set(err, errlen,
+                      "format.profile %s cannot encode outbox column \"%s\": its type has no "
+                      "Debezium schema the relay knows (text, varchar, char, uuid, json, jsonb, "
+                      "bytea, smallint, integer, bigint, boolean); change the column's type or "
+                      "use format.profile raw",
+                      o->set->format_profile == RELAY_PROFILE_CONNECT_STRING ? "connect-string"
+                      : o->set->format_profile == RELAY_PROFILE_CONNECT_JSON ? "connect-json"
+                      : o->set->format_profile == RELAY_PROFILE_CONNECT_JSON_SCHEMA
+                              ? "connect-json-schema"
+                              : "debezium-server",
+                      col);
+        return RELAY_EMAP;
+}
+
+/*
+ * Re-encode the key, value and headers of a mapped event with the
+ * profile's converters, in place. A part that cannot be encoded stays raw,
+ * so a refused row's dead-letter copy still carries what the row has.
+ * report: fill err (no earlier problem was reported).
+ */
+static int encode(relay_outbox_t *o, relay_event_t *ev, char *err, size_t errlen, bool report)
+{
+        char msg[RELAY_ERRBUF];
+        bool null;
+        int rc;
+
+        o->kbuf.len = o->vbuf.len = o->hbuf.len = 0;
+        if (ev->key) {
+                if (o->kind[COL_AGGID] == RELAY_KIND_UNSUPPORTED) {
+                        rc = unsupported(o, o->cols[COL_AGGID].name, msg, sizeof(msg));
+                        goto fail;
+                }
+                rc = relay_format_append(&o->kbuf, o->kenc, o->kind[COL_AGGID],
+                                         o->optional[COL_AGGID], ev->key, ev->key_len, &null);
+                if (rc)
+                        goto bad;
+        }
+        if (o->cols[COL_PAYLOAD].col >= 0) {
+                if (o->kind[COL_PAYLOAD] == RELAY_KIND_UNSUPPORTED) {
+                        rc = unsupported(o, o->cols[COL_PAYLOAD].name, msg, sizeof(msg));
+                        goto fail;
+                }
+                rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
+                                         o->optional[COL_PAYLOAD], ev->value, ev->value_len,
+                                         &null);
+                if (rc)
+                        goto bad;
+                ev->value = null ? NULL : o->vbuf.p ? o->vbuf.p : "";
+                ev->value_len = null ? 0 : o->vbuf.len;
+        }
+        for (size_t i = 0; i < ev->nheaders; i++) {
+                if (o->hkind[i] == RELAY_KIND_UNSUPPORTED) {
+                        rc = unsupported(o, o->headers[i].name, msg, sizeof(msg));
+                        goto fail;
+                }
+                o->hoff[i] = o->hbuf.len;
+                rc = relay_format_append(&o->hbuf, o->henc, o->hkind[i], o->hoptional[i],
+                                         o->headers[i].value, o->headers[i].len, &null);
+                if (rc)
+                        goto bad;
+                if (null)
+                        o->hoff[i] = SIZE_MAX;
+        }
+        /* Pointers only now: the header buffer may have moved while growing.
+         * A Kafka null appends nothing, so a header ends where the next
+         * non-null one begins. */
+        size_t end = o->hbuf.len;
+        for (size_t i = ev->nheaders; i-- > 0;) {
+                if (o->hoff[i] == SIZE_MAX) {
+                        o->headers[i].value = NULL;
+                        o->headers[i].len = 0;
+                        continue;
+                }
+                o->headers[i].value = o->hbuf.p + o->hoff[i];
+                o->headers[i].len = end - o->hoff[i];
+                end = o->hoff[i];
+        }
+        if (ev->key) {
+                ev->key = o->kbuf.p ? o->kbuf.p : "";
+                ev->key_len = o->kbuf.len;
+        }
+        return 0;
+bad:
+        if (rc == RELAY_ENOMEM) {
+                relay_err_set(err, errlen, "out of memory");
+                return rc;
+        }
+        relay_err_set(msg, sizeof(msg),
+                      "outbox row has a value the format.profile's schema cannot hold (a boolean "
+                      "other than t or f)");
+        rc = RELAY_EMAP;
+fail:
+        if (report)
+                relay_err_set(err, errlen, "%s", msg);
+        return rc;
 }
 
 /*
@@ -333,16 +526,36 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         size_t nh = 0;
         const char *hv;
         size_t hl;
+        if (o->context_headers) {
+                const char *names[NCONTEXT] = {
+                        "__debezium.context.connectorLogicalName", "__debezium.context.taskId",
+                        "__debezium.context.connectorName", "__debezium.context.runId"};
+                const char *vals[NCONTEXT] = {o->set->format_debezium_topic_prefix, "0",
+                                              "postgresql", o->run_id};
+                for (int i = 0; i < NCONTEXT; i++) {
+                        o->hkind[nh] = RELAY_KIND_STRING;
+                        o->hoptional[nh] = false; /* Schema.STRING_SCHEMA */
+                        o->headers[nh].name = names[i];
+                        o->headers[nh].value = vals[i];
+                        o->headers[nh++].len = strlen(vals[i]);
+                }
+        }
         if (ev->id) {
+                if (o->encode) {
+                        o->hkind[nh] = o->kind[COL_ID];
+                        o->hoptional[nh] = o->optional[COL_ID];
+                }
                 o->headers[nh].name = "id";
                 o->headers[nh].value = ev->id;
                 o->headers[nh++].len = ev->id_len;
         }
-        rc = text_col(o, m, &o->cols[COL_TYPE], col_keys[COL_TYPE], &hv, &hl, &present, msg,
-                      sizeof(msg));
+        /* Debezium's router sends no type header: only the relay's own profile does. */
+        rc = o->encode ? 0
+                       : text_col(o, m, &o->cols[COL_TYPE], col_keys[COL_TYPE], &hv, &hl,
+                                  &present, msg, sizeof(msg));
         if (rc) {
                 first_error(&first, rc, err, errlen, msg);
-        } else {
+        } else if (!o->encode) {
                 o->headers[nh].name = "type";
                 o->headers[nh].value = hv;
                 o->headers[nh++].len = hl;
@@ -353,6 +566,10 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                 if (rc) {
                         first_error(&first, rc, err, errlen, msg);
                         continue;
+                }
+                if (o->encode) {
+                        o->hkind[nh] = o->xkind[i];
+                        o->hoptional[nh] = o->xoptional[i];
                 }
                 o->headers[nh].name = o->extra[i].name;
                 o->headers[nh].value = hv;
@@ -371,5 +588,12 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         }
         ev->headers = o->headers;
         ev->nheaders = nh;
+        if (o->encode) {
+                rc = encode(o, ev, err, errlen, first == 0);
+                if (rc == RELAY_ENOMEM)
+                        return rc;
+                if (rc && first == 0)
+                        first = rc;
+        }
         return first;
 }

@@ -161,6 +161,8 @@ void relay_settings_free(relay_settings_t *s)
         free(s->outbox_column.payload);
         free_list(s->outbox_headers, s->n_outbox_headers);
         relay_names_template_free(&s->topic_template);
+        free_list(s->format_not_null, s->n_format_not_null);
+        free(s->format_debezium_topic_prefix);
         free(s->errors_dlq_topic);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
         free(s);
@@ -173,6 +175,8 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         static const char *const levels[] = {"debug", "info", "warning", "error", NULL};
         static const char *const formats[] = {"text", "json", NULL};
         static const char *const policies[] = {"dlq", "stop", NULL};
+        static const char *const profiles[] = {"raw", "connect-string", "connect-json",
+                                               "connect-json-schema", "debezium-server", NULL};
         reader_t r = {cfg, 0, err, errlen};
         relay_settings_t *s = calloc(1, sizeof(*s));
 
@@ -194,6 +198,12 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->outbox_column.payload = str(&r, "outbox.column.payload");
         s->outbox_headers = list(&r, "outbox.headers", &s->n_outbox_headers);
         template(&r, "topic.template", &s->topic_template);
+        s->format_profile = (relay_format_profile_t)choice(
+                &r, "format.profile", profiles,
+                "must be raw, connect-string, connect-json, connect-json-schema or "
+                "debezium-server");
+        s->format_not_null = list(&r, "format.not_null_columns", &s->n_format_not_null);
+        s->format_debezium_topic_prefix = str(&r, "format.debezium.topic_prefix");
 
         s->errors_policy = (relay_errors_policy_t)choice(&r, "errors.policy", policies,
                                                          "must be dlq or stop");

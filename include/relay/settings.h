@@ -19,6 +19,7 @@
 
 #include "relay/common.h"
 #include "relay/config.h"
+#include "relay/format.h"
 #include "relay/log.h"
 #include "relay/names.h"
 
@@ -52,6 +53,11 @@ typedef struct {
         char **outbox_headers; /* extra columns sent as headers, in order, each once */
         size_t n_outbox_headers;
         relay_topic_template_t topic_template;
+
+        relay_format_profile_t format_profile;
+        char *format_debezium_topic_prefix; /* "" = no __debezium.context.* headers */
+        char **format_not_null; /* format.not_null_columns */
+        size_t n_format_not_null;
 
         relay_errors_policy_t errors_policy;
         int64_t errors_retries;
