@@ -137,6 +137,20 @@ static const key_def_t keys[] = {
          .desc = "longest wait between reconnection attempts"},
         {.name = "reconnect.backoff.ms", .type = KT_INT, .def = "500", .min = 10, .max = MAX_MS,
          .unit = "milliseconds", .desc = "first wait before reconnecting after a failure"},
+        {.name = "route.by.field", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: the column whose value routes an event, ${routedByValue} in "
+                 "route.topic.replacement (empty: the aggregate type column); setting a route.* "
+                 "key replaces topic.template"},
+        {.name = "route.tombstone.on.empty.payload", .type = KT_ENUM, .def = "false",
+         .choices = booleans,
+         .desc = "Debezium's name: a NULL payload, or a text one that is empty or blank, is sent "
+                 "as a tombstone (a NULL value), whatever format.profile"},
+        {.name = "route.topic.regex", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name; only its default, (?<routedByValue>.*), is accepted (the "
+                 "whole routing value), as most deployments use it"},
+        {.name = "route.topic.replacement", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: the topic, ${routedByValue} replaced by the route.by.field "
+                 "column's value (empty: outbox.event.${routedByValue} when route.by.field is set)"},
         {.name = "shutdown.timeout.ms", .type = KT_INT, .def = "30000", .min = 0, .max = MAX_MS,
          .unit = "milliseconds",
          .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},
@@ -147,6 +161,10 @@ static const key_def_t keys[] = {
                  "stopping (events written in between may be missing)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
+        {.name = "table.field.event.timestamp", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: a timestamp (or timestamptz) column whose value is the "
+                 "message timestamp (a NULL falls back to the commit time); empty: the commit "
+                 "time"},
         {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
          .desc = "Kafka topic of each event; ${column} is replaced by that column's value"},
 };

@@ -63,6 +63,8 @@ struct relay_outbox {
         bool *hoptional;
         size_t *hoff;
         relay_fmtbuf_t kbuf, vbuf, hbuf;
+        int ts_col;         /* table.field.event.timestamp's position, -1 if none or absent */
+        uint32_t ts_type;   /* its type OID */
         bool context_headers; /* format.debezium.topic_prefix set */
         char run_id[37];      /* the __debezium.context.runId of this mapping */
 };
@@ -199,6 +201,10 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
                 o->extra[i].col = find_col(rel, o->extra[i].name);
         for (size_t i = 0; i < tpl->nparts; i++)
                 o->segcol[i] = tpl->parts[i].is_column ? find_col(rel, tpl->parts[i].text) : -1;
+        o->ts_col = o->set->event_timestamp_column[0]
+                            ? find_col(rel, o->set->event_timestamp_column)
+                            : -1;
+        o->ts_type = o->ts_col >= 0 ? relay_pgo_relation_coltype(rel, o->ts_col) : 0;
         int p = o->cols[COL_PAYLOAD].col;
         o->payload_bytea = p >= 0 && relay_pgo_relation_coltype(rel, p) == BYTEAOID;
         if (o->encode) {
@@ -400,6 +406,86 @@ fail:
         return rc;
 }
 
+/* Java's String.trim(): everything up to U+0020 is blank. */
+static bool blank(const char *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] > ' ')
+                        return false;
+        return true;
+}
+
+#define TIMESTAMPOID 1114
+#define TIMESTAMPTZOID 1184
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+        y -= m <= 2;
+        int64_t era = (y >= 0 ? y : y - 399) / 400;
+        int64_t yoe = y - era * 400;
+        int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+        int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        return era * 146097 + doe - 719468;
+}
+
+static bool digits(const char **p, const char *end, int n, int64_t *out)
+{
+        int64_t v = 0;
+        for (int i = 0; i < n; i++, (*p)++) {
+                if (*p >= end || **p < '0' || **p > '9')
+                        return false;
+                v = v * 10 + (**p - '0');
+        }
+        *out = v;
+        return true;
+}
+
+/*
+ * A timestamp or timestamptz in PostgreSQL's ISO output ("2026-12-02
+ * 04:05:40.123456", "+05:30" or "-08" after a timestamptz) as Unix epoch
+ * milliseconds. Debezium reads a timestamp column as MicroTimestamp
+ * (microseconds as if UTC) and divides by 1000 with Java's truncation,
+ * which C's division shares. False for anything else (BC, infinity).
+ */
+static bool parse_timestamp(const char *s, size_t n, int64_t *ms)
+{
+        const char *p = s, *end = s + n;
+        int64_t y, mo, d, h, mi, sec, us = 0;
+        if (!digits(&p, end, 4, &y) || p >= end || *p++ != '-' || !digits(&p, end, 2, &mo) ||
+            p >= end || *p++ != '-' || !digits(&p, end, 2, &d) || p >= end || *p++ != ' ' ||
+            !digits(&p, end, 2, &h) || p >= end || *p++ != ':' || !digits(&p, end, 2, &mi) ||
+            p >= end || *p++ != ':' || !digits(&p, end, 2, &sec))
+                return false;
+        if (p < end && *p == '.') {
+                int k = 0;
+                for (p++; p < end && *p >= '0' && *p <= '9'; p++, k++)
+                        if (k < 6)
+                                us = us * 10 + (*p - '0');
+                if (k == 0)
+                        return false;
+                for (; k < 6; k++)
+                        us *= 10;
+        }
+        int64_t off = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+                int sign = *p++ == '-' ? -1 : 1;
+                int64_t oh, om = 0, os = 0;
+                if (!digits(&p, end, 2, &oh))
+                        return false;
+                if (p < end && *p == ':' && (p++, !digits(&p, end, 2, &om)))
+                        return false;
+                if (p < end && *p == ':' && (p++, !digits(&p, end, 2, &os)))
+                        return false;
+                off = sign * (oh * 3600 + om * 60 + os);
+        }
+        if (p != end || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 60)
+                return false;
+        int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+        *ms = (secs * 1000000 + us) / 1000;
+        return true;
+}
+
 /*
  * Every field is filled as far as the row allows even when the row is
  * refused, so a dead-letter copy carries the id, key, payload and headers
@@ -588,12 +674,47 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         }
         ev->headers = o->headers;
         ev->nheaders = nh;
+
+        if (o->set->event_timestamp_column[0]) {
+                const relay_pgo_value_t *tv = value_at(m, o->ts_col);
+                int64_t t;
+                if (!tv || (o->ts_type != TIMESTAMPOID && o->ts_type != TIMESTAMPTZOID)) {
+                        relay_err_set(msg, sizeof(msg),
+                                      "table.field.event.timestamp names column \"%s\", which "
+                                      "outbox table \"%s.%s\" %s; name a timestamp or "
+                                      "timestamptz column",
+                                      o->set->event_timestamp_column, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name,
+                                      tv ? "has, but neither as timestamp nor as timestamptz"
+                                         : "does not have");
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                } else if (tv->kind == 't' && parse_timestamp(tv->data, tv->len, &t)) {
+                        ev->timestamp_ms = t;
+                } else if (tv->kind == 't') {
+                        relay_err_set(msg, sizeof(msg),
+                                      "column \"%s\" (table.field.event.timestamp) holds \"%.*s\", "
+                                      "not a timestamp the relay can read (ISO DateStyle, AD, "
+                                      "finite)",
+                                      o->set->event_timestamp_column,
+                                      (int)(tv->len > 64 ? 64 : tv->len), tv->data);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                }
+                /* NULL: the commit time, as Debezium falls back to ts_ms. */
+        }
+
         if (o->encode) {
                 rc = encode(o, ev, err, errlen, first == 0);
                 if (rc == RELAY_ENOMEM)
                         return rc;
                 if (rc && first == 0)
                         first = rc;
+        }
+        /* Debezium: payload == null || payload.toString().trim().isEmpty();
+         * a bytes payload's toString() is never empty. */
+        if (o->set->route_tombstone_on_empty_payload && pv &&
+            (pv->kind == 'n' || (!o->payload_bytea && blank(pv->data, pv->len)))) {
+                ev->value = NULL;
+                ev->value_len = 0;
         }
         return first;
 }

@@ -138,6 +138,75 @@ static void template(reader_t *r, const char *key, relay_topic_template_t *out)
                 fail(r, rc, key, v, why);
 }
 
+/*
+ * Debezium's routing keys as a topic template: route.topic.replacement with
+ * ${routedByValue} written as ${<route.by.field>}. Java's RegexRouter runs
+ * route.topic.regex over the routing value first; only its default, which
+ * captures the whole value, is accepted.
+ */
+static void route(reader_t *r, relay_settings_t *s)
+{
+        static const char def_regex[] = "(?<routedByValue>.*)";
+        static const char var[] = "${routedByValue}";
+        const char *by = get(r, "route.by.field"), *rep = get(r, "route.topic.replacement");
+        const char *re = get(r, "route.topic.regex"), *tpl = get(r, "topic.template");
+        char text[1024], why[RELAY_ERRBUF];
+        size_t n = 0;
+
+        if (!by || !rep || !re || !tpl || (!*by && !*rep && !*re))
+                return;
+        if (*re && strcmp(re, def_regex) != 0) {
+                fail(r, RELAY_EINVAL, "route.topic.regex", re,
+                     "only Debezium's default (?<routedByValue>.*) is supported; build the topic "
+                     "with route.topic.replacement or topic.template instead");
+                return;
+        }
+        if (strcmp(tpl, "outbox.event.${aggregatetype}") != 0) {
+                fail(r, RELAY_EINVAL, "topic.template", tpl,
+                     "route.by.field, route.topic.regex and route.topic.replacement (Debezium's "
+                     "names) also set the topic: keep either topic.template or the route.* keys");
+                return;
+        }
+        if (!*by)
+                by = s->outbox_column.aggregate_type;
+        if (!relay_names_is_column(by, strlen(by))) {
+                fail(r, RELAY_EINVAL, "route.by.field", by, "not a column name");
+                return;
+        }
+        if (!*rep)
+                rep = "outbox.event.${routedByValue}";
+        for (const char *p = rep; *p;) {
+                const char *piece = p;
+                size_t len = 1;
+                if (strncmp(p, var, sizeof(var) - 1) == 0) {
+                        len = sizeof(var) - 1;
+                        n += (size_t)snprintf(text + n, n < sizeof(text) ? sizeof(text) - n : 0,
+                                              "${%s}", by);
+                } else if (*p == '$' || *p == '\\') {
+                        fail(r, RELAY_EINVAL, "route.topic.replacement", rep,
+                             "only ${routedByValue} can be substituted (Java's $1 and other group "
+                             "references are not supported)");
+                        return;
+                } else if (n + 1 < sizeof(text)) {
+                        text[n++] = *piece;
+                }
+                p += len;
+                if (n >= sizeof(text) - 1) {
+                        fail(r, RELAY_EINVAL, "route.topic.replacement", rep, "too long");
+                        return;
+                }
+        }
+        text[n] = '\0';
+        relay_topic_template_t t = {0};
+        int rc = relay_names_parse_template(text, &t, why, sizeof(why));
+        if (rc) {
+                fail(r, rc, "route.topic.replacement", rep, why);
+                return;
+        }
+        relay_names_template_free(&s->topic_template);
+        s->topic_template = t;
+}
+
 static void free_list(char **items, size_t n)
 {
         for (size_t i = 0; i < n; i++)
@@ -163,6 +232,7 @@ void relay_settings_free(relay_settings_t *s)
         relay_names_template_free(&s->topic_template);
         free_list(s->format_not_null, s->n_format_not_null);
         free(s->format_debezium_topic_prefix);
+        free(s->event_timestamp_column);
         free(s->errors_dlq_topic);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
         free(s);
@@ -204,6 +274,14 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                 "debezium-server");
         s->format_not_null = list(&r, "format.not_null_columns", &s->n_format_not_null);
         s->format_debezium_topic_prefix = str(&r, "format.debezium.topic_prefix");
+        s->route_tombstone_on_empty_payload = boolean(&r, "route.tombstone.on.empty.payload");
+        s->event_timestamp_column = str(&r, "table.field.event.timestamp");
+        if (r.rc == 0 && s->event_timestamp_column[0] &&
+            !relay_names_is_column(s->event_timestamp_column, strlen(s->event_timestamp_column)))
+                fail(&r, RELAY_EINVAL, "table.field.event.timestamp", s->event_timestamp_column,
+                     "not a column name");
+        if (r.rc == 0)
+                route(&r, s);
 
         s->errors_policy = (relay_errors_policy_t)choice(&r, "errors.policy", policies,
                                                          "must be dlq or stop");

@@ -52,9 +52,11 @@ typedef struct {
         } outbox_column;
         char **outbox_headers; /* extra columns sent as headers, in order, each once */
         size_t n_outbox_headers;
-        relay_topic_template_t topic_template;
+        relay_topic_template_t topic_template; /* or from route.by.field / route.topic.* */
 
         relay_format_profile_t format_profile;
+        bool route_tombstone_on_empty_payload;
+        char *event_timestamp_column; /* table.field.event.timestamp; "" = the commit time */
         char *format_debezium_topic_prefix; /* "" = no __debezium.context.* headers */
         char **format_not_null; /* format.not_null_columns */
         size_t n_format_not_null;

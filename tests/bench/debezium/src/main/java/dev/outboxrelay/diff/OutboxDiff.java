@@ -152,7 +152,8 @@ public final class OutboxDiff {
                 }
                 return new ProducerRecord<>(topic, null, null, k, v, headers);
             }
-            Long ts = r.timestamp() == null || r.timestamp() < 0 ? null : r.timestamp();
+            // ConnectUtils.checkAndConvertTimestamp: null stays null, a negative one fails.
+            Long ts = r.timestamp();
             return new ProducerRecord<>(topic, r.kafkaPartition(), ts, k, v, headers);
         }
     }
