@@ -165,6 +165,10 @@ static const key_def_t keys[] = {
          .desc = "Debezium's name: a timestamp (or timestamptz) column whose value is the "
                  "message timestamp (a NULL falls back to the commit time); empty: the commit "
                  "time"},
+        {.name = "table.fields.additional.placement", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: more columns, comma-separated column:placement[:alias] with "
+                 "placement header (a header named alias), envelope (a field of the value next "
+                 "to payload; JSON profiles) or partition (an integer column: the partition)"},
         {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
          .desc = "Kafka topic of each event; ${column} is replaced by that column's value"},
 };

@@ -35,6 +35,8 @@
 #define UUIDOID 2950
 #define JSONBOID 3802
 
+static int json_string(relay_fmtbuf_t *b, const char *s, size_t n);
+
 void relay_fmtbuf_free(relay_fmtbuf_t *b)
 {
         if (!b)
@@ -151,8 +153,17 @@ const char *relay_format_kind_name(relay_format_kind_t k)
         }
 }
 
-/* JsonConverter.asJsonSchema() for the kinds above: type, optional, name, version. */
-static int schema_json(relay_fmtbuf_t *b, relay_format_kind_t k, bool optional)
+/* JsonConverter.asJsonSchema() for the kinds above: type, optional, name, version
+ * (and "field" last for a struct's field: asJsonSchema's copy gets it put after). */
+static int schema_json(relay_fmtbuf_t *b, relay_format_kind_t k, bool optional, const char *field);
+
+int relay_format_schema(relay_fmtbuf_t *b, relay_format_kind_t kind, bool optional,
+                        const char *field)
+{
+        return schema_json(b, kind, optional, field);
+}
+
+static int schema_json(relay_fmtbuf_t *b, relay_format_kind_t k, bool optional, const char *field)
 {
         const char *type = "string", *name = NULL;
         switch (k) {
@@ -185,6 +196,8 @@ static int schema_json(relay_fmtbuf_t *b, relay_format_kind_t k, bool optional)
             puts_(b, optional ? "true" : "false"))
                 return RELAY_ENOMEM;
         if (name && (puts_(b, ",\"name\":\"") || puts_(b, name) || puts_(b, "\",\"version\":1")))
+                return RELAY_ENOMEM;
+        if (field && (puts_(b, ",\"field\":") || json_string(b, field, strlen(field))))
                 return RELAY_ENOMEM;
         return puts_(b, "}");
 }
@@ -354,7 +367,7 @@ int relay_format_append(relay_fmtbuf_t *b, relay_format_enc_t enc, relay_format_
         case RELAY_ENC_ENVELOPE: {
                 int rc = puts_(b, "{\"schema\":");
                 if (!rc)
-                        rc = schema_json(b, kind, optional);
+                        rc = schema_json(b, kind, optional, NULL);
                 if (!rc)
                         rc = puts_(b, ",\"payload\":");
                 if (!rc)
@@ -365,4 +378,19 @@ int relay_format_append(relay_fmtbuf_t *b, relay_format_enc_t enc, relay_format_
         }
         }
         return RELAY_EINVAL;
+}
+
+int relay_format_put(relay_fmtbuf_t *b, const char *s, size_t n)
+{
+        return put(b, s, n);
+}
+
+int relay_format_string(relay_fmtbuf_t *b, const char *s, size_t n)
+{
+        return json_string(b, s, n);
+}
+
+int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *data, size_t len)
+{
+        return data ? json_value(b, kind, data, len) : puts_(b, "null");
 }

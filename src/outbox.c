@@ -32,7 +32,8 @@ static const char *const col_keys[NCOLS] = {
 /* A column the mapping reads, by name (borrowed from the settings), and where the table has it. */
 typedef struct {
         const char *name;
-        int col; /* -1 when the table lacks it */
+        int col;           /* -1 when the table lacks it */
+        const char *alias; /* header or envelope field name (extra and envelope columns) */
 } named_col_t;
 
 struct relay_outbox {
@@ -41,8 +42,16 @@ struct relay_outbox {
         bool bound;
 
         named_col_t cols[NCOLS];
-        named_col_t *extra; /* outbox.headers */
+        named_col_t *extra; /* outbox.headers, then header placements */
         size_t nextra;
+        named_col_t *env; /* envelope placements */
+        size_t nenv;
+        relay_format_kind_t *env_kind;
+        bool *env_optional;
+        named_col_t part; /* the last partition placement; name NULL if none */
+        uint32_t part_type;
+        int route_col; /* route.by.field: the envelope schema's name */
+        char *schema_name; /* the envelope struct's, fixed by the first event (as Debezium's cache) */
         int *segcol; /* per topic template part: the column's position, or -1 */
         bool payload_bytea;
 
@@ -77,6 +86,10 @@ void relay_outbox_free(relay_outbox_t *o)
         if (!o)
                 return;
         free(o->extra);
+        free(o->env);
+        free(o->env_kind);
+        free(o->env_optional);
+        free(o->schema_name);
         free(o->segcol);
         free(o->topic);
         free(o->bytes);
@@ -140,13 +153,36 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         names[COL_TYPE] = set->outbox_column.type;
         names[COL_PAYLOAD] = set->outbox_column.payload;
         for (int i = 0; i < NCOLS; i++)
-                o->cols[i] = (named_col_t){names[i], -1};
+                o->cols[i] = (named_col_t){names[i], -1, names[i]};
         o->nextra = set->n_outbox_headers;
+        for (size_t i = 0; i < set->n_additional; i++) {
+                if (set->additional[i].placement == RELAY_PLACE_HEADER)
+                        o->nextra++;
+                else if (set->additional[i].placement == RELAY_PLACE_ENVELOPE)
+                        o->nenv++;
+        }
         o->extra = calloc(o->nextra + 1, sizeof(*o->extra));
+        o->env = calloc(o->nenv + 1, sizeof(*o->env));
+        o->env_kind = calloc(o->nenv + 1, sizeof(*o->env_kind));
+        o->env_optional = calloc(o->nenv + 1, sizeof(*o->env_optional));
+        o->part = (named_col_t){NULL, -1, NULL};
         o->segcol = calloc(set->topic_template.nparts + 1, sizeof(*o->segcol));
         o->headers = calloc(2 + NCONTEXT + o->nextra, sizeof(relay_header_t));
-        if (!o->extra || !o->segcol || !o->headers)
+        if (!o->extra || !o->segcol || !o->headers || !o->env || !o->env_kind || !o->env_optional)
                 goto nomem;
+        size_t nx = 0, ne = 0;
+        for (size_t i = 0; i < set->n_outbox_headers; i++, nx++)
+                o->extra[nx] = (named_col_t){set->outbox_headers[i], -1, set->outbox_headers[i]};
+        for (size_t i = 0; i < set->n_additional; i++) {
+                const relay_additional_field_t *a = &set->additional[i];
+                named_col_t c = {a->column, -1, a->alias};
+                if (a->placement == RELAY_PLACE_HEADER)
+                        o->extra[nx++] = c;
+                else if (a->placement == RELAY_PLACE_ENVELOPE)
+                        o->env[ne++] = c;
+                else
+                        o->part = c;
+        }
         o->encode = set->format_profile != RELAY_PROFILE_RAW;
         relay_format_encodings(set->format_profile, &o->kenc, &o->venc, &o->henc);
         if (o->encode) {
@@ -160,13 +196,13 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
                 for (int i = 0; i < NCOLS; i++)
                         o->optional[i] = !not_null(set, names[i]);
                 for (size_t i = 0; i < o->nextra; i++)
-                        o->xoptional[i] = !not_null(set, set->outbox_headers[i]);
+                        o->xoptional[i] = !not_null(set, o->extra[i].name);
+                for (size_t i = 0; i < o->nenv; i++)
+                        o->env_optional[i] = !not_null(set, o->env[i].name);
                 o->context_headers = set->format_debezium_topic_prefix[0] != '\0';
                 if (o->context_headers)
                         random_uuid(o->run_id);
         }
-        for (size_t i = 0; i < o->nextra; i++)
-                o->extra[i] = (named_col_t){set->outbox_headers[i], -1};
         for (size_t i = 0; i < set->topic_template.nparts; i++)
                 o->segcol[i] = -1;
         *out = o;
@@ -199,6 +235,17 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
                 o->cols[i].col = find_col(rel, o->cols[i].name);
         for (size_t i = 0; i < o->nextra; i++)
                 o->extra[i].col = find_col(rel, o->extra[i].name);
+        for (size_t i = 0; i < o->nenv; i++) {
+                o->env[i].col = find_col(rel, o->env[i].name);
+                o->env_kind[i] = o->env[i].col < 0 ? RELAY_KIND_UNSUPPORTED
+                                                   : relay_format_kind(relay_pgo_relation_coltype(
+                                                             rel, o->env[i].col));
+        }
+        o->route_col = find_col(rel, o->set->route_by_field);
+        if (o->part.name) {
+                o->part.col = find_col(rel, o->part.name);
+                o->part_type = o->part.col >= 0 ? relay_pgo_relation_coltype(rel, o->part.col) : 0;
+        }
         for (size_t i = 0; i < tpl->nparts; i++)
                 o->segcol[i] = tpl->parts[i].is_column ? find_col(rel, tpl->parts[i].text) : -1;
         o->ts_col = o->set->event_timestamp_column[0]
@@ -323,13 +370,95 @@ static int unsupported(relay_outbox_t *o, const char *col, char *err, size_t err
         return RELAY_EMAP;
 }
 
+/* The struct of an envelope placement, as JsonConverter writes it: fields
+ * payload, then the envelope columns in order (a NULL as null). */
+static int struct_json(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_event_t *ev)
+{
+        relay_fmtbuf_t *b = &o->vbuf;
+        int rc = relay_format_put(b, "{\"payload\":", 11);
+        if (!rc)
+                rc = relay_format_json(b, o->kind[COL_PAYLOAD], ev->value, ev->value_len);
+        for (size_t i = 0; !rc && i < o->nenv; i++) {
+                const relay_pgo_value_t *v = value_at(m, o->env[i].col);
+                bool present = v && (v->kind == 't' || v->kind == 'b');
+                rc = relay_format_put(b, ",", 1);
+                if (!rc)
+                        rc = relay_format_string(b, o->env[i].alias, strlen(o->env[i].alias));
+                if (!rc)
+                        rc = relay_format_put(b, ":", 1);
+                if (!rc)
+                        rc = relay_format_json(b, o->env_kind[i], present ? v->data : NULL,
+                                               present ? v->len : 0);
+        }
+        return rc ? rc : relay_format_put(b, "}", 1);
+}
+
+/*
+ * The value with envelope placements. With a schema, the struct is named
+ * as EventRouterDelegate names it: the row schema's name,
+ * "<topic.prefix>.<schema>.<table>.Value", with the routing value put
+ * before ".Value"; Debezium caches that schema per payload schema, so the
+ * first event's routing value names them all, as here (per session).
+ */
+static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_event_t *ev,
+                    char *msg, size_t msglen)
+{
+        for (size_t i = 0; i < o->nenv; i++)
+                if (o->env_kind[i] == RELAY_KIND_UNSUPPORTED)
+                        return unsupported(o, o->env[i].name, msg, msglen);
+        if (o->venc == RELAY_ENC_JSON)
+                return struct_json(o, m, ev);
+        if (!o->schema_name) {
+                const relay_pgo_value_t *rv = value_at(m, o->route_col);
+                if (!rv || rv->kind != 't') {
+                        relay_err_set(msg, msglen,
+                                      "route.by.field column \"%s\" is missing or NULL: the "
+                                      "envelope's schema is named after its value",
+                                      o->set->route_by_field);
+                        return RELAY_EMAP;
+                }
+                size_t n = strlen(o->set->format_debezium_topic_prefix) +
+                           strlen(o->set->outbox_table.schema) + strlen(o->set->outbox_table.name) +
+                           rv->len + 16;
+                o->schema_name = malloc(n);
+                if (!o->schema_name)
+                        return RELAY_ENOMEM;
+                snprintf(o->schema_name, n, "%s.%s.%s.%.*s.Value",
+                         o->set->format_debezium_topic_prefix, o->set->outbox_table.schema,
+                         o->set->outbox_table.name, (int)rv->len, rv->data);
+        }
+        relay_fmtbuf_t *b = &o->vbuf;
+        static const char head[] = "{\"schema\":{\"type\":\"struct\",\"fields\":[";
+        int rc = relay_format_put(b, head, sizeof(head) - 1);
+        if (!rc)
+                rc = relay_format_schema(b, o->kind[COL_PAYLOAD], o->optional[COL_PAYLOAD],
+                                         "payload");
+        for (size_t i = 0; !rc && i < o->nenv; i++) {
+                rc = relay_format_put(b, ",", 1);
+                if (!rc)
+                        rc = relay_format_schema(b, o->env_kind[i], o->env_optional[i],
+                                                 o->env[i].alias);
+        }
+        static const char mid[] = "],\"optional\":false,\"name\":";
+        if (!rc)
+                rc = relay_format_put(b, mid, sizeof(mid) - 1);
+        if (!rc)
+                rc = relay_format_string(b, o->schema_name, strlen(o->schema_name));
+        if (!rc)
+                rc = relay_format_put(b, "},\"payload\":", 12);
+        if (!rc)
+                rc = struct_json(o, m, ev);
+        return rc ? rc : relay_format_put(b, "}", 1);
+}
+
 /*
  * Re-encode the key, value and headers of a mapped event with the
  * profile's converters, in place. A part that cannot be encoded stays raw,
  * so a refused row's dead-letter copy still carries what the row has.
  * report: fill err (no earlier problem was reported).
  */
-static int encode(relay_outbox_t *o, relay_event_t *ev, char *err, size_t errlen, bool report)
+static int encode(relay_outbox_t *o, const relay_pgo_insert_t *m, relay_event_t *ev, char *err,
+                  size_t errlen, bool report)
 {
         char msg[RELAY_ERRBUF];
         bool null;
@@ -351,9 +480,16 @@ static int encode(relay_outbox_t *o, relay_event_t *ev, char *err, size_t errlen
                         rc = unsupported(o, o->cols[COL_PAYLOAD].name, msg, sizeof(msg));
                         goto fail;
                 }
-                rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
-                                         o->optional[COL_PAYLOAD], ev->value, ev->value_len,
-                                         &null);
+                if (o->nenv) {
+                        rc = envelope(o, m, ev, msg, sizeof(msg));
+                        if (rc == RELAY_EMAP)
+                                goto fail;
+                        null = false;
+                } else {
+                        rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
+                                                 o->optional[COL_PAYLOAD], ev->value,
+                                                 ev->value_len, &null);
+                }
                 if (rc)
                         goto bad;
                 ev->value = null ? NULL : o->vbuf.p ? o->vbuf.p : "";
@@ -374,7 +510,9 @@ static int encode(relay_outbox_t *o, relay_event_t *ev, char *err, size_t errlen
         }
         /* Pointers only now: the header buffer may have moved while growing.
          * A Kafka null appends nothing, so a header ends where the next
-         * non-null one begins. */
+         * non-null one begins. A header whose bytes did not change keeps
+         * pointing at the row: the producer finds the id header by its
+         * pointer (ev->id) to name a failed delivery. */
         size_t end = o->hbuf.len;
         for (size_t i = ev->nheaders; i-- > 0;) {
                 if (o->hoff[i] == SIZE_MAX) {
@@ -382,9 +520,14 @@ static int encode(relay_outbox_t *o, relay_event_t *ev, char *err, size_t errlen
                         o->headers[i].len = 0;
                         continue;
                 }
-                o->headers[i].value = o->hbuf.p + o->hoff[i];
-                o->headers[i].len = end - o->hoff[i];
+                size_t len = end - o->hoff[i];
+                const char *enc = o->hbuf.p + o->hoff[i];
                 end = o->hoff[i];
+                if (o->headers[i].value && len == o->headers[i].len &&
+                    memcmp(enc, o->headers[i].value, len) == 0)
+                        continue;
+                o->headers[i].value = enc;
+                o->headers[i].len = len;
         }
         if (ev->key) {
                 ev->key = o->kbuf.p ? o->kbuf.p : "";
@@ -416,6 +559,8 @@ static bool blank(const char *s, size_t n)
 }
 
 #define TIMESTAMPOID 1114
+#define INT2OID 21
+#define INT4OID 23
 #define TIMESTAMPTZOID 1184
 
 /* Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
@@ -657,7 +802,7 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                         o->hkind[nh] = o->xkind[i];
                         o->hoptional[nh] = o->xoptional[i];
                 }
-                o->headers[nh].name = o->extra[i].name;
+                o->headers[nh].name = o->extra[i].alias;
                 o->headers[nh].value = hv;
                 o->headers[nh++].len = hl;
         }
@@ -674,6 +819,42 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         }
         ev->headers = o->headers;
         ev->nheaders = nh;
+
+        if (o->part.name) {
+                const relay_pgo_value_t *pv2 = value_at(m, o->part.col);
+                char num[16];
+                long pn = -1;
+                char *endp = NULL;
+                if (pv2 && pv2->kind == 't' && pv2->len > 0 && pv2->len < sizeof(num)) {
+                        memcpy(num, pv2->data, pv2->len);
+                        num[pv2->len] = '\0';
+                        pn = strtol(num, &endp, 10);
+                }
+                if (!pv2 || (o->part_type != INT4OID && o->part_type != INT2OID)) {
+                        relay_err_set(msg, sizeof(msg),
+                                      "table.fields.additional.placement puts column \"%s\" in "
+                                      "the partition, but outbox table \"%s.%s\" has no such "
+                                      "integer column; name an integer column",
+                                      o->part.name, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                } else if (pv2->kind == 't' && (!endp || *endp || pn < 0 || pn > INT32_MAX)) {
+                        relay_err_set(msg, sizeof(msg),
+                                      "partition column \"%s\" holds \"%.*s\", not a partition "
+                                      "number (0 or more)",
+                                      o->part.name, (int)(pv2->len > 32 ? 32 : pv2->len),
+                                      pv2->data);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                } else if (pv2->kind == 't' &&
+                           o->set->format_profile != RELAY_PROFILE_DEBEZIUM_SERVER) {
+                        ev->has_partition = true;
+                        ev->partition = (int32_t)pn;
+                }
+                /* NULL: the partitioner decides, as Debezium's null partition.
+                 * Debezium Server's Kafka sink sends every record with a null
+                 * partition (KafkaChangeConsumer), so the placement has no
+                 * effect there either. */
+        }
 
         if (o->set->event_timestamp_column[0]) {
                 const relay_pgo_value_t *tv = value_at(m, o->ts_col);
@@ -703,7 +884,7 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         }
 
         if (o->encode) {
-                rc = encode(o, ev, err, errlen, first == 0);
+                rc = encode(o, m, ev, err, errlen, first == 0);
                 if (rc == RELAY_ENOMEM)
                         return rc;
                 if (rc && first == 0)

@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Reading state: the first failure wins, later reads become no-ops. */
 typedef struct {
@@ -207,6 +208,92 @@ static void route(reader_t *r, relay_settings_t *s)
         s->topic_template = t;
 }
 
+/*
+ * table.fields.additional.placement as Debezium parses it: comma-separated
+ * column:placement[:alias], blanks trimmed; placement header, envelope or
+ * partition. An envelope field makes the value a struct, which only
+ * JsonConverter writes as JSON, so it needs a JSON profile (and the
+ * connector's topic.prefix for the struct's schema name).
+ */
+static void additional(reader_t *r, relay_settings_t *s)
+{
+        static const char key[] = "table.fields.additional.placement";
+        static const char *const places[] = {"header", "envelope", "partition", NULL};
+        const char *v = get(r, key), *p, *item;
+        size_t len;
+
+        if (!v || !*v)
+                return;
+        p = v;
+        while (relay_list_next(&p, &item, &len)) {
+                char part[3][128];
+                size_t np = 0, pl = 0;
+                if (len == 0)
+                        continue;
+                for (size_t i = 0; i <= len && np < 3; i++) {
+                        if (i == len || item[i] == ':') {
+                                /* trim */
+                                size_t a = 0, b = pl;
+                                const char *src = item + i - pl;
+                                while (a < b && (src[a] == ' ' || src[a] == '\t'))
+                                        a++;
+                                while (b > a && (src[b - 1] == ' ' || src[b - 1] == '\t'))
+                                        b--;
+                                if (b - a >= sizeof(part[0]))
+                                        b = a + sizeof(part[0]) - 1;
+                                memcpy(part[np], src + a, b - a);
+                                part[np++][b - a] = '\0';
+                                pl = 0;
+                        } else {
+                                pl++;
+                        }
+                }
+                int place = -1;
+                for (int k = 0; np >= 2 && places[k]; k++)
+                        if (strcasecmp(part[1], places[k]) == 0)
+                                place = k;
+                if (np < 2 || place < 0 || !relay_names_is_column(part[0], strlen(part[0])) ||
+                    (np == 3 && !part[2][0])) {
+                        fail(r, RELAY_EINVAL, key, v,
+                             "each item is column:placement or column:placement:alias, placement "
+                             "header, envelope or partition");
+                        return;
+                }
+                if (place == RELAY_PLACE_ENVELOPE &&
+                    s->format_profile != RELAY_PROFILE_CONNECT_JSON &&
+                    s->format_profile != RELAY_PROFILE_CONNECT_JSON_SCHEMA &&
+                    s->format_profile != RELAY_PROFILE_DEBEZIUM_SERVER) {
+                        fail(r, RELAY_EINVAL, key, v,
+                             "an envelope placement makes the value a struct, which needs "
+                             "format.profile connect-json, connect-json-schema or debezium-server");
+                        return;
+                }
+                if (place == RELAY_PLACE_ENVELOPE && !s->format_debezium_topic_prefix[0] &&
+                    s->format_profile != RELAY_PROFILE_CONNECT_JSON) {
+                        fail(r, RELAY_EINVAL, key, v,
+                             "an envelope placement's schema is named after Debezium's "
+                             "topic.prefix: set format.debezium.topic_prefix");
+                        return;
+                }
+                relay_additional_field_t *g =
+                        realloc(s->additional, (s->n_additional + 1) * sizeof(*g));
+                if (!g) {
+                        fail(r, RELAY_ENOMEM, key, v, NULL);
+                        return;
+                }
+                s->additional = g;
+                g = &s->additional[s->n_additional];
+                g->placement = (relay_placement_t)place;
+                g->column = strdup(part[0]);
+                g->alias = strdup(np == 3 ? part[2] : part[0]);
+                s->n_additional++;
+                if (!g->column || !g->alias) {
+                        fail(r, RELAY_ENOMEM, key, v, NULL);
+                        return;
+                }
+        }
+}
+
 static void free_list(char **items, size_t n)
 {
         for (size_t i = 0; i < n; i++)
@@ -233,6 +320,12 @@ void relay_settings_free(relay_settings_t *s)
         free_list(s->format_not_null, s->n_format_not_null);
         free(s->format_debezium_topic_prefix);
         free(s->event_timestamp_column);
+        free(s->route_by_field);
+        for (size_t i = 0; i < s->n_additional; i++) {
+                free(s->additional[i].column);
+                free(s->additional[i].alias);
+        }
+        free(s->additional);
         free(s->errors_dlq_topic);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
         free(s);
@@ -282,6 +375,14 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                      "not a column name");
         if (r.rc == 0)
                 route(&r, s);
+        if (r.rc == 0) {
+                const char *by = get(&r, "route.by.field");
+                s->route_by_field = strdup(by && *by ? by : s->outbox_column.aggregate_type);
+                if (!s->route_by_field)
+                        fail(&r, RELAY_ENOMEM, "route.by.field", "", NULL);
+        }
+        if (r.rc == 0)
+                additional(&r, s);
 
         s->errors_policy = (relay_errors_policy_t)choice(&r, "errors.policy", policies,
                                                          "must be dlq or stop");

@@ -11,6 +11,7 @@
 #ifndef RELAY_EVENT_H
 #define RELAY_EVENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,8 @@ typedef struct {
         const relay_header_t *headers; /* at most RELAY_EVENT_MAX_HEADERS */
         size_t nheaders;
         int64_t timestamp_ms; /* commit time, ms since the Unix epoch */
+        bool has_partition;   /* a partition column chose it (Debezium's partition placement) */
+        int32_t partition;    /* when has_partition; else the partitioner hashes the key */
 } relay_event_t;
 
 /** @brief printf arguments for "%.*s": an event id (at most 64 bytes of it),

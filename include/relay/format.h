@@ -84,4 +84,24 @@ int relay_format_append(relay_fmtbuf_t *b, relay_format_enc_t enc, relay_format_
                         bool optional, const char *data, size_t len,
                         bool *is_null) RELAY_MUST_CHECK;
 
+/* The pieces of a struct value (an envelope placement), for the caller to assemble. */
+
+/** @brief Append raw bytes. @returns 0; RELAY_ENOMEM. */
+int relay_format_put(relay_fmtbuf_t *b, const char *s, size_t n) RELAY_MUST_CHECK;
+
+/** @brief Append s as a JSON string (Jackson's escaping). @returns 0; RELAY_ENOMEM. */
+int relay_format_string(relay_fmtbuf_t *b, const char *s, size_t n) RELAY_MUST_CHECK;
+
+/** @brief Append a value's JSON form (data NULL: null). @returns 0; RELAY_EINVAL; RELAY_ENOMEM. */
+int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *data,
+                      size_t len) RELAY_MUST_CHECK;
+
+/**
+ * @brief Append a kind's JSON schema as JsonConverter writes it; field
+ *        non-NULL adds "field":"<field>" last (a struct's field schema).
+ * @returns 0; RELAY_ENOMEM.
+ */
+int relay_format_schema(relay_fmtbuf_t *b, relay_format_kind_t kind, bool optional,
+                        const char *field) RELAY_MUST_CHECK;
+
 #endif

@@ -29,6 +29,19 @@ typedef enum {
         RELAY_ERRORS_STOP,    /* stop before the event */
 } relay_errors_policy_t;
 
+/** @brief Where table.fields.additional.placement puts a column (Debezium's names). */
+typedef enum {
+        RELAY_PLACE_HEADER = 0,
+        RELAY_PLACE_ENVELOPE, /* a field of the value, next to "payload" */
+        RELAY_PLACE_PARTITION /* the Kafka partition (an integer column) */
+} relay_placement_t;
+
+typedef struct {
+        char *column;
+        relay_placement_t placement;
+        char *alias; /* the header or envelope field name; the column's by default */
+} relay_additional_field_t;
+
 /**
  * @brief Every non-kafka key, typed. Durations are milliseconds. All strings
  *        and arrays are owned by the struct (freed by relay_settings_free());
@@ -56,6 +69,9 @@ typedef struct {
 
         relay_format_profile_t format_profile;
         bool route_tombstone_on_empty_payload;
+        char *route_by_field; /* route.by.field, else outbox.column.aggregate_type */
+        relay_additional_field_t *additional; /* table.fields.additional.placement, in order */
+        size_t n_additional;
         char *event_timestamp_column; /* table.field.event.timestamp; "" = the commit time */
         char *format_debezium_topic_prefix; /* "" = no __debezium.context.* headers */
         char **format_not_null; /* format.not_null_columns */
