@@ -347,6 +347,7 @@ static void done_map(relay_outbox_t *o, relay_settings_t *set)
 }
 
 #define JV "\"{\\\"a\\\": \\\"ü\\\"}\""
+#define ENV "{\"payload\":\"hi\",\"kind\":\"Created\"}"
 #define CH "{\"schema\":{\"type\":\"string\",\"optional\":false},\"payload\":\"shop\"}"
 
 /* format.profile and Debezium's router keys (route.*, table.field.event.timestamp). */
@@ -422,6 +423,36 @@ static void test_debezium_keys(void)
         const char *const group[] = {"route.topic.replacement", "x.$1", NULL};
         ok(settings_kv(group, err, sizeof(err)) == NULL && strstr(err, "$1"),
            "a group reference is refused: %s", err);
+
+        /* table.fields.additional.placement: header alias, envelope, partition. */
+        static const uint32_t with_part[] = {2950, 1043, 1043, 1043, 25, 23};
+        const char *prow[] = {"id-5", "order", "order-42", "Created", "hi", "2"};
+        const char *const place[] = {"format.profile", "connect-json",
+                                     "table.fields.additional.placement",
+                                     "type:header:eventType, type:envelope:kind,created:partition",
+                                     NULL};
+        is_int(map_row(place, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "placements map");
+        is_int(ev.nheaders, 2, "id and the header placement");
+        is_str(ev.headers[1].name, "eventType", "header named by its alias");
+        ok(ev.value_len == sizeof(ENV) - 1 && memcmp(ev.value, ENV, sizeof(ENV) - 1) == 0,
+           "value is the struct: payload, then the envelope field");
+        ok(ev.has_partition && ev.partition == 2, "partition from the integer column");
+        done_map(o, set);
+        const char *const srv[] = {"format.profile", "debezium-server", "format.debezium.topic_prefix",
+                                   "shop", "table.fields.additional.placement",
+                                   "created:partition", NULL};
+        is_int(map_row(srv, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "partition placement under debezium-server maps");
+        ok(!ev.has_partition, "Debezium Server's sink ignores the partition: so does the profile");
+        done_map(o, set);
+        const char *const envstr[] = {"format.profile", "connect-string",
+                                      "table.fields.additional.placement", "type:envelope", NULL};
+        ok(settings_kv(envstr, err, sizeof(err)) == NULL && strstr(err, "envelope placement"),
+           "an envelope placement needs a JSON profile: %s", err);
+        const char *const badplace[] = {"table.fields.additional.placement", "type:body", NULL};
+        ok(settings_kv(badplace, err, sizeof(err)) == NULL && strstr(err, "header, envelope or partition"),
+           "an unknown placement is refused: %s", err);
         relay_pgoutput_free(d);
 }
 
