@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 /*
- * Most headers one event may carry: id, type and the outbox.headers columns
- * together. The mapping refuses a row that would need more (RELAY_EMAP), so
+ * Most headers one event may carry: id, type (or Debezium's four context
+ * headers), the outbox.headers columns and header placements together. The mapping refuses a row that would need more (RELAY_EMAP), so
  * whoever copies an event's headers can size a fixed array by this.
  */
 #define RELAY_EVENT_MAX_HEADERS 64
