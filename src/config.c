@@ -161,6 +161,10 @@ static const key_def_t keys[] = {
                  "stopping (events written in between may be missing)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
+        {.name = "table.field.event.schema.version", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: an integer column whose value is the version of the value's "
+                 "struct schema (envelope placements with connect-json-schema or "
+                 "debezium-server); empty: none"},
         {.name = "table.field.event.timestamp", .type = KT_STRING, .def = "",
          .desc = "Debezium's name: a timestamp (or timestamptz) column whose value is the "
                  "message timestamp (a NULL falls back to the commit time); empty: the commit "

@@ -208,6 +208,7 @@ static const struct {
         {"table.field.event.payload", "outbox.column.payload"},
         {"table.field.event.type", "outbox.column.type"},
         {"table.field.event.timestamp", "table.field.event.timestamp"},
+        {"table.field.event.schema.version", "table.field.event.schema.version"},
         {"table.fields.additional.placement", "table.fields.additional.placement"},
         {"route.by.field", "route.by.field"},
         {"route.topic.regex", "route.topic.regex"},

@@ -52,6 +52,12 @@ struct relay_outbox {
         uint32_t part_type;
         int route_col; /* route.by.field: the envelope schema's name */
         char *schema_name; /* the envelope struct's, fixed by the first event (as Debezium's cache) */
+        int ver_col;       /* table.field.event.schema.version's position, -1 if none */
+        struct {
+                char *text; /* the version's digits */
+                char *name; /* its struct's name, fixed by its first event */
+        } *vnames;          /* Debezium caches a schema per version */
+        size_t nvnames;
         int *segcol; /* per topic template part: the column's position, or -1 */
         bool payload_bytea;
 
@@ -90,6 +96,11 @@ void relay_outbox_free(relay_outbox_t *o)
         free(o->env_kind);
         free(o->env_optional);
         free(o->schema_name);
+        for (size_t i = 0; i < o->nvnames; i++) {
+                free(o->vnames[i].text);
+                free(o->vnames[i].name);
+        }
+        free(o->vnames);
         free(o->segcol);
         free(o->topic);
         free(o->bytes);
@@ -242,6 +253,8 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
                                                              rel, o->env[i].col));
         }
         o->route_col = find_col(rel, o->set->route_by_field);
+        o->ver_col = o->set->schema_version_column[0] ? find_col(rel, o->set->schema_version_column)
+                                                      : -1;
         if (o->part.name) {
                 o->part.col = find_col(rel, o->part.name);
                 o->part_type = o->part.col >= 0 ? relay_pgo_relation_coltype(rel, o->part.col) : 0;
@@ -408,7 +421,53 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
                         return unsupported(o, o->env[i].name, msg, msglen);
         if (o->venc == RELAY_ENC_JSON)
                 return struct_json(o, m, ev);
-        if (!o->schema_name) {
+        /* table.field.event.schema.version: a version per event, a schema per
+         * version (a NULL version is a schema without one). */
+        const relay_pgo_value_t *vv = NULL;
+        if (o->set->schema_version_column[0]) {
+                vv = value_at(m, o->ver_col);
+                if (!vv) {
+                        relay_err_set(msg, msglen,
+                                      "table.field.event.schema.version names column \"%s\", "
+                                      "which the outbox table does not have",
+                                      o->set->schema_version_column);
+                        return RELAY_EMAP;
+                }
+                if (vv->kind != 't')
+                        vv = NULL;
+                for (size_t i = 0; vv && i < vv->len; i++)
+                        if (!(vv->data[i] >= '0' && vv->data[i] <= '9') &&
+                            !(i == 0 && vv->data[i] == '-')) {
+                                relay_err_set(msg, msglen,
+                                              "schema version column \"%s\" holds \"%.*s\", not "
+                                              "an integer",
+                                              o->set->schema_version_column,
+                                              (int)(vv->len > 32 ? 32 : vv->len), vv->data);
+                                return RELAY_EMAP;
+                        }
+        }
+        char **name = &o->schema_name;
+        if (o->set->schema_version_column[0]) {
+                size_t i = 0;
+                for (; i < o->nvnames; i++)
+                        if ((!vv && !o->vnames[i].text) ||
+                            (vv && o->vnames[i].text && strlen(o->vnames[i].text) == vv->len &&
+                             memcmp(o->vnames[i].text, vv->data, vv->len) == 0))
+                                break;
+                if (i == o->nvnames) {
+                        void *g = realloc(o->vnames, (o->nvnames + 1) * sizeof(*o->vnames));
+                        if (!g)
+                                return RELAY_ENOMEM;
+                        o->vnames = g;
+                        o->vnames[i].name = NULL;
+                        o->vnames[i].text = vv ? strndup(vv->data, vv->len) : NULL;
+                        if (vv && !o->vnames[i].text)
+                                return RELAY_ENOMEM;
+                        o->nvnames++;
+                }
+                name = &o->vnames[i].name;
+        }
+        if (!*name) {
                 const relay_pgo_value_t *rv = value_at(m, o->route_col);
                 if (!rv || rv->kind != 't') {
                         relay_err_set(msg, msglen,
@@ -420,12 +479,12 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
                 size_t n = strlen(o->set->format_debezium_topic_prefix) +
                            strlen(o->set->outbox_table.schema) + strlen(o->set->outbox_table.name) +
                            rv->len + 16;
-                o->schema_name = malloc(n);
-                if (!o->schema_name)
+                *name = malloc(n);
+                if (!*name)
                         return RELAY_ENOMEM;
-                snprintf(o->schema_name, n, "%s.%s.%s.%.*s.Value",
-                         o->set->format_debezium_topic_prefix, o->set->outbox_table.schema,
-                         o->set->outbox_table.name, (int)rv->len, rv->data);
+                snprintf(*name, n, "%s.%s.%s.%.*s.Value", o->set->format_debezium_topic_prefix,
+                         o->set->outbox_table.schema, o->set->outbox_table.name, (int)rv->len,
+                         rv->data);
         }
         relay_fmtbuf_t *b = &o->vbuf;
         static const char head[] = "{\"schema\":{\"type\":\"struct\",\"fields\":[";
@@ -443,7 +502,11 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
         if (!rc)
                 rc = relay_format_put(b, mid, sizeof(mid) - 1);
         if (!rc)
-                rc = relay_format_string(b, o->schema_name, strlen(o->schema_name));
+                rc = relay_format_string(b, *name, strlen(*name));
+        if (!rc && vv)
+                rc = relay_format_put(b, ",\"version\":", 11);
+        if (!rc && vv)
+                rc = relay_format_put(b, vv->data, vv->len);
         if (!rc)
                 rc = relay_format_put(b, "},\"payload\":", 12);
         if (!rc)

@@ -320,6 +320,7 @@ void relay_settings_free(relay_settings_t *s)
         free_list(s->format_not_null, s->n_format_not_null);
         free(s->format_debezium_topic_prefix);
         free(s->event_timestamp_column);
+        free(s->schema_version_column);
         free(s->route_by_field);
         for (size_t i = 0; i < s->n_additional; i++) {
                 free(s->additional[i].column);
@@ -369,6 +370,11 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->format_debezium_topic_prefix = str(&r, "format.debezium.topic_prefix");
         s->route_tombstone_on_empty_payload = boolean(&r, "route.tombstone.on.empty.payload");
         s->event_timestamp_column = str(&r, "table.field.event.timestamp");
+        s->schema_version_column = str(&r, "table.field.event.schema.version");
+        if (r.rc == 0 && s->schema_version_column[0] &&
+            !relay_names_is_column(s->schema_version_column, strlen(s->schema_version_column)))
+                fail(&r, RELAY_EINVAL, "table.field.event.schema.version", s->schema_version_column,
+                     "not a column name");
         if (r.rc == 0 && s->event_timestamp_column[0] &&
             !relay_names_is_column(s->event_timestamp_column, strlen(s->event_timestamp_column)))
                 fail(&r, RELAY_EINVAL, "table.field.event.timestamp", s->event_timestamp_column,
