@@ -334,12 +334,15 @@ int main(void)
                      "outbox_bytea");
         char *base = h_unique_name("rbase");
         h_pg_exec(c, "SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", base);
+        /* The messages carry timestamps from 2001 on (table.field.event.timestamp):
+         * without retention.ms=-1 the broker deletes them within minutes. */
+        static const char *const keep[] = {"retention.ms", "-1", NULL};
         for (int k = 0; k < NKIND; k++)
                 for (int p = 0; p < NPROF; p++) {
                         snprintf(topic, sizeof(topic), "%s.outbox.event.%s_%s", dpfx[p], kinds[k], sfx);
-                        h_kafka_create_topic(topic, 3);
+                        h_kafka_create_topic_config(topic, 3, keep);
                         snprintf(topic, sizeof(topic), "%s.outbox.event.%s_%s", rpfx[p], kinds[k], sfx);
-                        h_kafka_create_topic(topic, 3);
+                        h_kafka_create_topic_config(topic, 3, keep);
                 }
 
         /* Debezium: streaming before the first row, from a slot of its own. */
