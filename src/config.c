@@ -69,6 +69,7 @@ static const char *const log_levels[] = {"debug", "info", "warning", "error", NU
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const error_policies[] = {"dlq", "stop", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
+static const char *const missing_behaviors[] = {"error", "ignore", NULL};
 /* In relay_format_profile_t order. */
 static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
                                               "connect-json-schema", "debezium-server", NULL};
@@ -161,6 +162,10 @@ static const key_def_t keys[] = {
                  "stopping (events written in between may be missing)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
+        {.name = "table.field.additional.missing", .type = KT_ENUM, .def = "error",
+         .choices = missing_behaviors,
+         .desc = "Debezium's name: a table.fields.additional.placement column the table lacks "
+                 "is an error (the row goes to the error policy) or ignored (left out)"},
         {.name = "table.field.event.schema.version", .type = KT_STRING, .def = "",
          .desc = "Debezium's name: an integer column whose value is the version of the value's "
                  "struct schema (envelope placements with connect-json-schema or "

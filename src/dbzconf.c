@@ -210,6 +210,7 @@ static const struct {
         {"table.field.event.timestamp", "table.field.event.timestamp"},
         {"table.field.event.schema.version", "table.field.event.schema.version"},
         {"table.fields.additional.placement", "table.fields.additional.placement"},
+        {"table.field.additional.missing", "table.field.additional.missing"},
         {"route.by.field", "route.by.field"},
         {"route.topic.regex", "route.topic.regex"},
         {"route.topic.replacement", "route.topic.replacement"},
@@ -469,7 +470,6 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                 continue;
                         if (strcmp(opt, "table.op.invalid.behavior") == 0 ||
                             strncmp(opt, "tracing.", 8) == 0 ||
-                            strcmp(opt, "table.field.additional.missing") == 0 ||
                             (strcmp(opt, "table.expand.json.payload") == 0 &&
                              strcmp(v, "false") == 0)) {
                                 note(notes, noteslen, k);

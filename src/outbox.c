@@ -392,6 +392,8 @@ static int struct_json(relay_outbox_t *o, const relay_pgo_insert_t *m, const rel
         if (!rc)
                 rc = relay_format_json(b, o->kind[COL_PAYLOAD], ev->value, ev->value_len);
         for (size_t i = 0; !rc && i < o->nenv; i++) {
+                if (o->env[i].col < 0)
+                        continue; /* missing, ignored */
                 const relay_pgo_value_t *v = value_at(m, o->env[i].col);
                 bool present = v && (v->kind == 't' || v->kind == 'b');
                 rc = relay_format_put(b, ",", 1);
@@ -416,9 +418,19 @@ static int struct_json(relay_outbox_t *o, const relay_pgo_insert_t *m, const rel
 static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_event_t *ev,
                     char *msg, size_t msglen)
 {
-        for (size_t i = 0; i < o->nenv; i++)
-                if (o->env_kind[i] == RELAY_KIND_UNSUPPORTED)
+        for (size_t i = 0; i < o->nenv; i++) {
+                if (o->env[i].col < 0 && !o->set->additional_missing_ignore) {
+                        relay_err_set(msg, msglen,
+                                      "table.fields.additional.placement puts column \"%s\" in the "
+                                      "envelope, but outbox table \"%s.%s\" has no such column; "
+                                      "add it, or set table.field.additional.missing = ignore",
+                                      o->env[i].name, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name);
+                        return RELAY_EMAP;
+                }
+                if (o->env[i].col >= 0 && o->env_kind[i] == RELAY_KIND_UNSUPPORTED)
                         return unsupported(o, o->env[i].name, msg, msglen);
+        }
         if (o->venc == RELAY_ENC_JSON)
                 return struct_json(o, m, ev);
         /* table.field.event.schema.version: a version per event, a schema per
@@ -493,6 +505,8 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
                 rc = relay_format_schema(b, o->kind[COL_PAYLOAD], o->optional[COL_PAYLOAD],
                                          "payload");
         for (size_t i = 0; !rc && i < o->nenv; i++) {
+                if (o->env[i].col < 0)
+                        continue; /* missing, ignored */
                 rc = relay_format_put(b, ",", 1);
                 if (!rc)
                         rc = relay_format_schema(b, o->env_kind[i], o->env_optional[i],
@@ -855,8 +869,12 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                 o->headers[nh++].len = hl;
         }
         for (size_t i = 0; i < o->nextra; i++) {
-                rc = text_col(o, m, &o->extra[i], "outbox.headers", &hv, &hl, &present, msg,
-                              sizeof(msg));
+                bool placed = i >= o->set->n_outbox_headers;
+                if (placed && o->extra[i].col < 0 && o->set->additional_missing_ignore)
+                        continue; /* table.field.additional.missing = ignore */
+                rc = text_col(o, m, &o->extra[i],
+                              placed ? "table.fields.additional.placement" : "outbox.headers", &hv,
+                              &hl, &present, msg, sizeof(msg));
                 if (rc) {
                         first_error(&first, rc, err, errlen, msg);
                         continue;
@@ -883,7 +901,7 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         ev->headers = o->headers;
         ev->nheaders = nh;
 
-        if (o->part.name) {
+        if (o->part.name && !(o->part.col < 0 && o->set->additional_missing_ignore)) {
                 const relay_pgo_value_t *pv2 = value_at(m, o->part.col);
                 char num[16];
                 long pn = -1;

@@ -371,6 +371,12 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->route_tombstone_on_empty_payload = boolean(&r, "route.tombstone.on.empty.payload");
         s->event_timestamp_column = str(&r, "table.field.event.timestamp");
         s->schema_version_column = str(&r, "table.field.event.schema.version");
+        {
+                static const char *const missing[] = {"error", "ignore", NULL};
+                s->additional_missing_ignore =
+                        choice(&r, "table.field.additional.missing", missing,
+                               "must be error or ignore") == 1;
+        }
         if (r.rc == 0 && s->schema_version_column[0] &&
             !relay_names_is_column(s->schema_version_column, strlen(s->schema_version_column)))
                 fail(&r, RELAY_EINVAL, "table.field.event.schema.version", s->schema_version_column,

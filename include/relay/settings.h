@@ -72,7 +72,9 @@ typedef struct {
         char *route_by_field; /* route.by.field, else outbox.column.aggregate_type */
         relay_additional_field_t *additional; /* table.fields.additional.placement, in order */
         size_t n_additional;
+        bool additional_missing_ignore; /* table.field.additional.missing = ignore */
         char *event_timestamp_column; /* table.field.event.timestamp; "" = the commit time */
+        char *schema_version_column;  /* table.field.event.schema.version; "" = none */
         char *format_debezium_topic_prefix; /* "" = no __debezium.context.* headers */
         char **format_not_null; /* format.not_null_columns */
         size_t n_format_not_null;

@@ -446,6 +446,25 @@ static void test_debezium_keys(void)
                "partition placement under debezium-server maps");
         ok(!ev.has_partition, "Debezium Server's sink ignores the partition: so does the profile");
         done_map(o, set);
+        /* table.field.additional.missing: a placed column the table lacks. */
+        const char *const miss[] = {"format.profile", "connect-json",
+                                    "table.fields.additional.placement",
+                                    "nope:header,nope2:envelope,type:envelope", NULL};
+        is_int(map_row(miss, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), RELAY_EMAP,
+               "a missing placed column is an error by default");
+        ok(strstr(err, "\"nope\"") != NULL, "naming it: %s", err);
+        done_map(o, set);
+        const char *const ign[] = {"format.profile", "connect-json",
+                                   "table.fields.additional.placement",
+                                   "nope:header,nope2:envelope,type:envelope:kind,nope3:partition",
+                                   "table.field.additional.missing", "ignore", NULL};
+        is_int(map_row(ign, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "table.field.additional.missing = ignore: the row maps");
+        is_int(ev.nheaders, 1, "the missing header is left out");
+        ok(ev.value_len == sizeof(ENV) - 1 && memcmp(ev.value, ENV, sizeof(ENV) - 1) == 0,
+           "the missing envelope field is left out");
+        ok(!ev.has_partition, "the missing partition column is left out");
+        done_map(o, set);
         const char *const envstr[] = {"format.profile", "connect-string",
                                       "table.fields.additional.placement", "type:envelope", NULL};
         ok(settings_kv(envstr, err, sizeof(err)) == NULL && strstr(err, "envelope placement"),
