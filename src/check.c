@@ -296,6 +296,8 @@ static const char *const col_keys[] = {"outbox.column.id", "outbox.column.aggreg
                                        "outbox.column.aggregate_id", "outbox.column.type",
                                        "outbox.column.payload"};
 
+static bool schema_optional(ctx_t *x, PGresult *res, const char *table);
+
 static void pg_table(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
@@ -400,10 +402,56 @@ static void pg_table(ctx_t *x)
                         sl += (size_t)snprintf(summary + sl, sizeof(summary) - sl, "%s%s %s",
                                                sl ? ", " : "", col, type);
         }
+        if (s->format_profile == RELAY_PROFILE_CONNECT_JSON_SCHEMA ||
+            s->format_profile == RELAY_PROFILE_DEBEZIUM_SERVER)
+                problems |= schema_optional(x, res, table);
         PQclear(res);
         if (!problems)
                 add(x, "outbox.columns", RELAY_CHECK_OK, NULL,
                     "the mapping's columns exist: %s", summary);
+}
+
+/*
+ * With a JSON-schema profile, each encoded column's "optional" comes from
+ * format.not_null_columns, where Debezium reads the catalog: a column
+ * listed but nullable (or NOT NULL but not listed) changes the bytes.
+ */
+static bool schema_optional(ctx_t *x, PGresult *res, const char *table)
+{
+        const relay_settings_t *s = x->set;
+        char want[1024] = "", wrong[512] = "";
+        size_t wl = 0, rl = 0;
+        for (int i = 0; i < PQntuples(res); i++) {
+                const char *col = PQgetvalue(res, i, 0);
+                bool notnull = is_true(res, i, 2), listed = false;
+                if (notnull && wl < sizeof(want))
+                        wl += (size_t)snprintf(want + wl, sizeof(want) - wl, "%s%s", wl ? "," : "",
+                                               col);
+                for (size_t j = 0; j < s->n_format_not_null; j++)
+                        if (strcmp(s->format_not_null[j], col) == 0)
+                                listed = true;
+                bool used = strcmp(col, s->outbox_column.id) == 0 ||
+                            strcmp(col, s->outbox_column.aggregate_id) == 0 ||
+                            strcmp(col, s->outbox_column.payload) == 0;
+                for (size_t j = 0; !used && j < s->n_outbox_headers; j++)
+                        used = strcmp(s->outbox_headers[j], col) == 0;
+                for (size_t j = 0; !used && j < s->n_additional; j++)
+                        used = strcmp(s->additional[j].column, col) == 0 &&
+                               s->additional[j].placement != RELAY_PLACE_PARTITION;
+                if (used && listed != notnull && rl < sizeof(wrong))
+                        rl += (size_t)snprintf(wrong + rl, sizeof(wrong) - rl, "%s%s (%s)",
+                                               rl ? ", " : "", col,
+                                               notnull ? "NOT NULL, not listed" : "listed, nullable");
+        }
+        if (!wrong[0])
+                return false;
+        char fix[1200];
+        snprintf(fix, sizeof(fix), "set format.not_null_columns = %s", want[0] ? want : "\"\"");
+        add(x, "outbox.columns", RELAY_CHECK_FAIL, fix,
+            "format.not_null_columns disagrees with table \"%s\" for %s: the JSON schemas' "
+            "\"optional\" would differ from Debezium's",
+            table, wrong);
+        return true;
 }
 
 static void pg_publication(ctx_t *x)

@@ -72,6 +72,10 @@ static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const error_policies[] = {"dlq", "stop", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const outbox_sources[] = {"table", "messages", "both", NULL};
+static const char *const missing_behaviors[] = {"error", "ignore", NULL};
+/* In relay_format_profile_t order. */
+static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
+                                              "connect-json-schema", "debezium-server", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
 static const key_def_t keys[] = {
@@ -98,6 +102,17 @@ static const key_def_t keys[] = {
         {.name = "errors.skip.ids", .type = KT_STRING, .def = "",
          .desc = "event ids to skip (logged and counted), comma-separated: the operator's "
                  "way past a known poison event"},
+        {.name = "format.debezium.topic_prefix", .type = KT_STRING, .def = "",
+         .desc = "with a format.profile other than raw: Debezium's topic.prefix (the connector's "
+                 "logical name), to send the four __debezium.context.* headers Debezium 3.x adds "
+                 "by default (extended.headers.enabled); empty sends none"},
+        {.name = "format.not_null_columns", .type = KT_COLUMNS,
+         .def = "id,aggregatetype,aggregateid,type",
+         .desc = "the outbox columns declared NOT NULL, comma-separated: their JSON schema says "
+                 "\"optional\":false (format.profile connect-json-schema, debezium-server)"},
+        {.name = "format.profile", .type = KT_ENUM, .def = "raw", .choices = format_profiles,
+         .desc = "message bytes: raw (the relay's own), or as Debezium's Outbox Event Router "
+                 "with connect-string, connect-json, connect-json-schema or debezium-server"},
         {.name = "http.listen", .type = KT_LISTEN, .def = "127.0.0.1:10187",
          .desc = "address of the HTTP endpoint (/metrics, /healthz, /readyz): HOST:PORT with a "
                  "numeric IPv4 address, [IPV6]:PORT, :PORT for every interface, or off"},
@@ -139,6 +154,20 @@ static const key_def_t keys[] = {
          .desc = "longest wait between reconnection attempts"},
         {.name = "reconnect.backoff.ms", .type = KT_INT, .def = "500", .min = 10, .max = MAX_MS,
          .unit = "milliseconds", .desc = "first wait before reconnecting after a failure"},
+        {.name = "route.by.field", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: the column whose value routes an event, ${routedByValue} in "
+                 "route.topic.replacement (empty: the aggregate type column); setting a route.* "
+                 "key replaces topic.template"},
+        {.name = "route.tombstone.on.empty.payload", .type = KT_ENUM, .def = "false",
+         .choices = booleans,
+         .desc = "Debezium's name: a NULL payload, or a text one that is empty or blank, is sent "
+                 "as a tombstone (a NULL value), whatever format.profile"},
+        {.name = "route.topic.regex", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name; only its default, (?<routedByValue>.*), is accepted (the "
+                 "whole routing value), as most deployments use it"},
+        {.name = "route.topic.replacement", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: the topic, ${routedByValue} replaced by the route.by.field "
+                 "column's value (empty: outbox.event.${routedByValue} when route.by.field is set)"},
         {.name = "shutdown.timeout.ms", .type = KT_INT, .def = "30000", .min = 0, .max = MAX_MS,
          .unit = "milliseconds",
          .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},
@@ -149,6 +178,22 @@ static const key_def_t keys[] = {
                  "stopping (events written in between may be missing)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
+        {.name = "table.field.additional.missing", .type = KT_ENUM, .def = "error",
+         .choices = missing_behaviors,
+         .desc = "Debezium's name: a table.fields.additional.placement column the table lacks "
+                 "is an error (the row goes to the error policy) or ignored (left out)"},
+        {.name = "table.field.event.schema.version", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: an integer column whose value is the version of the value's "
+                 "struct schema (envelope placements with connect-json-schema or "
+                 "debezium-server); empty: none"},
+        {.name = "table.field.event.timestamp", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: a timestamp (or timestamptz) column whose value is the "
+                 "message timestamp (a NULL falls back to the commit time); empty: the commit "
+                 "time"},
+        {.name = "table.fields.additional.placement", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: more columns, comma-separated column:placement[:alias] with "
+                 "placement header (a header named alias), envelope (a field of the value next "
+                 "to payload; JSON profiles) or partition (an integer column: the partition)"},
         {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
          .desc = "Kafka topic of each event; ${column} is replaced by that column's value"},
 };

@@ -23,6 +23,7 @@
 #include "relay/check.h"
 #include "relay/config.h"
 #include "relay/http.h"
+#include "relay/dbzconf.h"
 #include "relay/log.h"
 #include "relay/lsn.h"
 #include "relay/manual.h"
@@ -228,9 +229,17 @@ static int health_check(const char *listen)
 
 int main(int argc, char **argv)
 {
-        enum { OPT_PRINT_CONFIG = 256, OPT_EXAMPLE_CONFIG, OPT_HEALTH_CHECK, OPT_MAN, OPT_JSON };
+        enum {
+                OPT_PRINT_CONFIG = 256,
+                OPT_EXAMPLE_CONFIG,
+                OPT_HEALTH_CHECK,
+                OPT_MAN,
+                OPT_JSON,
+                OPT_DEBEZIUM_CONFIG
+        };
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
+                {"debezium-config", required_argument, NULL, OPT_DEBEZIUM_CONFIG},
                 {"set", required_argument, NULL, 's'},
                 {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
                 {"example-config", no_argument, NULL, OPT_EXAMPLE_CONFIG},
@@ -242,7 +251,8 @@ int main(int argc, char **argv)
                 {NULL, 0, NULL, 0},
         };
         char err[RELAY_ERRBUF];
-        const char *config_file = NULL;
+        const char *config_file = NULL, *dbz_file = NULL;
+        char dbz_notes[2048] = "";
         const char **sets;
         size_t nsets = 0;
         bool print_config = false, json = false, health = false;
@@ -270,6 +280,9 @@ int main(int argc, char **argv)
                 switch (opt) {
                 case 'c':
                         config_file = optarg;
+                        break;
+                case OPT_DEBEZIUM_CONFIG:
+                        dbz_file = optarg;
                         break;
                 case 's':
                         sets[nsets++] = optarg;
@@ -348,7 +361,11 @@ int main(int argc, char **argv)
                 free(sets);
                 return config_error("out of memory");
         }
-        if (config_file != NULL)
+        /* Layers: defaults < Debezium's file < the relay's file < environment < --set. */
+        if (dbz_file != NULL)
+                rc = relay_dbzconf_load(cfg, dbz_file, dbz_notes, sizeof(dbz_notes), err,
+                                        sizeof(err));
+        if (rc == 0 && config_file != NULL)
                 rc = relay_config_load_file(cfg, config_file, err, sizeof(err));
         if (rc == 0)
                 rc = relay_config_load_env(cfg, environ, err, sizeof(err));
@@ -376,6 +393,10 @@ int main(int argc, char **argv)
                 return config_error(err);
         }
         relay_log_configure(set->log_level, set->log_format);
+        if (dbz_notes[0])
+                relay_log_warning("Debezium configuration \"%s\": keys without effect here "
+                                  "(snapshot, offsets, Java serializers and the like): %s",
+                                  dbz_file, dbz_notes);
 
         if (print_config) {
                 relay_config_print(cfg, stdout);

@@ -30,6 +30,10 @@ typedef struct {
 static const option_doc_t options[] = {
         {"-c, --config=FILE",
          "read configuration from FILE (default: the file named by OUTBOX_RELAY_CONFIG, else none)"},
+        {"    --debezium-config=FILE",
+         "read a Debezium configuration as is, below --config: a Debezium Server "
+         "application.properties or a Kafka Connect connector JSON (connector, Outbox Event Router "
+         "and converter keys mapped; keys without effect listed in a warning; others refused)"},
         {"-s, --set=KEY=VALUE",
          "set a configuration key; may be repeated, applied in order after the file and the "
          "environment"},

@@ -16,7 +16,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "relay/format.h"
 
 #include <jansson.h>
 
@@ -32,7 +37,8 @@ static const char *const col_keys[NCOLS] = {
 /* A column the mapping reads, by name (borrowed from the settings), and where the table has it. */
 typedef struct {
         const char *name;
-        int col; /* -1 when the table lacks it */
+        int col;           /* -1 when the table lacks it */
+        const char *alias; /* header or envelope field name (extra and envelope columns) */
 } named_col_t;
 
 struct relay_outbox {
@@ -41,8 +47,22 @@ struct relay_outbox {
         bool bound;
 
         named_col_t cols[NCOLS];
-        named_col_t *extra; /* outbox.headers */
+        named_col_t *extra; /* outbox.headers, then header placements */
         size_t nextra;
+        named_col_t *env; /* envelope placements */
+        size_t nenv;
+        relay_format_kind_t *env_kind;
+        bool *env_optional;
+        named_col_t part; /* the last partition placement; name NULL if none */
+        uint32_t part_type;
+        int route_col; /* route.by.field: the envelope schema's name */
+        char *schema_name; /* the envelope struct's, fixed by the first event (as Debezium's cache) */
+        int ver_col;       /* table.field.event.schema.version's position, -1 if none */
+        struct {
+                char *text; /* the version's digits */
+                char *name; /* its struct's name, fixed by its first event */
+        } *vnames;          /* Debezium caches a schema per version */
+        size_t nvnames;
         int *segcol; /* per topic template part: the column's position, or -1 */
         bool payload_bytea;
 
@@ -56,6 +76,21 @@ struct relay_outbox {
         char **strs;   /* strings made for the last message (numbers, JSON text) */
         size_t nstrs, strs_cap;
         relay_header_t *mheaders; /* scratch: RELAY_EVENT_MAX_HEADERS + 1 */
+        /* format.profile other than raw: encodings, column schemas, scratch. */
+        bool encode;
+        relay_format_enc_t kenc, venc, henc;
+        relay_format_kind_t kind[NCOLS];
+        bool optional[NCOLS];
+        relay_format_kind_t *xkind; /* per outbox.headers column */
+        bool *xoptional;
+        relay_format_kind_t *hkind; /* per header of the event being mapped */
+        bool *hoptional;
+        size_t *hoff;
+        relay_fmtbuf_t kbuf, vbuf, hbuf;
+        int ts_col;         /* table.field.event.timestamp's position, -1 if none or absent */
+        uint32_t ts_type;   /* its type OID */
+        bool context_headers; /* format.debezium.topic_prefix set */
+        char run_id[37];      /* the __debezium.context.runId of this mapping */
 };
 
 static void message_reset(relay_outbox_t *o)
@@ -66,12 +101,23 @@ static void message_reset(relay_outbox_t *o)
                 free(o->strs[i]);
         o->nstrs = 0;
 }
+/* Debezium's context headers (DebeziumHeaderProducer), before the router's. */
+#define NCONTEXT 4
 
 void relay_outbox_free(relay_outbox_t *o)
 {
         if (!o)
                 return;
         free(o->extra);
+        free(o->env);
+        free(o->env_kind);
+        free(o->env_optional);
+        free(o->schema_name);
+        for (size_t i = 0; i < o->nvnames; i++) {
+                free(o->vnames[i].text);
+                free(o->vnames[i].name);
+        }
+        free(o->vnames);
         free(o->segcol);
         free(o->topic);
         free(o->bytes);
@@ -79,7 +125,49 @@ void relay_outbox_free(relay_outbox_t *o)
         message_reset(o);
         free(o->strs);
         free(o->mheaders);
+        free(o->xkind);
+        free(o->xoptional);
+        free(o->hkind);
+        free(o->hoptional);
+        free(o->hoff);
+        relay_fmtbuf_free(&o->kbuf);
+        relay_fmtbuf_free(&o->vbuf);
+        relay_fmtbuf_free(&o->hbuf);
         free(o);
+}
+
+/* A version 4 UUID, as java.util.UUID.randomUUID() prints it: Debezium's
+ * runId is new at every connector start, so is ours at every mapping. */
+static void random_uuid(char out[37])
+{
+        unsigned char b[16] = {0};
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(b, 1, sizeof(b), f) != sizeof(b)) {
+                /* No entropy source: still a well-formed, process-unique id. */
+                uint64_t v = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
+                memcpy(b, &v, sizeof(v));
+        }
+        if (f)
+                fclose(f);
+        b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+        b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+        for (int i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10)
+                        out[o++] = '-';
+                out[o++] = hex[b[i] >> 4];
+                out[o++] = hex[b[i] & 15];
+        }
+        out[o] = '\0';
+}
+
+static bool not_null(const relay_settings_t *set, const char *col)
+{
+        for (size_t i = 0; i < set->n_format_not_null; i++)
+                if (strcmp(set->format_not_null[i], col) == 0)
+                        return true;
+        return false;
 }
 
 int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *err, size_t errlen)
@@ -96,16 +184,58 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         names[COL_TYPE] = set->outbox_column.type;
         names[COL_PAYLOAD] = set->outbox_column.payload;
         for (int i = 0; i < NCOLS; i++)
-                o->cols[i] = (named_col_t){names[i], -1};
+                o->cols[i] = (named_col_t){names[i], -1, names[i]};
         o->nextra = set->n_outbox_headers;
+        for (size_t i = 0; i < set->n_additional; i++) {
+                if (set->additional[i].placement == RELAY_PLACE_HEADER)
+                        o->nextra++;
+                else if (set->additional[i].placement == RELAY_PLACE_ENVELOPE)
+                        o->nenv++;
+        }
         o->extra = calloc(o->nextra + 1, sizeof(*o->extra));
+        o->env = calloc(o->nenv + 1, sizeof(*o->env));
+        o->env_kind = calloc(o->nenv + 1, sizeof(*o->env_kind));
+        o->env_optional = calloc(o->nenv + 1, sizeof(*o->env_optional));
+        o->part = (named_col_t){NULL, -1, NULL};
         o->segcol = calloc(set->topic_template.nparts + 1, sizeof(*o->segcol));
-        o->headers = calloc(2 + o->nextra, sizeof(relay_header_t));
+        o->headers = calloc(2 + NCONTEXT + o->nextra, sizeof(relay_header_t));
         o->mheaders = calloc(RELAY_EVENT_MAX_HEADERS + 1, sizeof(relay_header_t));
-        if (!o->extra || !o->segcol || !o->headers || !o->mheaders)
+        if (!o->extra || !o->segcol || !o->headers || !o->mheaders || !o->env || !o->env_kind ||
+            !o->env_optional)
                 goto nomem;
-        for (size_t i = 0; i < o->nextra; i++)
-                o->extra[i] = (named_col_t){set->outbox_headers[i], -1};
+        size_t nx = 0, ne = 0;
+        for (size_t i = 0; i < set->n_outbox_headers; i++, nx++)
+                o->extra[nx] = (named_col_t){set->outbox_headers[i], -1, set->outbox_headers[i]};
+        for (size_t i = 0; i < set->n_additional; i++) {
+                const relay_additional_field_t *a = &set->additional[i];
+                named_col_t c = {a->column, -1, a->alias};
+                if (a->placement == RELAY_PLACE_HEADER)
+                        o->extra[nx++] = c;
+                else if (a->placement == RELAY_PLACE_ENVELOPE)
+                        o->env[ne++] = c;
+                else
+                        o->part = c;
+        }
+        o->encode = set->format_profile != RELAY_PROFILE_RAW;
+        relay_format_encodings(set->format_profile, &o->kenc, &o->venc, &o->henc);
+        if (o->encode) {
+                o->xkind = calloc(o->nextra + 1, sizeof(*o->xkind));
+                o->xoptional = calloc(o->nextra + 1, sizeof(*o->xoptional));
+                o->hkind = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hkind));
+                o->hoptional = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hoptional));
+                o->hoff = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hoff));
+                if (!o->xkind || !o->xoptional || !o->hkind || !o->hoptional || !o->hoff)
+                        goto nomem;
+                for (int i = 0; i < NCOLS; i++)
+                        o->optional[i] = !not_null(set, names[i]);
+                for (size_t i = 0; i < o->nextra; i++)
+                        o->xoptional[i] = !not_null(set, o->extra[i].name);
+                for (size_t i = 0; i < o->nenv; i++)
+                        o->env_optional[i] = !not_null(set, o->env[i].name);
+                o->context_headers = set->format_debezium_topic_prefix[0] != '\0';
+                if (o->context_headers)
+                        random_uuid(o->run_id);
+        }
         for (size_t i = 0; i < set->topic_template.nparts; i++)
                 o->segcol[i] = -1;
         *out = o;
@@ -140,10 +270,38 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
                 o->cols[i].col = find_col(rel, o->cols[i].name);
         for (size_t i = 0; i < o->nextra; i++)
                 o->extra[i].col = find_col(rel, o->extra[i].name);
+        for (size_t i = 0; i < o->nenv; i++) {
+                o->env[i].col = find_col(rel, o->env[i].name);
+                o->env_kind[i] = o->env[i].col < 0 ? RELAY_KIND_UNSUPPORTED
+                                                   : relay_format_kind(relay_pgo_relation_coltype(
+                                                             rel, o->env[i].col));
+        }
+        o->route_col = find_col(rel, o->set->route_by_field);
+        o->ver_col = o->set->schema_version_column[0] ? find_col(rel, o->set->schema_version_column)
+                                                      : -1;
+        if (o->part.name) {
+                o->part.col = find_col(rel, o->part.name);
+                o->part_type = o->part.col >= 0 ? relay_pgo_relation_coltype(rel, o->part.col) : 0;
+        }
         for (size_t i = 0; i < tpl->nparts; i++)
                 o->segcol[i] = tpl->parts[i].is_column ? find_col(rel, tpl->parts[i].text) : -1;
+        o->ts_col = o->set->event_timestamp_column[0]
+                            ? find_col(rel, o->set->event_timestamp_column)
+                            : -1;
+        o->ts_type = o->ts_col >= 0 ? relay_pgo_relation_coltype(rel, o->ts_col) : 0;
         int p = o->cols[COL_PAYLOAD].col;
         o->payload_bytea = p >= 0 && relay_pgo_relation_coltype(rel, p) == BYTEAOID;
+        if (o->encode) {
+                for (int i = 0; i < NCOLS; i++)
+                        o->kind[i] = o->cols[i].col < 0 ? RELAY_KIND_UNSUPPORTED
+                                                        : relay_format_kind(relay_pgo_relation_coltype(
+                                                                  rel, o->cols[i].col));
+                for (size_t i = 0; i < o->nextra; i++)
+                        o->xkind[i] = o->extra[i].col < 0
+                                              ? RELAY_KIND_UNSUPPORTED
+                                              : relay_format_kind(relay_pgo_relation_coltype(
+                                                        rel, o->extra[i].col));
+        }
         return 1;
 }
 
@@ -230,6 +388,348 @@ static void first_error(int *first, int rc, char *err, size_t errlen, const char
                 *first = rc;
                 relay_err_set(err, errlen, "%s", msg);
         }
+}
+
+/* A column format.profile cannot encode: the message names it and its type. */
+static int unsupported(relay_outbox_t *o, const char *col, char *err, size_t errlen)
+{
+        relay_err_set(err, errlen,
+                      "format.profile %s cannot encode outbox column \"%s\": its type has no "
+                      "Debezium schema the relay knows (text, varchar, char, uuid, json, jsonb, "
+                      "bytea, smallint, integer, bigint, boolean); change the column's type or "
+                      "use format.profile raw",
+                      o->set->format_profile == RELAY_PROFILE_CONNECT_STRING ? "connect-string"
+                      : o->set->format_profile == RELAY_PROFILE_CONNECT_JSON ? "connect-json"
+                      : o->set->format_profile == RELAY_PROFILE_CONNECT_JSON_SCHEMA
+                              ? "connect-json-schema"
+                              : "debezium-server",
+                      col);
+        return RELAY_EMAP;
+}
+
+/* The struct of an envelope placement, as JsonConverter writes it: fields
+ * payload, then the envelope columns in order (a NULL as null). */
+static int struct_json(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_event_t *ev)
+{
+        relay_fmtbuf_t *b = &o->vbuf;
+        int rc = relay_format_put(b, "{\"payload\":", 11);
+        if (!rc)
+                rc = relay_format_json(b, o->kind[COL_PAYLOAD], ev->value, ev->value_len);
+        for (size_t i = 0; !rc && i < o->nenv; i++) {
+                if (o->env[i].col < 0)
+                        continue; /* missing, ignored */
+                const relay_pgo_value_t *v = value_at(m, o->env[i].col);
+                bool present = v && (v->kind == 't' || v->kind == 'b');
+                rc = relay_format_put(b, ",", 1);
+                if (!rc)
+                        rc = relay_format_string(b, o->env[i].alias, strlen(o->env[i].alias));
+                if (!rc)
+                        rc = relay_format_put(b, ":", 1);
+                if (!rc)
+                        rc = relay_format_json(b, o->env_kind[i], present ? v->data : NULL,
+                                               present ? v->len : 0);
+        }
+        return rc ? rc : relay_format_put(b, "}", 1);
+}
+
+/*
+ * The value with envelope placements. With a schema, the struct is named
+ * as EventRouterDelegate names it: the row schema's name,
+ * "<topic.prefix>.<schema>.<table>.Value", with the routing value put
+ * before ".Value"; Debezium caches that schema per payload schema, so the
+ * first event's routing value names them all, as here (per session).
+ */
+static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_event_t *ev,
+                    char *msg, size_t msglen)
+{
+        for (size_t i = 0; i < o->nenv; i++) {
+                if (o->env[i].col < 0 && !o->set->additional_missing_ignore) {
+                        relay_err_set(msg, msglen,
+                                      "table.fields.additional.placement puts column \"%s\" in the "
+                                      "envelope, but outbox table \"%s.%s\" has no such column; "
+                                      "add it, or set table.field.additional.missing = ignore",
+                                      o->env[i].name, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name);
+                        return RELAY_EMAP;
+                }
+                if (o->env[i].col >= 0 && o->env_kind[i] == RELAY_KIND_UNSUPPORTED)
+                        return unsupported(o, o->env[i].name, msg, msglen);
+        }
+        if (o->venc == RELAY_ENC_JSON)
+                return struct_json(o, m, ev);
+        /* table.field.event.schema.version: a version per event, a schema per
+         * version (a NULL version is a schema without one). */
+        const relay_pgo_value_t *vv = NULL;
+        if (o->set->schema_version_column[0]) {
+                vv = value_at(m, o->ver_col);
+                if (!vv) {
+                        relay_err_set(msg, msglen,
+                                      "table.field.event.schema.version names column \"%s\", "
+                                      "which the outbox table does not have",
+                                      o->set->schema_version_column);
+                        return RELAY_EMAP;
+                }
+                if (vv->kind != 't')
+                        vv = NULL;
+                for (size_t i = 0; vv && i < vv->len; i++)
+                        if (!(vv->data[i] >= '0' && vv->data[i] <= '9') &&
+                            !(i == 0 && vv->data[i] == '-')) {
+                                relay_err_set(msg, msglen,
+                                              "schema version column \"%s\" holds \"%.*s\", not "
+                                              "an integer",
+                                              o->set->schema_version_column,
+                                              (int)(vv->len > 32 ? 32 : vv->len), vv->data);
+                                return RELAY_EMAP;
+                        }
+        }
+        char **name = &o->schema_name;
+        if (o->set->schema_version_column[0]) {
+                size_t i = 0;
+                for (; i < o->nvnames; i++)
+                        if ((!vv && !o->vnames[i].text) ||
+                            (vv && o->vnames[i].text && strlen(o->vnames[i].text) == vv->len &&
+                             memcmp(o->vnames[i].text, vv->data, vv->len) == 0))
+                                break;
+                if (i == o->nvnames) {
+                        void *g = realloc(o->vnames, (o->nvnames + 1) * sizeof(*o->vnames));
+                        if (!g)
+                                return RELAY_ENOMEM;
+                        o->vnames = g;
+                        o->vnames[i].name = NULL;
+                        o->vnames[i].text = vv ? strndup(vv->data, vv->len) : NULL;
+                        if (vv && !o->vnames[i].text)
+                                return RELAY_ENOMEM;
+                        o->nvnames++;
+                }
+                name = &o->vnames[i].name;
+        }
+        if (!*name) {
+                const relay_pgo_value_t *rv = value_at(m, o->route_col);
+                if (!rv || rv->kind != 't') {
+                        relay_err_set(msg, msglen,
+                                      "route.by.field column \"%s\" is missing or NULL: the "
+                                      "envelope's schema is named after its value",
+                                      o->set->route_by_field);
+                        return RELAY_EMAP;
+                }
+                size_t n = strlen(o->set->format_debezium_topic_prefix) +
+                           strlen(o->set->outbox_table.schema) + strlen(o->set->outbox_table.name) +
+                           rv->len + 16;
+                *name = malloc(n);
+                if (!*name)
+                        return RELAY_ENOMEM;
+                snprintf(*name, n, "%s.%s.%s.%.*s.Value", o->set->format_debezium_topic_prefix,
+                         o->set->outbox_table.schema, o->set->outbox_table.name, (int)rv->len,
+                         rv->data);
+        }
+        relay_fmtbuf_t *b = &o->vbuf;
+        static const char head[] = "{\"schema\":{\"type\":\"struct\",\"fields\":[";
+        int rc = relay_format_put(b, head, sizeof(head) - 1);
+        if (!rc)
+                rc = relay_format_schema(b, o->kind[COL_PAYLOAD], o->optional[COL_PAYLOAD],
+                                         "payload");
+        for (size_t i = 0; !rc && i < o->nenv; i++) {
+                if (o->env[i].col < 0)
+                        continue; /* missing, ignored */
+                rc = relay_format_put(b, ",", 1);
+                if (!rc)
+                        rc = relay_format_schema(b, o->env_kind[i], o->env_optional[i],
+                                                 o->env[i].alias);
+        }
+        static const char mid[] = "],\"optional\":false,\"name\":";
+        if (!rc)
+                rc = relay_format_put(b, mid, sizeof(mid) - 1);
+        if (!rc)
+                rc = relay_format_string(b, *name, strlen(*name));
+        if (!rc && vv)
+                rc = relay_format_put(b, ",\"version\":", 11);
+        if (!rc && vv)
+                rc = relay_format_put(b, vv->data, vv->len);
+        if (!rc)
+                rc = relay_format_put(b, "},\"payload\":", 12);
+        if (!rc)
+                rc = struct_json(o, m, ev);
+        return rc ? rc : relay_format_put(b, "}", 1);
+}
+
+/*
+ * Re-encode the key, value and headers of a mapped event with the
+ * profile's converters, in place. A part that cannot be encoded stays raw,
+ * so a refused row's dead-letter copy still carries what the row has.
+ * report: fill err (no earlier problem was reported).
+ */
+static int encode(relay_outbox_t *o, const relay_pgo_insert_t *m, relay_event_t *ev, char *err,
+                  size_t errlen, bool report)
+{
+        char msg[RELAY_ERRBUF];
+        bool null;
+        int rc;
+
+        o->kbuf.len = o->vbuf.len = o->hbuf.len = 0;
+        if (ev->key) {
+                if (o->kind[COL_AGGID] == RELAY_KIND_UNSUPPORTED) {
+                        rc = unsupported(o, o->cols[COL_AGGID].name, msg, sizeof(msg));
+                        goto fail;
+                }
+                rc = relay_format_append(&o->kbuf, o->kenc, o->kind[COL_AGGID],
+                                         o->optional[COL_AGGID], ev->key, ev->key_len, &null);
+                if (rc)
+                        goto bad;
+        }
+        if (o->cols[COL_PAYLOAD].col >= 0) {
+                if (o->kind[COL_PAYLOAD] == RELAY_KIND_UNSUPPORTED) {
+                        rc = unsupported(o, o->cols[COL_PAYLOAD].name, msg, sizeof(msg));
+                        goto fail;
+                }
+                if (o->nenv) {
+                        rc = envelope(o, m, ev, msg, sizeof(msg));
+                        if (rc == RELAY_EMAP)
+                                goto fail;
+                        null = false;
+                } else {
+                        rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
+                                                 o->optional[COL_PAYLOAD], ev->value,
+                                                 ev->value_len, &null);
+                }
+                if (rc)
+                        goto bad;
+                ev->value = null ? NULL : o->vbuf.p ? o->vbuf.p : "";
+                ev->value_len = null ? 0 : o->vbuf.len;
+        }
+        for (size_t i = 0; i < ev->nheaders; i++) {
+                if (o->hkind[i] == RELAY_KIND_UNSUPPORTED) {
+                        rc = unsupported(o, o->headers[i].name, msg, sizeof(msg));
+                        goto fail;
+                }
+                o->hoff[i] = o->hbuf.len;
+                rc = relay_format_append(&o->hbuf, o->henc, o->hkind[i], o->hoptional[i],
+                                         o->headers[i].value, o->headers[i].len, &null);
+                if (rc)
+                        goto bad;
+                if (null)
+                        o->hoff[i] = SIZE_MAX;
+        }
+        /* Pointers only now: the header buffer may have moved while growing.
+         * A Kafka null appends nothing, so a header ends where the next
+         * non-null one begins. A header whose bytes did not change keeps
+         * pointing at the row: the producer finds the id header by its
+         * pointer (ev->id) to name a failed delivery. */
+        size_t end = o->hbuf.len;
+        for (size_t i = ev->nheaders; i-- > 0;) {
+                if (o->hoff[i] == SIZE_MAX) {
+                        o->headers[i].value = NULL;
+                        o->headers[i].len = 0;
+                        continue;
+                }
+                size_t len = end - o->hoff[i];
+                const char *enc = o->hbuf.p + o->hoff[i];
+                end = o->hoff[i];
+                if (o->headers[i].value && len == o->headers[i].len &&
+                    memcmp(enc, o->headers[i].value, len) == 0)
+                        continue;
+                o->headers[i].value = enc;
+                o->headers[i].len = len;
+        }
+        if (ev->key) {
+                ev->key = o->kbuf.p ? o->kbuf.p : "";
+                ev->key_len = o->kbuf.len;
+        }
+        return 0;
+bad:
+        if (rc == RELAY_ENOMEM) {
+                relay_err_set(err, errlen, "out of memory");
+                return rc;
+        }
+        relay_err_set(msg, sizeof(msg),
+                      "outbox row has a value the format.profile's schema cannot hold (a boolean "
+                      "other than t or f)");
+        rc = RELAY_EMAP;
+fail:
+        if (report)
+                relay_err_set(err, errlen, "%s", msg);
+        return rc;
+}
+
+/* Java's String.trim(): everything up to U+0020 is blank. */
+static bool blank(const char *s, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)s[i] > ' ')
+                        return false;
+        return true;
+}
+
+#define TIMESTAMPOID 1114
+#define INT2OID 21
+#define INT4OID 23
+#define TIMESTAMPTZOID 1184
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+        y -= m <= 2;
+        int64_t era = (y >= 0 ? y : y - 399) / 400;
+        int64_t yoe = y - era * 400;
+        int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+        int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        return era * 146097 + doe - 719468;
+}
+
+static bool digits(const char **p, const char *end, int n, int64_t *out)
+{
+        int64_t v = 0;
+        for (int i = 0; i < n; i++, (*p)++) {
+                if (*p >= end || **p < '0' || **p > '9')
+                        return false;
+                v = v * 10 + (**p - '0');
+        }
+        *out = v;
+        return true;
+}
+
+/*
+ * A timestamp or timestamptz in PostgreSQL's ISO output ("2026-12-02
+ * 04:05:40.123456", "+05:30" or "-08" after a timestamptz) as Unix epoch
+ * milliseconds. Debezium reads a timestamp column as MicroTimestamp
+ * (microseconds as if UTC) and divides by 1000 with Java's truncation,
+ * which C's division shares. False for anything else (BC, infinity).
+ */
+static bool parse_timestamp(const char *s, size_t n, int64_t *ms)
+{
+        const char *p = s, *end = s + n;
+        int64_t y, mo, d, h, mi, sec, us = 0;
+        if (!digits(&p, end, 4, &y) || p >= end || *p++ != '-' || !digits(&p, end, 2, &mo) ||
+            p >= end || *p++ != '-' || !digits(&p, end, 2, &d) || p >= end || *p++ != ' ' ||
+            !digits(&p, end, 2, &h) || p >= end || *p++ != ':' || !digits(&p, end, 2, &mi) ||
+            p >= end || *p++ != ':' || !digits(&p, end, 2, &sec))
+                return false;
+        if (p < end && *p == '.') {
+                int k = 0;
+                for (p++; p < end && *p >= '0' && *p <= '9'; p++, k++)
+                        if (k < 6)
+                                us = us * 10 + (*p - '0');
+                if (k == 0)
+                        return false;
+                for (; k < 6; k++)
+                        us *= 10;
+        }
+        int64_t off = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+                int sign = *p++ == '-' ? -1 : 1;
+                int64_t oh, om = 0, os = 0;
+                if (!digits(&p, end, 2, &oh))
+                        return false;
+                if (p < end && *p == ':' && (p++, !digits(&p, end, 2, &om)))
+                        return false;
+                if (p < end && *p == ':' && (p++, !digits(&p, end, 2, &os)))
+                        return false;
+                off = sign * (oh * 3600 + om * 60 + os);
+        }
+        if (p != end || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59 || sec > 60)
+                return false;
+        int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - off;
+        *ms = (secs * 1000000 + us) / 1000;
+        return true;
 }
 
 /*
@@ -358,28 +858,56 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         size_t nh = 0;
         const char *hv;
         size_t hl;
+        if (o->context_headers) {
+                const char *names[NCONTEXT] = {
+                        "__debezium.context.connectorLogicalName", "__debezium.context.taskId",
+                        "__debezium.context.connectorName", "__debezium.context.runId"};
+                const char *vals[NCONTEXT] = {o->set->format_debezium_topic_prefix, "0",
+                                              "postgresql", o->run_id};
+                for (int i = 0; i < NCONTEXT; i++) {
+                        o->hkind[nh] = RELAY_KIND_STRING;
+                        o->hoptional[nh] = false; /* Schema.STRING_SCHEMA */
+                        o->headers[nh].name = names[i];
+                        o->headers[nh].value = vals[i];
+                        o->headers[nh++].len = strlen(vals[i]);
+                }
+        }
         if (ev->id) {
+                if (o->encode) {
+                        o->hkind[nh] = o->kind[COL_ID];
+                        o->hoptional[nh] = o->optional[COL_ID];
+                }
                 o->headers[nh].name = "id";
                 o->headers[nh].value = ev->id;
                 o->headers[nh++].len = ev->id_len;
         }
-        rc = text_col(o, m, &o->cols[COL_TYPE], col_keys[COL_TYPE], &hv, &hl, &present, msg,
-                      sizeof(msg));
+        /* Debezium's router sends no type header: only the relay's own profile does. */
+        rc = o->encode ? 0
+                       : text_col(o, m, &o->cols[COL_TYPE], col_keys[COL_TYPE], &hv, &hl,
+                                  &present, msg, sizeof(msg));
         if (rc) {
                 first_error(&first, rc, err, errlen, msg);
-        } else {
+        } else if (!o->encode) {
                 o->headers[nh].name = "type";
                 o->headers[nh].value = hv;
                 o->headers[nh++].len = hl;
         }
         for (size_t i = 0; i < o->nextra; i++) {
-                rc = text_col(o, m, &o->extra[i], "outbox.headers", &hv, &hl, &present, msg,
-                              sizeof(msg));
+                bool placed = i >= o->set->n_outbox_headers;
+                if (placed && o->extra[i].col < 0 && o->set->additional_missing_ignore)
+                        continue; /* table.field.additional.missing = ignore */
+                rc = text_col(o, m, &o->extra[i],
+                              placed ? "table.fields.additional.placement" : "outbox.headers", &hv,
+                              &hl, &present, msg, sizeof(msg));
                 if (rc) {
                         first_error(&first, rc, err, errlen, msg);
                         continue;
                 }
-                o->headers[nh].name = o->extra[i].name;
+                if (o->encode) {
+                        o->hkind[nh] = o->xkind[i];
+                        o->hoptional[nh] = o->xoptional[i];
+                }
+                o->headers[nh].name = o->extra[i].alias;
                 o->headers[nh].value = hv;
                 o->headers[nh++].len = hl;
         }
@@ -396,6 +924,84 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         }
         ev->headers = o->headers;
         ev->nheaders = nh;
+
+        if (o->part.name && !(o->part.col < 0 && o->set->additional_missing_ignore)) {
+                const relay_pgo_value_t *pv2 = value_at(m, o->part.col);
+                char num[16];
+                long pn = -1;
+                char *endp = NULL;
+                if (pv2 && pv2->kind == 't' && pv2->len > 0 && pv2->len < sizeof(num)) {
+                        memcpy(num, pv2->data, pv2->len);
+                        num[pv2->len] = '\0';
+                        pn = strtol(num, &endp, 10);
+                }
+                if (!pv2 || (o->part_type != INT4OID && o->part_type != INT2OID)) {
+                        relay_err_set(msg, sizeof(msg),
+                                      "table.fields.additional.placement puts column \"%s\" in "
+                                      "the partition, but outbox table \"%s.%s\" has no such "
+                                      "integer column; name an integer column",
+                                      o->part.name, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                } else if (pv2->kind == 't' && (!endp || *endp || pn < 0 || pn > INT32_MAX)) {
+                        relay_err_set(msg, sizeof(msg),
+                                      "partition column \"%s\" holds \"%.*s\", not a partition "
+                                      "number (0 or more)",
+                                      o->part.name, (int)(pv2->len > 32 ? 32 : pv2->len),
+                                      pv2->data);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                } else if (pv2->kind == 't' &&
+                           o->set->format_profile != RELAY_PROFILE_DEBEZIUM_SERVER) {
+                        ev->has_partition = true;
+                        ev->partition = (int32_t)pn;
+                }
+                /* NULL: the partitioner decides, as Debezium's null partition.
+                 * Debezium Server's Kafka sink sends every record with a null
+                 * partition (KafkaChangeConsumer), so the placement has no
+                 * effect there either. */
+        }
+
+        if (o->set->event_timestamp_column[0]) {
+                const relay_pgo_value_t *tv = value_at(m, o->ts_col);
+                int64_t t;
+                if (!tv || (o->ts_type != TIMESTAMPOID && o->ts_type != TIMESTAMPTZOID)) {
+                        relay_err_set(msg, sizeof(msg),
+                                      "table.field.event.timestamp names column \"%s\", which "
+                                      "outbox table \"%s.%s\" %s; name a timestamp or "
+                                      "timestamptz column",
+                                      o->set->event_timestamp_column, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name,
+                                      tv ? "has, but neither as timestamp nor as timestamptz"
+                                         : "does not have");
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                } else if (tv->kind == 't' && parse_timestamp(tv->data, tv->len, &t)) {
+                        ev->timestamp_ms = t;
+                } else if (tv->kind == 't') {
+                        relay_err_set(msg, sizeof(msg),
+                                      "column \"%s\" (table.field.event.timestamp) holds \"%.*s\", "
+                                      "not a timestamp the relay can read (ISO DateStyle, AD, "
+                                      "finite)",
+                                      o->set->event_timestamp_column,
+                                      (int)(tv->len > 64 ? 64 : tv->len), tv->data);
+                        first_error(&first, RELAY_EMAP, err, errlen, msg);
+                }
+                /* NULL: the commit time, as Debezium falls back to ts_ms. */
+        }
+
+        if (o->encode) {
+                rc = encode(o, m, ev, err, errlen, first == 0);
+                if (rc == RELAY_ENOMEM)
+                        return rc;
+                if (rc && first == 0)
+                        first = rc;
+        }
+        /* Debezium: payload == null || payload.toString().trim().isEmpty();
+         * a bytes payload's toString() is never empty. */
+        if (o->set->route_tombstone_on_empty_payload && pv &&
+            (pv->kind == 'n' || (!o->payload_bytea && blank(pv->data, pv->len)))) {
+                ev->value = NULL;
+                ev->value_len = 0;
+        }
         return first;
 }
 

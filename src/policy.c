@@ -206,6 +206,7 @@ int relay_policy_dead_letter(const relay_policy_t *p, const relay_event_t *ev, r
         s->headers[n++] = (relay_header_t){"outbox.error.attempts", s->attempts, strlen(s->attempts)};
         *out = *ev;
         out->topic = p->dlq_topic;
+        out->has_partition = false; /* the dead-letter topic has partitions of its own */
         out->headers = s->headers;
         out->nheaders = n;
         return 0;

@@ -79,9 +79,11 @@ static relay_dr_class_t classify(rd_kafka_resp_err_t e)
  * A message's opaque: the caller's tag shifted left by 8, and in the low
  * byte 1 + the index of the header that carries the event id (0: none).
  */
-#define OPAQUE(tag, idh) ((void *)(uintptr_t)(((tag) << 8) | (uint64_t)(idh)))
+#define OPAQUE(tag, idh, part)                                                                     \
+        ((void *)(uintptr_t)(((tag) << 8) | (uint64_t)(idh) | ((part) ? 0x80u : 0u)))
 #define OPAQUE_TAG(o) ((uint64_t)(uintptr_t)(o) >> 8)
-#define OPAQUE_IDH(o) ((size_t)((uintptr_t)(o) & 0xffu))
+#define OPAQUE_IDH(o) ((size_t)((uintptr_t)(o) & 0x7fu))
+#define OPAQUE_PART(o) (((uintptr_t)(o) & 0x80u) != 0) /* the event named its partition */
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -117,6 +119,9 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         ev.value = m->payload;
         ev.value_len = m->len;
         ev.timestamp_ms = rd_kafka_message_timestamp(m, &tstype);
+        /* A resend goes where the row said, not where the partitioner would. */
+        ev.has_partition = OPAQUE_PART(m->_private);
+        ev.partition = m->partition;
         if (rd_kafka_message_headers(m, &kh) == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 const char *name;
                 const void *val;
@@ -444,7 +449,7 @@ int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t t
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(ev->nheaders);
         for (size_t i = 0; i < ev->nheaders; i++) {
                 const relay_header_t *h = &ev->headers[i];
-                if (!idh && ev->id && h->value == ev->id && h->len == ev->id_len && i < 255)
+                if (!idh && ev->id && h->value == ev->id && h->len == ev->id_len && i < 127)
                         idh = i + 1;
                 rd_kafka_header_add(hdrs, h->name, -1, h->value, h->value ? (ssize_t)h->len : 0);
         }
@@ -452,8 +457,9 @@ int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t t
                 p->rk, RD_KAFKA_V_TOPIC(ev->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                 RD_KAFKA_V_KEY(ev->key, ev->key_len),
                 RD_KAFKA_V_VALUE((void *)(uintptr_t)ev->value, ev->value ? ev->value_len : 0),
+                RD_KAFKA_V_PARTITION(ev->has_partition ? ev->partition : RD_KAFKA_PARTITION_UA),
                 RD_KAFKA_V_TIMESTAMP(ev->timestamp_ms), RD_KAFKA_V_HEADERS(hdrs),
-                RD_KAFKA_V_OPAQUE(OPAQUE(tag, idh)), RD_KAFKA_V_END);
+                RD_KAFKA_V_OPAQUE(OPAQUE(tag, idh, ev->has_partition)), RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
                 return 0; /* headers now belong to the message */
         rd_kafka_headers_destroy(hdrs);

@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Reading state: the first failure wins, later reads become no-ops. */
 typedef struct {
@@ -138,6 +139,161 @@ static void template(reader_t *r, const char *key, relay_topic_template_t *out)
                 fail(r, rc, key, v, why);
 }
 
+/*
+ * Debezium's routing keys as a topic template: route.topic.replacement with
+ * ${routedByValue} written as ${<route.by.field>}. Java's RegexRouter runs
+ * route.topic.regex over the routing value first; only its default, which
+ * captures the whole value, is accepted.
+ */
+static void route(reader_t *r, relay_settings_t *s)
+{
+        static const char def_regex[] = "(?<routedByValue>.*)";
+        static const char var[] = "${routedByValue}";
+        const char *by = get(r, "route.by.field"), *rep = get(r, "route.topic.replacement");
+        const char *re = get(r, "route.topic.regex"), *tpl = get(r, "topic.template");
+        char text[1024], why[RELAY_ERRBUF];
+        size_t n = 0;
+
+        if (!by || !rep || !re || !tpl || (!*by && !*rep && !*re))
+                return;
+        if (*re && strcmp(re, def_regex) != 0) {
+                fail(r, RELAY_EINVAL, "route.topic.regex", re,
+                     "only Debezium's default (?<routedByValue>.*) is supported; build the topic "
+                     "with route.topic.replacement or topic.template instead");
+                return;
+        }
+        if (strcmp(tpl, "outbox.event.${aggregatetype}") != 0) {
+                fail(r, RELAY_EINVAL, "topic.template", tpl,
+                     "route.by.field, route.topic.regex and route.topic.replacement (Debezium's "
+                     "names) also set the topic: keep either topic.template or the route.* keys");
+                return;
+        }
+        if (!*by)
+                by = s->outbox_column.aggregate_type;
+        if (!relay_names_is_column(by, strlen(by))) {
+                fail(r, RELAY_EINVAL, "route.by.field", by, "not a column name");
+                return;
+        }
+        if (!*rep)
+                rep = "outbox.event.${routedByValue}";
+        for (const char *p = rep; *p;) {
+                const char *piece = p;
+                size_t len = 1;
+                if (strncmp(p, var, sizeof(var) - 1) == 0) {
+                        len = sizeof(var) - 1;
+                        n += (size_t)snprintf(text + n, n < sizeof(text) ? sizeof(text) - n : 0,
+                                              "${%s}", by);
+                } else if (*p == '$' || *p == '\\') {
+                        fail(r, RELAY_EINVAL, "route.topic.replacement", rep,
+                             "only ${routedByValue} can be substituted (Java's $1 and other group "
+                             "references are not supported)");
+                        return;
+                } else if (n + 1 < sizeof(text)) {
+                        text[n++] = *piece;
+                }
+                p += len;
+                if (n >= sizeof(text) - 1) {
+                        fail(r, RELAY_EINVAL, "route.topic.replacement", rep, "too long");
+                        return;
+                }
+        }
+        text[n] = '\0';
+        relay_topic_template_t t = {0};
+        int rc = relay_names_parse_template(text, &t, why, sizeof(why));
+        if (rc) {
+                fail(r, rc, "route.topic.replacement", rep, why);
+                return;
+        }
+        relay_names_template_free(&s->topic_template);
+        s->topic_template = t;
+}
+
+/*
+ * table.fields.additional.placement as Debezium parses it: comma-separated
+ * column:placement[:alias], blanks trimmed; placement header, envelope or
+ * partition. An envelope field makes the value a struct, which only
+ * JsonConverter writes as JSON, so it needs a JSON profile (and the
+ * connector's topic.prefix for the struct's schema name).
+ */
+static void additional(reader_t *r, relay_settings_t *s)
+{
+        static const char key[] = "table.fields.additional.placement";
+        static const char *const places[] = {"header", "envelope", "partition", NULL};
+        const char *v = get(r, key), *p, *item;
+        size_t len;
+
+        if (!v || !*v)
+                return;
+        p = v;
+        while (relay_list_next(&p, &item, &len)) {
+                char part[3][128];
+                size_t np = 0, pl = 0;
+                if (len == 0)
+                        continue;
+                for (size_t i = 0; i <= len && np < 3; i++) {
+                        if (i == len || item[i] == ':') {
+                                /* trim */
+                                size_t a = 0, b = pl;
+                                const char *src = item + i - pl;
+                                while (a < b && (src[a] == ' ' || src[a] == '\t'))
+                                        a++;
+                                while (b > a && (src[b - 1] == ' ' || src[b - 1] == '\t'))
+                                        b--;
+                                if (b - a >= sizeof(part[0]))
+                                        b = a + sizeof(part[0]) - 1;
+                                memcpy(part[np], src + a, b - a);
+                                part[np++][b - a] = '\0';
+                                pl = 0;
+                        } else {
+                                pl++;
+                        }
+                }
+                int place = -1;
+                for (int k = 0; np >= 2 && places[k]; k++)
+                        if (strcasecmp(part[1], places[k]) == 0)
+                                place = k;
+                if (np < 2 || place < 0 || !relay_names_is_column(part[0], strlen(part[0])) ||
+                    (np == 3 && !part[2][0])) {
+                        fail(r, RELAY_EINVAL, key, v,
+                             "each item is column:placement or column:placement:alias, placement "
+                             "header, envelope or partition");
+                        return;
+                }
+                if (place == RELAY_PLACE_ENVELOPE &&
+                    s->format_profile != RELAY_PROFILE_CONNECT_JSON &&
+                    s->format_profile != RELAY_PROFILE_CONNECT_JSON_SCHEMA &&
+                    s->format_profile != RELAY_PROFILE_DEBEZIUM_SERVER) {
+                        fail(r, RELAY_EINVAL, key, v,
+                             "an envelope placement makes the value a struct, which needs "
+                             "format.profile connect-json, connect-json-schema or debezium-server");
+                        return;
+                }
+                if (place == RELAY_PLACE_ENVELOPE && !s->format_debezium_topic_prefix[0] &&
+                    s->format_profile != RELAY_PROFILE_CONNECT_JSON) {
+                        fail(r, RELAY_EINVAL, key, v,
+                             "an envelope placement's schema is named after Debezium's "
+                             "topic.prefix: set format.debezium.topic_prefix");
+                        return;
+                }
+                relay_additional_field_t *g =
+                        realloc(s->additional, (s->n_additional + 1) * sizeof(*g));
+                if (!g) {
+                        fail(r, RELAY_ENOMEM, key, v, NULL);
+                        return;
+                }
+                s->additional = g;
+                g = &s->additional[s->n_additional];
+                g->placement = (relay_placement_t)place;
+                g->column = strdup(part[0]);
+                g->alias = strdup(np == 3 ? part[2] : part[0]);
+                s->n_additional++;
+                if (!g->column || !g->alias) {
+                        fail(r, RELAY_ENOMEM, key, v, NULL);
+                        return;
+                }
+        }
+}
+
 static void free_list(char **items, size_t n)
 {
         for (size_t i = 0; i < n; i++)
@@ -162,6 +318,16 @@ void relay_settings_free(relay_settings_t *s)
         free(s->outbox_column.payload);
         free_list(s->outbox_headers, s->n_outbox_headers);
         relay_names_template_free(&s->topic_template);
+        free_list(s->format_not_null, s->n_format_not_null);
+        free(s->format_debezium_topic_prefix);
+        free(s->event_timestamp_column);
+        free(s->schema_version_column);
+        free(s->route_by_field);
+        for (size_t i = 0; i < s->n_additional; i++) {
+                free(s->additional[i].column);
+                free(s->additional[i].alias);
+        }
+        free(s->additional);
         free(s->errors_dlq_topic);
         free(s->http_listen);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
@@ -176,6 +342,8 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         static const char *const formats[] = {"text", "json", NULL};
         static const char *const policies[] = {"dlq", "stop", NULL};
         static const char *const sources[] = {"table", "messages", "both", NULL};
+        static const char *const profiles[] = {"raw", "connect-string", "connect-json",
+                                               "connect-json-schema", "debezium-server", NULL};
         reader_t r = {cfg, 0, err, errlen};
         relay_settings_t *s = calloc(1, sizeof(*s));
 
@@ -205,6 +373,47 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->outbox_column.payload = str(&r, "outbox.column.payload");
         s->outbox_headers = list(&r, "outbox.headers", &s->n_outbox_headers);
         template(&r, "topic.template", &s->topic_template);
+        s->format_profile = (relay_format_profile_t)choice(
+                &r, "format.profile", profiles,
+                "must be raw, connect-string, connect-json, connect-json-schema or "
+                "debezium-server");
+        s->format_not_null = list(&r, "format.not_null_columns", &s->n_format_not_null);
+        s->format_debezium_topic_prefix = str(&r, "format.debezium.topic_prefix");
+        s->route_tombstone_on_empty_payload = boolean(&r, "route.tombstone.on.empty.payload");
+        s->event_timestamp_column = str(&r, "table.field.event.timestamp");
+        s->schema_version_column = str(&r, "table.field.event.schema.version");
+        {
+                static const char *const missing[] = {"error", "ignore", NULL};
+                s->additional_missing_ignore =
+                        choice(&r, "table.field.additional.missing", missing,
+                               "must be error or ignore") == 1;
+        }
+        if (r.rc == 0 && s->schema_version_column[0] &&
+            !relay_names_is_column(s->schema_version_column, strlen(s->schema_version_column)))
+                fail(&r, RELAY_EINVAL, "table.field.event.schema.version", s->schema_version_column,
+                     "not a column name");
+        if (r.rc == 0 && s->event_timestamp_column[0] &&
+            !relay_names_is_column(s->event_timestamp_column, strlen(s->event_timestamp_column)))
+                fail(&r, RELAY_EINVAL, "table.field.event.timestamp", s->event_timestamp_column,
+                     "not a column name");
+        if (r.rc == 0)
+                route(&r, s);
+        if (r.rc == 0) {
+                const char *by = get(&r, "route.by.field");
+                s->route_by_field = strdup(by && *by ? by : s->outbox_column.aggregate_type);
+                if (!s->route_by_field)
+                        fail(&r, RELAY_ENOMEM, "route.by.field", "", NULL);
+        }
+        if (r.rc == 0)
+                additional(&r, s);
+        /* The profiles encode outbox columns as Debezium's connector types
+         * them; a logical message has no columns to type. */
+        if (r.rc == 0 && s->format_profile != RELAY_PROFILE_RAW &&
+            s->outbox_source != RELAY_SOURCE_TABLE)
+                fail(&r, RELAY_EINVAL, "format.profile", get(&r, "format.profile"),
+                     "the Debezium profiles apply to outbox table rows only; with "
+                     "outbox.source = messages or both set format.profile = raw (or "
+                     "outbox.source = table)");
 
         s->errors_policy = (relay_errors_policy_t)choice(&r, "errors.policy", policies,
                                                          "must be dlq or stop");

@@ -11,12 +11,13 @@
 #ifndef RELAY_EVENT_H
 #define RELAY_EVENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /*
- * Most headers one event may carry: id, type and the outbox.headers columns
- * together. The mapping refuses a row that would need more (RELAY_EMAP), so
+ * Most headers one event may carry: id, type (or Debezium's four context
+ * headers), the outbox.headers columns and header placements together. The mapping refuses a row that would need more (RELAY_EMAP), so
  * whoever copies an event's headers can size a fixed array by this.
  */
 #define RELAY_EVENT_MAX_HEADERS 64
@@ -49,6 +50,8 @@ typedef struct {
         const relay_header_t *headers; /* at most RELAY_EVENT_MAX_HEADERS */
         size_t nheaders;
         int64_t timestamp_ms; /* commit time, ms since the Unix epoch */
+        bool has_partition;   /* a partition column chose it (Debezium's partition placement) */
+        int32_t partition;    /* when has_partition; else the partitioner hashes the key */
 } relay_event_t;
 
 /** @brief printf arguments for "%.*s": an event id (at most 64 bytes of it),

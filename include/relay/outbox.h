@@ -9,6 +9,12 @@
  * arrives, so an ALTER TABLE (columns added, reordered by a rewrite) is
  * picked up from the stream without a restart.
  *
+ * Under a format.profile other than raw, key, value and headers are
+ * re-encoded as Debezium plus the profile's converters would write them
+ * (format.h), without the type header and with Debezium's context headers
+ * when format.debezium.topic_prefix is set; table.fields.additional.placement
+ * adds headers, envelope fields (a struct value) or an explicit partition.
+ *
  * SPDX-License-Identifier: Apache-2.0
  */
 #ifndef RELAY_OUTBOX_H
@@ -54,8 +60,9 @@ bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid);
  * @returns 0 and *ev; RELAY_EMAP when the row cannot become an event (a
  *          needed column is missing from the table, id or aggregate id is
  *          NULL, a topic column is NULL, the topic name is invalid, more
- *          than RELAY_EVENT_MAX_HEADERS headers), with a message naming the
- *          column and the fix. Even then *ev holds what
+ *          than RELAY_EVENT_MAX_HEADERS headers, a column type the profile
+ *          cannot encode, an unreadable timestamp or partition column),
+ *          with a message naming the column and the fix. Even then *ev holds what
  *          the row does have (id, key, value, headers, timestamp; topic NULL
  *          when it could not be built), so the caller can name the event and
  *          dead-letter it; RELAY_ENOMEM.

@@ -19,6 +19,7 @@
 
 #include "relay/common.h"
 #include "relay/config.h"
+#include "relay/format.h"
 #include "relay/log.h"
 #include "relay/names.h"
 
@@ -34,6 +35,18 @@ typedef enum {
         RELAY_SOURCE_MESSAGES,  /* transactional logical decoding messages */
         RELAY_SOURCE_BOTH,
 } relay_outbox_source_t;
+/** @brief Where table.fields.additional.placement puts a column (Debezium's names). */
+typedef enum {
+        RELAY_PLACE_HEADER = 0,
+        RELAY_PLACE_ENVELOPE, /* a field of the value, next to "payload" */
+        RELAY_PLACE_PARTITION /* the Kafka partition (an integer column) */
+} relay_placement_t;
+
+typedef struct {
+        char *column;
+        relay_placement_t placement;
+        char *alias; /* the header or envelope field name; the column's by default */
+} relay_additional_field_t;
 
 /**
  * @brief Every non-kafka key, typed. Durations are milliseconds. All strings
@@ -60,7 +73,19 @@ typedef struct {
         } outbox_column;
         char **outbox_headers; /* extra columns sent as headers, in order, each once */
         size_t n_outbox_headers;
-        relay_topic_template_t topic_template;
+        relay_topic_template_t topic_template; /* or from route.by.field / route.topic.* */
+
+        relay_format_profile_t format_profile;
+        bool route_tombstone_on_empty_payload;
+        char *route_by_field; /* route.by.field, else outbox.column.aggregate_type */
+        relay_additional_field_t *additional; /* table.fields.additional.placement, in order */
+        size_t n_additional;
+        bool additional_missing_ignore; /* table.field.additional.missing = ignore */
+        char *event_timestamp_column; /* table.field.event.timestamp; "" = the commit time */
+        char *schema_version_column;  /* table.field.event.schema.version; "" = none */
+        char *format_debezium_topic_prefix; /* "" = no __debezium.context.* headers */
+        char **format_not_null; /* format.not_null_columns */
+        size_t n_format_not_null;
 
         relay_errors_policy_t errors_policy;
         int64_t errors_retries;

@@ -24,7 +24,7 @@ REPO_ROOT=$(cd "$ENV_LIB_DIR/../.." && pwd)
 ENV_DEB_PACKAGES=(
         build-essential gcc meson ninja-build pkg-config
         libpq-dev librdkafka-dev libjansson-dev
-        postgresql-15 kcat maven openjdk-17-jre-headless
+        postgresql-15 kcat maven openjdk-17-jdk-headless
         gnuplot-nox clang libclang-rt-14-dev valgrind
         procps psmisc iproute2 python3 util-linux coreutils unzip xz-utils
         libsystemd-dev systemd man-db bsdextrautils openssl

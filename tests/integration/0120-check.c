@@ -297,6 +297,21 @@ static void case_good_and_broken(void)
         const char *n_col[] = {"has no column \"body\"", "outbox.column.payload", NULL};
         free(expect_line("missing table column", s_col, 3, "fail", "outbox.columns", n_col));
 
+        /* A JSON-schema profile: format.not_null_columns must match the catalog. */
+        const char *s_nn[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                              "format.profile=debezium-server",
+                              "format.not_null_columns=id,aggregatetype,aggregateid,type,payload", NULL};
+        const char *n_nn[] = {"payload (listed, nullable)",
+                              "set format.not_null_columns = id,aggregatetype,aggregateid,type,created_at",
+                              NULL};
+        free(expect_line("not_null_columns against the catalog", s_nn, 3, "fail", "outbox.columns",
+                         n_nn));
+        const char *s_nn_ok[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                                 "format.profile=debezium-server", NULL};
+        const char *n_nn_ok[] = {"the mapping's columns exist", NULL};
+        free(expect_line("debezium-server with the default not_null_columns", s_nn_ok, 0, "ok",
+                         "outbox.columns", n_nn_ok));
+
         /* Kafka unreachable (nothing listens on port 1). */
         const char *s_kafka[] = {set_conn, "kafka.bootstrap.servers=127.0.0.1:1", set_slot, set_dlq,
                                  NULL};

@@ -446,11 +446,192 @@ static void test_messages(void)
         relay_pgoutput_free(d);
 }
 
+/* Settings from key = value pairs (NULL-terminated); the error text when they do not load. */
+static relay_settings_t *settings_kv(const char *const *kv, char *err, size_t errlen)
+{
+        relay_config_t *c = NULL;
+        relay_settings_t *set = NULL;
+
+        if (relay_config_new(&c) != 0)
+                tap_bail("relay_config_new");
+        for (size_t i = 0; kv[i]; i += 2)
+                if (relay_config_set(c, kv[i], kv[i + 1], "test", err, errlen) != 0) {
+                        relay_config_free(c);
+                        return NULL;
+                }
+        if (relay_settings_load(&set, c, err, errlen) != 0)
+                set = NULL;
+        relay_config_free(c);
+        return set;
+}
+
+static const char *const dcols[] = {"id", "aggregatetype", "aggregateid", "type", "payload", "created"};
+
+/* Map one row of dcols with types through a mapping from kv; returns the map's rc. */
+static int map_row(const char *const *kv, const uint32_t *types, const char *const *row,
+                   relay_event_t *ev, relay_outbox_t **o, relay_settings_t **set,
+                   relay_pgoutput_t *d, char *err, size_t errlen)
+{
+        relay_pgo_msg_t m;
+        buf_t b;
+
+        *set = settings_kv(kv, err, errlen);
+        if (!*set)
+                tap_bail("settings: %s", err);
+        if (relay_outbox_new(o, *set, err, errlen) != 0)
+                tap_bail("relay_outbox_new: %s", err);
+        relation(&b, 300, "public", "outbox", 6, dcols, types);
+        if (relay_pgoutput_decode(d, b.b, b.n, &m, err, errlen) != 0 ||
+            relay_outbox_bind(*o, m.relation.relation) != 1)
+                tap_bail("bind: %s", err);
+        insert(&b, 300, 6, row);
+        if (relay_pgoutput_decode(d, b.b, b.n, &m, err, errlen) != 0)
+                tap_bail("decode: %s", err);
+        return relay_outbox_map(*o, &m.insert, 0, ev, err, errlen);
+}
+
+static void done_map(relay_outbox_t *o, relay_settings_t *set)
+{
+        relay_outbox_free(o);
+        relay_settings_free(set);
+}
+
+#define JV "\"{\\\"a\\\": \\\"ü\\\"}\""
+#define ENV "{\"payload\":\"hi\",\"kind\":\"Created\"}"
+#define CH "{\"schema\":{\"type\":\"string\",\"optional\":false},\"payload\":\"shop\"}"
+
+/* format.profile and Debezium's router keys (route.*, table.field.event.timestamp). */
+static void test_debezium_keys(void)
+{
+        static const uint32_t text_ts[] = {2950, 1043, 1043, 1043, 25, 1114};
+        static const uint32_t bytea_tstz[] = {2950, 1043, 1043, 1043, 17, 1184};
+        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_outbox_t *o;
+        relay_settings_t *set;
+        relay_event_t ev;
+        char err[RELAY_ERRBUF];
+
+        const char *row[] = {"8d5c5c6e-0000-4000-8000-000000000001", "order", "order-42",
+                             "OrderCreated", "{\"a\": \"ü\"}", "2001-02-03 04:05:06.789999"};
+        const char *const json[] = {"format.profile", "connect-json", "table.field.event.timestamp",
+                                    "created", NULL};
+        is_int(map_row(json, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "connect-json maps");
+        ok(ev.key_len == 10 && memcmp(ev.key, "\"order-42\"", 10) == 0, "key is a JSON string");
+        ok(ev.value_len == sizeof(JV) - 1 && memcmp(ev.value, JV, sizeof(JV) - 1) == 0,
+           "value is the payload as a JSON string");
+        is_int(ev.nheaders, 1, "one header: Debezium sends no type header");
+        ok(ev.headers[0].len == 36 && memcmp(ev.headers[0].value, row[0], 36) == 0,
+           "id header as SimpleHeaderConverter writes it");
+        is_int(ev.timestamp_ms, INT64_C(981173106789), "timestamp from the timestamp column (ms, truncated)");
+        done_map(o, set);
+
+        const char *const server[] = {"format.profile", "debezium-server",
+                                      "format.debezium.topic_prefix", "shop", NULL};
+        is_int(map_row(server, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "debezium-server maps");
+        is_int(ev.nheaders, 5, "four __debezium.context headers and id");
+        is_str(ev.headers[0].name, "__debezium.context.connectorLogicalName", "context headers first");
+        ok(ev.headers[0].len == sizeof(CH) - 1 && memcmp(ev.headers[0].value, CH, sizeof(CH) - 1) == 0,
+           "as JSON with a schema");
+        is_str(ev.headers[4].name, "id", "then id");
+        is_int(ev.timestamp_ms, INT64_C(946684800000), "no timestamp column: the commit time");
+        done_map(o, set);
+
+        /* A timestamptz column with an offset; a tombstone for a blank payload. */
+        const char *row2[] = {"id-2", "order", "order-42", "T", "\\x", "2001-02-03 04:05:06.789999+05:30"};
+        const char *const tomb[] = {"route.tombstone.on.empty.payload", "true",
+                                    "table.field.event.timestamp", "created", NULL};
+        is_int(map_row(tomb, bytea_tstz, row2, &ev, &o, &set, d, err, sizeof(err)), 0, "bytea row maps");
+        ok(ev.value != NULL && ev.value_len == 0, "an empty bytea payload is no tombstone (Debezium: bytes never blank)");
+        is_int(ev.timestamp_ms, INT64_C(981173106789) - 19800000, "timestamptz offset applied");
+        done_map(o, set);
+        const char *row3[] = {"id-3", "order", "order-42", "T", " \t\n", "2001-02-03 04:05:06"};
+        is_int(map_row(tomb, text_ts, row3, &ev, &o, &set, d, err, sizeof(err)), 0, "blank text payload maps");
+        ok(ev.value == NULL, "a blank text payload becomes a tombstone");
+        done_map(o, set);
+        const char *row4[] = {"id-4", "order", "order-42", "T", "x", "yesterday"};
+        is_int(map_row(tomb, text_ts, row4, &ev, &o, &set, d, err, sizeof(err)), RELAY_EMAP,
+               "an unreadable timestamp is refused");
+        ok(strstr(err, "table.field.event.timestamp") != NULL, "naming the key: %s", err);
+        done_map(o, set);
+
+        /* route.by.field and route.topic.replacement build the topic. */
+        const char *const route[] = {"route.by.field", "type", "route.topic.replacement",
+                                     "events.${routedByValue}.v1", NULL};
+        is_int(map_row(route, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "routed row maps");
+        is_str(ev.topic, "events.OrderCreated.v1", "topic from route.by.field and route.topic.replacement");
+        done_map(o, set);
+        const char *const byonly[] = {"route.by.field", "type", NULL};
+        is_int(map_row(byonly, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "route.by.field alone");
+        is_str(ev.topic, "outbox.event.OrderCreated", "Debezium's default replacement");
+        done_map(o, set);
+        const char *const badre[] = {"route.topic.regex", "(.*)_v1", NULL};
+        ok(settings_kv(badre, err, sizeof(err)) == NULL && strstr(err, "route.topic.regex"),
+           "another route.topic.regex is refused: %s", err);
+        const char *const both[] = {"route.by.field", "type", "topic.template", "x.${type}", NULL};
+        ok(settings_kv(both, err, sizeof(err)) == NULL && strstr(err, "topic.template"),
+           "topic.template and route.* together are refused: %s", err);
+        const char *const group[] = {"route.topic.replacement", "x.$1", NULL};
+        ok(settings_kv(group, err, sizeof(err)) == NULL && strstr(err, "$1"),
+           "a group reference is refused: %s", err);
+
+        /* table.fields.additional.placement: header alias, envelope, partition. */
+        static const uint32_t with_part[] = {2950, 1043, 1043, 1043, 25, 23};
+        const char *prow[] = {"id-5", "order", "order-42", "Created", "hi", "2"};
+        const char *const place[] = {"format.profile", "connect-json",
+                                     "table.fields.additional.placement",
+                                     "type:header:eventType, type:envelope:kind,created:partition",
+                                     NULL};
+        is_int(map_row(place, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "placements map");
+        is_int(ev.nheaders, 2, "id and the header placement");
+        is_str(ev.headers[1].name, "eventType", "header named by its alias");
+        ok(ev.value_len == sizeof(ENV) - 1 && memcmp(ev.value, ENV, sizeof(ENV) - 1) == 0,
+           "value is the struct: payload, then the envelope field");
+        ok(ev.has_partition && ev.partition == 2, "partition from the integer column");
+        done_map(o, set);
+        const char *const srv[] = {"format.profile", "debezium-server", "format.debezium.topic_prefix",
+                                   "shop", "table.fields.additional.placement",
+                                   "created:partition", NULL};
+        is_int(map_row(srv, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "partition placement under debezium-server maps");
+        ok(!ev.has_partition, "Debezium Server's sink ignores the partition: so does the profile");
+        done_map(o, set);
+        /* table.field.additional.missing: a placed column the table lacks. */
+        const char *const miss[] = {"format.profile", "connect-json",
+                                    "table.fields.additional.placement",
+                                    "nope:header,nope2:envelope,type:envelope", NULL};
+        is_int(map_row(miss, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), RELAY_EMAP,
+               "a missing placed column is an error by default");
+        ok(strstr(err, "\"nope\"") != NULL, "naming it: %s", err);
+        done_map(o, set);
+        const char *const ign[] = {"format.profile", "connect-json",
+                                   "table.fields.additional.placement",
+                                   "nope:header,nope2:envelope,type:envelope:kind,nope3:partition",
+                                   "table.field.additional.missing", "ignore", NULL};
+        is_int(map_row(ign, with_part, prow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "table.field.additional.missing = ignore: the row maps");
+        is_int(ev.nheaders, 1, "the missing header is left out");
+        ok(ev.value_len == sizeof(ENV) - 1 && memcmp(ev.value, ENV, sizeof(ENV) - 1) == 0,
+           "the missing envelope field is left out");
+        ok(!ev.has_partition, "the missing partition column is left out");
+        done_map(o, set);
+        const char *const envstr[] = {"format.profile", "connect-string",
+                                      "table.fields.additional.placement", "type:envelope", NULL};
+        ok(settings_kv(envstr, err, sizeof(err)) == NULL && strstr(err, "envelope placement"),
+           "an envelope placement needs a JSON profile: %s", err);
+        const char *const badplace[] = {"table.fields.additional.placement", "type:body", NULL};
+        ok(settings_kv(badplace, err, sizeof(err)) == NULL && strstr(err, "header, envelope or partition"),
+           "an unknown placement is refused: %s", err);
+        relay_pgoutput_free(d);
+}
+
 int main(void)
 {
         test_defaults();
         test_bytea_and_template();
         test_header_cap();
         test_messages();
+
+        test_debezium_keys();
         return done_testing();
 }

@@ -215,6 +215,18 @@ static void test_refused(void)
                        "would carry 65 headers, more than the 64 allowed; list at most 62") != NULL,
            "  names the count and the cap: %s", err);
         relay_config_free(c);
+
+        /* A Debezium profile types outbox columns; a message has none. */
+        relay_settings_t *s = NULL;
+        c = config();
+        set(c, "kafka.bootstrap.servers=k:9092");
+        set(c, "outbox.source=both");
+        set(c, "format.profile=connect-json");
+        is_int(relay_settings_load(&s, c, err, sizeof(err)), RELAY_EINVAL,
+               "format.profile connect-json with outbox.source both refused");
+        ok(strstr(err, "format.profile = raw") != NULL, "  names the fix: %s", err);
+        relay_settings_free(s);
+        relay_config_free(c);
 }
 
 static void test_names(void)

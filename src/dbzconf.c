@@ -1,0 +1,503 @@
+/*
+ * dbzconf.c - --debezium-config: a Debezium Server application.properties
+ * or a Kafka Connect connector JSON mapped onto the relay's keys.
+ *
+ * Both are first flattened into one list of Connect-style pairs:
+ * "debezium.source.K" and a Connect config's own keys become connector
+ * keys K, "debezium.transforms.*" become "transforms.*",
+ * "debezium.sink.kafka.producer.P" becomes "producer.P", "debezium.format.*"
+ * stays "format.*". Then one table decides each key: mapped, ignored (with
+ * a note: what the relay does instead) or refused. Owns nothing after
+ * returning; the file is read whole (a configuration is small).
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/dbzconf.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+typedef struct {
+        char **k, **v;
+        size_t n, cap;
+} pairs_t;
+
+static void pairs_free(pairs_t *p)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                free(p->k[i]);
+                free(p->v[i]);
+        }
+        free(p->k);
+        free(p->v);
+}
+
+static int pairs_add(pairs_t *p, const char *k, size_t kl, const char *v, size_t vl)
+{
+        if (p->n == p->cap) {
+                size_t cap = p->cap ? p->cap * 2 : 32;
+                char **nk = realloc(p->k, cap * sizeof(*nk));
+                if (!nk)
+                        return RELAY_ENOMEM;
+                p->k = nk;
+                char **nv = realloc(p->v, cap * sizeof(*nv));
+                if (!nv)
+                        return RELAY_ENOMEM;
+                p->v = nv;
+                p->cap = cap;
+        }
+        p->k[p->n] = strndup(k, kl);
+        p->v[p->n] = strndup(v, vl);
+        if (!p->k[p->n] || !p->v[p->n]) {
+                free(p->k[p->n]);
+                free(p->v[p->n]);
+                return RELAY_ENOMEM;
+        }
+        p->n++;
+        return 0;
+}
+
+static const char *lookup(const pairs_t *p, const char *k)
+{
+        const char *v = NULL;
+        for (size_t i = 0; i < p->n; i++)
+                if (strcmp(p->k[i], k) == 0)
+                        v = p->v[i]; /* the last one wins, as in java.util.Properties */
+        return v;
+}
+
+/* Debezium Server's prefixes onto Connect's key names; NULL: not a Debezium key. */
+static const char *server_key(const char *k, char *buf, size_t buflen)
+{
+        static const struct {
+                const char *from, *to;
+        } map[] = {
+                {"debezium.source.", ""},
+                {"debezium.transforms", "transforms"},
+                {"debezium.predicates", "predicates"},
+                {"debezium.sink.kafka.producer.", "producer."},
+                {"debezium.sink.", "sink."},
+                {"debezium.format.", "format."},
+        };
+        for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+                size_t n = strlen(map[i].from);
+                if (strncmp(k, map[i].from, n) == 0) {
+                        snprintf(buf, buflen, "%s%s", map[i].to, k + n);
+                        return buf;
+                }
+        }
+        return NULL;
+}
+
+/* java.util.Properties, the parts configuration files use: key=value, key:
+ * value or key value; # and ! comments; a trailing backslash continues. */
+static int parse_properties(const char *text, pairs_t *out, pairs_t *other)
+{
+        const char *p = text;
+        while (*p) {
+                char line[8192];
+                size_t n = 0;
+                for (;;) {
+                        while (*p == ' ' || *p == '\t' || *p == '\f')
+                                p++;
+                        const char *e = strchr(p, '\n');
+                        size_t len = e ? (size_t)(e - p) : strlen(p);
+                        if (len && p[len - 1] == '\r')
+                                len--;
+                        bool cont = len && p[len - 1] == '\\';
+                        if (cont)
+                                len--;
+                        if (n + len < sizeof(line)) {
+                                memcpy(line + n, p, len);
+                                n += len;
+                        }
+                        p = e ? e + 1 : p + strlen(p);
+                        if (!cont || !*p)
+                                break;
+                }
+                line[n] = '\0';
+                if (n == 0 || line[0] == '#' || line[0] == '!')
+                        continue;
+                size_t ke = 0;
+                while (ke < n && line[ke] != '=' && line[ke] != ':' && line[ke] != ' ' &&
+                       line[ke] != '\t')
+                        ke++;
+                size_t vs = ke;
+                while (vs < n && (line[vs] == ' ' || line[vs] == '\t'))
+                        vs++;
+                if (vs < n && (line[vs] == '=' || line[vs] == ':'))
+                        vs++;
+                while (vs < n && (line[vs] == ' ' || line[vs] == '\t'))
+                        vs++;
+                size_t ve = n;
+                while (ve > vs && (line[ve - 1] == ' ' || line[ve - 1] == '\t'))
+                        ve--;
+                char key[512], buf[512];
+                snprintf(key, sizeof(key), "%.*s", (int)ke, line);
+                const char *k = server_key(key, buf, sizeof(buf));
+                if (pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), line + vs,
+                              ve - vs))
+                        return RELAY_ENOMEM;
+        }
+        return 0;
+}
+
+/* A Connect connector: {"name": ..., "config": {...}} or the config object itself. */
+static int parse_connect_json(const char *text, pairs_t *out, char *err, size_t errlen,
+                              const char *path)
+{
+        json_error_t je;
+        json_t *root = json_loads(text, 0, &je);
+        if (!root || !json_is_object(root)) {
+                relay_err_set(err, errlen, "%s: not a Kafka Connect connector JSON: %s (line %d)",
+                              path, root ? "not an object" : je.text, je.line);
+                json_decref(root);
+                return RELAY_EINVAL;
+        }
+        json_t *cfg = json_object_get(root, "config");
+        if (!json_is_object(cfg))
+                cfg = root;
+        const char *k;
+        json_t *v;
+        int rc = 0;
+        json_object_foreach(cfg, k, v)
+        {
+                char num[64];
+                const char *s = json_is_string(v)   ? json_string_value(v)
+                                : json_is_true(v)    ? "true"
+                                : json_is_false(v)   ? "false"
+                                : json_is_integer(v) ? (snprintf(num, sizeof(num), "%lld",
+                                                                 (long long)json_integer_value(v)),
+                                                        num)
+                                                     : NULL;
+                if (!s) {
+                        if (cfg == root && strcmp(k, "name") == 0)
+                                continue;
+                        relay_err_set(err, errlen, "%s: key \"%s\" is not a string, number or boolean",
+                                      path, k);
+                        rc = RELAY_EINVAL;
+                        break;
+                }
+                if ((rc = pairs_add(out, k, strlen(k), s, strlen(s))) != 0)
+                        break;
+        }
+        json_decref(root);
+        return rc;
+}
+
+static void note(char *notes, size_t noteslen, const char *key)
+{
+        if (!notes || !noteslen)
+                return;
+        size_t n = strlen(notes);
+        snprintf(notes + n, noteslen - n, "%s%s", n ? ", " : "", key);
+}
+
+/* The Outbox Event Router options that are the relay's keys under the same or another name. */
+static const struct {
+        const char *dbz, *relay;
+} router_keys[] = {
+        {"table.field.event.id", "outbox.column.id"},
+        {"table.field.event.key", "outbox.column.aggregate_id"},
+        {"table.field.event.payload", "outbox.column.payload"},
+        {"table.field.event.type", "outbox.column.type"},
+        {"table.field.event.timestamp", "table.field.event.timestamp"},
+        {"table.field.event.schema.version", "table.field.event.schema.version"},
+        {"table.fields.additional.placement", "table.fields.additional.placement"},
+        {"table.field.additional.missing", "table.field.additional.missing"},
+        {"route.by.field", "route.by.field"},
+        {"route.topic.regex", "route.topic.regex"},
+        {"route.topic.replacement", "route.topic.replacement"},
+        {"route.tombstone.on.empty.payload", "route.tombstone.on.empty.payload"},
+};
+
+/* Connector keys with no effect on what the relay sends. */
+static const char *const ignored_prefixes[] = {
+        "name",          "tasks.max",     "snapshot.",         "offset.",     "schema.history",
+        "tombstones.on.delete", "heartbeat.",    "poll.interval.ms",  "max.batch.size",
+        "max.queue.size", "publication.autocreate.mode", "slot.drop.on.stop",
+        "status.update.interval.ms", "sink.type", "producer.key.serializer",
+        "producer.value.serializer", "errors.", "key.converter.schemas.enable",
+        "value.converter.schemas.enable", "header.converter", "skipped.operations",
+        "decimal.handling.mode", "time.precision.mode", "binary.handling.mode",
+        "database.server.name", "extended.headers.enabled", "database.sslmode",
+        "format.key", "format.value", "format.header", "value.converter.delegate.",
+        "key.converter.", "value.converter.",
+};
+
+static bool ignored(const char *k)
+{
+        for (size_t i = 0; i < sizeof(ignored_prefixes) / sizeof(ignored_prefixes[0]); i++)
+                if (strncmp(k, ignored_prefixes[i], strlen(ignored_prefixes[i])) == 0)
+                        return true;
+        return false;
+}
+
+static int set(relay_config_t *c, const char *key, const char *value, const char *path,
+               const char *dbz, char *err, size_t errlen)
+{
+        char origin[600];
+        snprintf(origin, sizeof(origin), "%s (Debezium key %s)", path, dbz);
+        return relay_config_set(c, key, value, origin, err, errlen);
+}
+
+static int refuse(char *err, size_t errlen, const char *path, const char *k, const char *v,
+                  const char *why)
+{
+        relay_err_set(err, errlen, "%s: Debezium key \"%s\" = \"%s\" cannot be honoured: %s", path, k,
+                      v, why);
+        return RELAY_EINVAL;
+}
+
+/* The converters (Connect) or formats (Debezium Server) as a format.profile. */
+static int profile(relay_config_t *c, const pairs_t *p, bool server, const char *path, char *err,
+                   size_t errlen)
+{
+        if (server) {
+                static const char *const parts[] = {"format.key", "format.value", "format.header"};
+                for (size_t i = 0; i < 3; i++) {
+                        const char *f = lookup(p, parts[i]);
+                        if (f && strcmp(f, "json") != 0)
+                                return refuse(err, errlen, path, parts[i], f,
+                                              "only Debezium Server's default json format has a "
+                                              "profile (debezium-server)");
+                }
+                static const char *const schemas[] = {"format.schemas.enable",
+                                                      "format.key.schemas.enable",
+                                                      "format.value.schemas.enable",
+                                                      "format.header.schemas.enable"};
+                for (size_t i = 0; i < 4; i++) {
+                        const char *f = lookup(p, schemas[i]);
+                        if (f && strcmp(f, "true") != 0)
+                                return refuse(err, errlen, path, schemas[i], f,
+                                              "the debezium-server profile writes JsonConverter's "
+                                              "default, schemas.enable=true");
+                }
+                return set(c, "format.profile", "debezium-server", path, "debezium.format.*", err,
+                           errlen);
+        }
+        const char *kc = lookup(p, "key.converter"), *vc = lookup(p, "value.converter");
+        if (!kc && !vc)
+                return 0; /* the worker's converters: unknown here; keep the relay's default */
+        const char *chosen = NULL;
+        const char *conv[2] = {kc, vc};
+        const char *sch[2] = {lookup(p, "key.converter.schemas.enable"),
+                              lookup(p, "value.converter.schemas.enable")};
+        for (int i = 0; i < 2; i++) {
+                const char *cv = conv[i];
+                const char *prof;
+                if (!cv)
+                        continue;
+                /* BinaryDataConverter: the router's documented converter for a bytea
+                 * payload, the bytes as they are (like ByteArrayConverter). */
+                if (strstr(cv, "StringConverter") || strstr(cv, "ByteArrayConverter") ||
+                    (i == 1 && strstr(cv, "BinaryDataConverter")))
+                        prof = "connect-string";
+                else if (strstr(cv, "JsonConverter"))
+                        prof = sch[i] && strcmp(sch[i], "false") == 0 ? "connect-json"
+                                                                       : "connect-json-schema";
+                else
+                        return refuse(err, errlen, path, i ? "value.converter" : "key.converter",
+                                      cv,
+                                      "the profiles cover StringConverter, ByteArrayConverter and "
+                                      "JsonConverter");
+                if (chosen && strcmp(chosen, prof) != 0)
+                        return refuse(err, errlen, path, "key.converter", cv,
+                                      "key and value converters differ; a profile has one "
+                                      "encoding for both");
+                chosen = prof;
+        }
+        return set(c, "format.profile", chosen, path, "key.converter/value.converter", err, errlen);
+}
+
+int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t noteslen,
+                       char *err, size_t errlen)
+{
+        pairs_t p = {0}, other = {0};
+        char *text = NULL;
+        int rc = 0;
+        bool server;
+
+        if (notes && noteslen)
+                notes[0] = '\0';
+        FILE *f = fopen(path, "r");
+        if (!f) {
+                relay_err_set(err, errlen, "could not open Debezium configuration \"%s\": %s", path,
+                              strerror(errno));
+                return RELAY_EINVAL;
+        }
+        size_t cap = 65536, n = 0, r;
+        text = malloc(cap);
+        while (text && (r = fread(text + n, 1, cap - n - 1, f)) > 0) {
+                n += r;
+                if (n + 1 >= cap) {
+                        char *g = realloc(text, cap * 2);
+                        if (!g) {
+                                free(text);
+                                text = NULL;
+                                break;
+                        }
+                        text = g;
+                        cap *= 2;
+                }
+        }
+        fclose(f);
+        if (!text) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        text[n] = '\0';
+        const char *t = text;
+        while (isspace((unsigned char)*t))
+                t++;
+        server = *t != '{';
+        rc = server ? parse_properties(text, &p, &other)
+                    : parse_connect_json(text, &p, err, errlen, path);
+        free(text);
+        if (rc == RELAY_ENOMEM)
+                relay_err_set(err, errlen, "out of memory");
+        if (rc)
+                goto done;
+        for (size_t i = 0; i < other.n; i++)
+                note(notes, noteslen, other.k[i]);
+
+        /* The connector. */
+        const char *cls = lookup(&p, "connector.class");
+        if (cls && !strstr(cls, "PostgresConnector")) {
+                rc = refuse(err, errlen, path, "connector.class", cls,
+                            "the relay reads PostgreSQL (io.debezium.connector.postgresql."
+                            "PostgresConnector)");
+                goto done;
+        }
+        const char *plugin = lookup(&p, "plugin.name");
+        if (plugin && strcmp(plugin, "pgoutput") != 0) {
+                rc = refuse(err, errlen, path, "plugin.name", plugin,
+                            "the relay decodes pgoutput only");
+                goto done;
+        }
+        char conninfo[2048] = "";
+        static const struct {
+                const char *dbz, *libpq;
+        } conn[] = {{"database.hostname", "host"}, {"database.port", "port"},
+                    {"database.user", "user"},     {"database.password", "password"},
+                    {"database.dbname", "dbname"}, {"database.sslmode", "sslmode"}};
+        for (size_t i = 0; i < sizeof(conn) / sizeof(conn[0]); i++) {
+                const char *v = lookup(&p, conn[i].dbz);
+                if (!v || !*v)
+                        continue;
+                size_t m = strlen(conninfo);
+                snprintf(conninfo + m, sizeof(conninfo) - m, "%s%s='", m ? " " : "", conn[i].libpq);
+                for (const char *q = v; *q; q++) {
+                        m = strlen(conninfo);
+                        if (m + 3 >= sizeof(conninfo))
+                                break;
+                        if (*q == '\'' || *q == '\\')
+                                conninfo[m++] = '\\';
+                        conninfo[m++] = *q;
+                        conninfo[m] = '\0';
+                }
+                m = strlen(conninfo);
+                snprintf(conninfo + m, sizeof(conninfo) - m, "'");
+        }
+        if (conninfo[0] && (rc = set(c, "postgres.conninfo", conninfo, path, "database.*", err,
+                                     errlen)) != 0)
+                goto done;
+
+        /* The Outbox Event Router: the transform whose type is EventRouter. */
+        char rprefix[256] = "";
+        const char *tlist = lookup(&p, "transforms");
+        if (tlist) {
+                char names[1024];
+                snprintf(names, sizeof(names), "%s", tlist);
+                for (char *tok = strtok(names, ", "); tok; tok = strtok(NULL, ", ")) {
+                        char tk[300];
+                        snprintf(tk, sizeof(tk), "transforms.%s.type", tok);
+                        const char *type = lookup(&p, tk);
+                        if (type && strstr(type, "outbox.EventRouter")) {
+                                if (rprefix[0]) {
+                                        rc = refuse(err, errlen, path, "transforms", tlist,
+                                                    "more than one Outbox Event Router; the relay "
+                                                    "maps one outbox table");
+                                        goto done;
+                                }
+                                snprintf(rprefix, sizeof(rprefix), "transforms.%s.", tok);
+                        } else {
+                                rc = refuse(err, errlen, path, tk, type ? type : "",
+                                            "the relay applies only the Outbox Event Router");
+                                goto done;
+                        }
+                }
+        }
+
+        for (size_t i = 0; i < p.n && rc == 0; i++) {
+                const char *k = p.k[i], *v = p.v[i];
+                if (strcmp(k, "slot.name") == 0 || strcmp(k, "publication.name") == 0) {
+                        rc = set(c, k, v, path, k, err, errlen);
+                } else if (strcmp(k, "table.include.list") == 0) {
+                        if (strpbrk(v, ",*+?()[]|^$\\")) {
+                                rc = refuse(err, errlen, path, k, v,
+                                            "the relay reads one outbox table: name it "
+                                            "(schema.table)");
+                        } else {
+                                rc = set(c, "outbox.table", v, path, k, err, errlen);
+                        }
+                } else if (strcmp(k, "topic.prefix") == 0) {
+                        const char *x = lookup(&p, "extended.headers.enabled");
+                        if (!x || strcmp(x, "false") != 0)
+                                rc = set(c, "format.debezium.topic_prefix", v, path, k, err,
+                                         errlen);
+                } else if (strncmp(k, "producer.", 9) == 0 && !ignored(k)) {
+                        char kk[300];
+                        snprintf(kk, sizeof(kk), "kafka.%s", k + 9);
+                        rc = set(c, kk, v, path, k, err, errlen);
+                } else if (strcmp(k, "bootstrap.servers") == 0) {
+                        rc = set(c, "kafka.bootstrap.servers", v, path, k, err, errlen);
+                } else if (rprefix[0] && strncmp(k, rprefix, strlen(rprefix)) == 0) {
+                        const char *opt = k + strlen(rprefix);
+                        bool done_key = strcmp(opt, "type") == 0;
+                        for (size_t j = 0; !done_key && j < sizeof(router_keys) / sizeof(router_keys[0]); j++)
+                                if (strcmp(opt, router_keys[j].dbz) == 0) {
+                                        rc = set(c, router_keys[j].relay, v, path, k, err, errlen);
+                                        done_key = true;
+                                }
+                        if (done_key)
+                                continue;
+                        if (strcmp(opt, "table.op.invalid.behavior") == 0 ||
+                            strncmp(opt, "tracing.", 8) == 0 ||
+                            (strcmp(opt, "table.expand.json.payload") == 0 &&
+                             strcmp(v, "false") == 0)) {
+                                note(notes, noteslen, k);
+                                continue;
+                        }
+                        rc = refuse(err, errlen, path, k, v,
+                                    "this Outbox Event Router option is not implemented by the "
+                                    "relay (see README, Coming from Debezium)");
+                } else if (strncmp(k, "transforms", 10) == 0 || strncmp(k, "predicates", 10) == 0) {
+                        if (strcmp(k, "transforms") != 0)
+                                rc = refuse(err, errlen, path, k, v,
+                                            "predicates and other transforms are not supported");
+                } else if (strcmp(k, "connector.class") == 0 || strcmp(k, "plugin.name") == 0 ||
+                           strncmp(k, "database.", 9) == 0 || strcmp(k, "key.converter") == 0 ||
+                           strcmp(k, "value.converter") == 0 || strncmp(k, "format.", 7) == 0) {
+                        /* handled above or in profile() */
+                } else if (ignored(k)) {
+                        note(notes, noteslen, k);
+                } else {
+                        rc = refuse(err, errlen, path, k, v,
+                                    "the relay does not know this key; remove it (or tell us why "
+                                    "it matters)");
+                }
+        }
+        if (rc == 0)
+                rc = profile(c, &p, server, path, err, errlen);
+done:
+        pairs_free(&p);
+        pairs_free(&other);
+        return rc;
+}

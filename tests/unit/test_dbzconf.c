@@ -1,0 +1,96 @@
+/*
+ * test_dbzconf.c - --debezium-config: a Debezium Server application.properties
+ * and a Kafka Connect connector JSON modelled on Debezium's own outbox
+ * documentation load unchanged and map onto the relay's keys; keys the relay
+ * cannot honour are refused by name.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relay/config.h"
+#include "relay/dbzconf.h"
+#include "relay/settings.h"
+
+#include "tap.h"
+
+static relay_config_t *load(const char *file, char *notes, size_t nl, char *err, size_t el, int *rc)
+{
+        char path[1024];
+        relay_config_t *c = NULL;
+        snprintf(path, sizeof(path), "%s/debezium/%s", getenv("RELAY_FIXTURES"), file);
+        if (relay_config_new(&c) != 0)
+                tap_bail("relay_config_new");
+        *rc = relay_dbzconf_load(c, path, notes, nl, err, el);
+        return c;
+}
+
+static void write_tmp(const char *path, const char *text)
+{
+        FILE *f = fopen(path, "w");
+        if (!f || fputs(text, f) < 0)
+                tap_bail("could not write %s", path);
+        fclose(f);
+}
+
+int main(void)
+{
+        char notes[2048], err[RELAY_ERRBUF];
+        int rc;
+        relay_settings_t *set = NULL;
+
+        relay_config_t *c = load("application.properties", notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "Debezium Server properties load: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "kafka.bootstrap.servers"), "kafka:9092", "sink's bootstrap servers");
+        is_str(relay_config_get(c, "postgres.conninfo"),
+               "host='db.example' port='5432' user='postgres' password='o\\'reilly' dbname='shop'",
+               "database.* become the conninfo, quoted");
+        is_str(relay_config_get(c, "slot.name"), "debezium", "slot.name");
+        is_str(relay_config_get(c, "publication.name"), "dbz_publication", "publication.name");
+        is_str(relay_config_get(c, "outbox.table"), "public.outbox", "table.include.list");
+        is_str(relay_config_get(c, "format.profile"), "debezium-server", "default json formats");
+        is_str(relay_config_get(c, "format.debezium.topic_prefix"), "shop", "topic.prefix");
+        is_str(relay_config_get(c, "route.topic.replacement"), "events.${routedByValue}", "router key");
+        ok(strstr(notes, "debezium.source.snapshot.mode") == NULL && strstr(notes, "snapshot.mode") &&
+           strstr(notes, "quarkus.log.console.json") && strstr(notes, "producer.key.serializer"),
+           "ignored keys listed: %s", notes);
+        ok(relay_config_validate(c, err, sizeof(err)) == 0 &&
+           relay_settings_load(&set, c, err, sizeof(err)) == 0, "the result validates: %s", err);
+        relay_settings_free(set);
+        set = NULL;
+        relay_config_free(c);
+
+        c = load("connector.json", notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "Connect JSON loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "outbox.table"), "inventory.outboxevent", "table");
+        is_str(relay_config_get(c, "format.profile"), "connect-string", "StringConverter");
+        is_str(relay_config_get(c, "table.field.event.timestamp"), "timestamp", "timestamp column");
+        is_str(relay_config_get(c, "table.fields.additional.placement"), "type:header:eventType",
+               "placement");
+        ok(relay_config_validate(c, err, sizeof(err)) == 0 ||
+           strstr(err, "kafka.bootstrap.servers") != NULL,
+           "validates but for the bootstrap servers Connect's worker holds: %s", err);
+        relay_config_free(c);
+
+        const char *bad[][2] = {
+                {"{\"config\": {\"transforms\": \"outbox\", \"transforms.outbox.type\": "
+                 "\"io.debezium.transforms.outbox.EventRouter\", "
+                 "\"transforms.outbox.table.expand.json.payload\": \"true\"}}",
+                 "table.expand.json.payload"},
+                {"{\"plugin.name\": \"decoderbufs\"}", "pgoutput"},
+                {"debezium.source.table.include.list=public.outbox,public.other\n", "one outbox table"},
+                {"debezium.format.value=avro\n", "json"},
+                {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                const char *tmp = "/tmp/relay-test-dbzconf.conf";
+                write_tmp(tmp, bad[i][0]);
+                if (relay_config_new(&c) != 0)
+                        tap_bail("relay_config_new");
+                rc = relay_dbzconf_load(c, tmp, notes, sizeof(notes), err, sizeof(err));
+                ok(rc == RELAY_EINVAL && strstr(err, bad[i][1]), "refused, naming %s: %s", bad[i][1], err);
+                relay_config_free(c);
+                remove(tmp);
+        }
+        return done_testing();
+}
