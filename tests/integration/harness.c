@@ -1049,8 +1049,13 @@ h_relay_t *h_relay_start(const char *const *sets)
 
 h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const char *const *sets)
 {
+        return h_proc_start(h_env("RELAY_BIN"), cmd, opts, sets);
+}
+
+h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opts,
+                        const char *const *sets)
+{
         static bool atexit_done;
-        const char *bin = h_env("RELAY_BIN");
         const char *logdir = getenv("RELAY_TEST_LOGDIR");
         char *name = h_unique_name("relay");
         h_relay_t *r = h_xmalloc(sizeof(*r));
@@ -1108,7 +1113,7 @@ h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const cha
                         _exit(127);
                 execv(bin, argv);
                 {
-                        static const char msg[] = "harness: could not execute RELAY_BIN\n";
+                        static const char msg[] = "harness: could not execute the program\n";
                         ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
                         (void)w;
                 }
