@@ -6,7 +6,8 @@
  * random moments while 8 writers commit events over 100 aggregates), so
  * Kafka holds duplicates; meanwhile outbox-inbox consumes both topics into
  * a database of its own (sql/005_inbox.sql) and is itself killed with
- * kill -9 at random moments and restarted. Its handler counts events per
+ * kill -9 at random moments and restarted, while a second member of its
+ * group joins and leaves (rebalances). Its handler counts events per
  * aggregate and checks that each aggregate's versions arrive as 1, 2, 3...
  * and with the key and id it was given.
  *
@@ -65,8 +66,9 @@ static const char *const handler_sql =
         "  INSERT INTO applied VALUES (p_id, p_payload); "
         "END $$;";
 
+/* instance: the static member id (group.instance.id), NULL for a dynamic member. */
 static void inbox_sets(fx_sets_t *s, const char *cdb, const char *topics, const char *group,
-                       const char *dlq, const char *handler)
+                       const char *instance, const char *dlq, const char *handler)
 {
         char *ci = h_pg_conninfo(cdb);
         memset(s, 0, sizeof(*s));
@@ -77,7 +79,8 @@ static void inbox_sets(fx_sets_t *s, const char *cdb, const char *topics, const 
         fx_sets_add(s, "kafka.group.id=%s", group);
         /* Static membership: a restarted consumer takes its partitions back
          * at once instead of waiting for the killed one's session to expire. */
-        fx_sets_add(s, "kafka.group.instance.id=%s-1", group);
+        if (instance)
+                fx_sets_add(s, "kafka.group.instance.id=%s", instance);
         fx_sets_add(s, "errors.dlq.topic=%s", dlq);
         fx_sets_add(s, "errors.backoff.ms=100");
         fx_sets_add(s, "errors.backoff.max.ms=200");
@@ -120,7 +123,7 @@ static void error_paths(PGconn *cc, const char *cdb, const char *suffix)
         h_kafka_produce_hdrs(topic, "k5", "{\"good\": 1}",
                              (const char *const[]){"id", "m-good", NULL}); /* a duplicate */
 
-        inbox_sets(&s, cdb, topic, group, dlq, "SELECT on_misc($3, $7)");
+        inbox_sets(&s, cdb, topic, group, "misc-1", dlq, "SELECT on_misc($3, $7)");
         h_relay_t *ib = inbox_start(&s);
         int64_t n_dlq = h_kafka_wait_count(dlq, 3, 60000);
         int64_t deadline = h_now_ms() + 60000;
@@ -210,8 +213,13 @@ int main(void)
                               h_workload_topic(&wc, 1, t1name, sizeof(t1name)));
         char *group = fx_fmt("inbox-%s", fc.suffix);
         char *dlq = fx_fmt("inbox.dlq_%s", fc.suffix);
-        fx_sets_t is;
-        inbox_sets(&is, cdb, topics, group, dlq, "SELECT on_event($1, $2, $3, $7)");
+        fx_sets_t is, is2;
+        inbox_sets(&is, cdb, topics, group, "inbox-1", dlq, "SELECT on_event($1, $2, $3, $7)");
+        /* A second, dynamic member joins and leaves now and then: each time
+         * the group rebalances and the first one gives partitions up. */
+        inbox_sets(&is2, cdb, topics, group, NULL, dlq, "SELECT on_event($1, $2, $3, $7)");
+        h_relay_t *ib2 = NULL;
+        int revokes = 0, joins2 = 0;
 
         h_relay_t *r = fx_case_relay(&fc, "relay streams");
         h_relay_t *ib = inbox_start(&is);
@@ -258,8 +266,32 @@ int main(void)
                 tap_diag("kill %d: relay and consumer, %d of %d events committed, %lld applied",
                          k + 1, h_workload_committed(wl), events,
                          cval(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter"));
+                revokes += fx_log_count(ib, "revoked partitions");
                 h_relay_free(ib);
                 ib = inbox_start(&is);
+
+                /* Every other round the second member joins, or leaves cleanly. */
+                if (k % 2 == 0 && !ib2) {
+                        ib2 = inbox_start(&is2);
+                        joins2++;
+                } else if (k % 2 == 1 && ib2) {
+                        h_relay_signal(ib2, SIGTERM);
+                        rc = h_relay_wait(ib2, 60000);
+                        if (rc != 0) {
+                                tap_diag("second consumer: exit %d on SIGTERM", rc);
+                                h_relay_diag_log(ib2);
+                        }
+                        revokes += fx_log_count(ib2, "revoked partitions");
+                        h_relay_free(ib2);
+                        ib2 = NULL;
+                }
+        }
+        if (ib2) {
+                h_relay_signal(ib2, SIGTERM);
+                if (h_relay_wait(ib2, 60000) != 0)
+                        h_relay_diag_log(ib2);
+                revokes += fx_log_count(ib2, "revoked partitions");
+                h_relay_free(ib2);
         }
         int committed = 0, rolled_back = 0;
         int failed = h_workload_wait(wl, &committed, &rolled_back);
@@ -300,6 +332,11 @@ int main(void)
                 }
                 free(log);
         }
+
+        revokes += fx_log_count(ib, "revoked partitions");
+        ok(joins2 > 0 && revokes > 0,
+           "the group rebalanced: a second member joined %d times, %d revocations", joins2,
+           revokes);
 
         h_verify_t v;
         h_workload_verify(fc.c, &wc, &v);
@@ -346,6 +383,7 @@ int main(void)
         h_relay_free(r);
         h_relay_free(ib);
         fx_sets_free(&is);
+        fx_sets_free(&is2);
         PQfinish(cc);
         h_pg_drop_db(cdb);
         free(cdb);
