@@ -221,6 +221,23 @@ static int kafka_conf(const relay_inbox_config_t *cfg, bool producer, rd_kafka_c
 
 /* --- PostgreSQL ------------------------------------------------------------ */
 
+/*
+ * "what: message (SQLSTATE xxxxx)" on one line: the server's primary message
+ * without its CONTEXT lines, which a PL/pgSQL handler adds to every error.
+ */
+static void pg_error(char *err, size_t errlen, const char *what, const PGresult *r, PGconn *pg)
+{
+        const char *primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+        const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+        if (primary) {
+                relay_err_set(err, errlen, "%s: %s (SQLSTATE %s)", what, primary,
+                              state ? state : "unknown");
+        } else {
+                relay_err_set(err, errlen, "%s: %s", what, PQerrorMessage(pg));
+                chomp(err);
+        }
+}
+
 static const char *accept_sql = "SELECT inbox_accept($1, $2, $3, $4)";
 
 /*
@@ -250,10 +267,10 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
         r = PQprepare(ib->pg, "inbox_accept", accept_sql, 4, accept_types);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
                 bool gone = PQstatus(ib->pg) != CONNECTION_OK;
-                char pe[RELAY_ERRBUF];
-                snprintf(pe, sizeof(pe), "%s", PQerrorMessage(ib->pg));
-                chomp(pe);
-                relay_err_set(err, errlen, "could not prepare \"%s\": %s%s", accept_sql, pe,
+                char what[RELAY_ERRBUF], pe[RELAY_ERRBUF];
+                snprintf(what, sizeof(what), "could not prepare \"%s\"", accept_sql);
+                pg_error(pe, sizeof(pe), what, r, ib->pg);
+                relay_err_set(err, errlen, "%s%s", pe,
                               gone ? "" : "; run sql/005_inbox.sql in the consumer's database, "
                                           "or put the schema holding inbox_accept() in its "
                                           "search_path");
@@ -264,11 +281,11 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
         r = PQprepare(ib->pg, "inbox_handler", cfg->handler, 7, handler_types);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
                 bool gone = PQstatus(ib->pg) != CONNECTION_OK;
-                char pe[RELAY_ERRBUF];
-                snprintf(pe, sizeof(pe), "%s", PQerrorMessage(ib->pg));
-                chomp(pe);
-                relay_err_set(err, errlen, "could not prepare \"inbox.handler\" (%s): %s%s",
-                              cfg->handler, pe,
+                char what[RELAY_ERRBUF], pe[RELAY_ERRBUF];
+                snprintf(what, sizeof(what), "could not prepare \"inbox.handler\" (%.300s)",
+                         cfg->handler);
+                pg_error(pe, sizeof(pe), what, r, ib->pg);
+                relay_err_set(err, errlen, "%s%s", pe,
                               gone ? "" : "; it may use $1 key text, $2 headers jsonb, $3 "
                                           "payload, $4 topic text, $5 partition integer, $6 "
                                           "offset bigint, $7 message id text");
@@ -303,23 +320,6 @@ static int pg_ensure(inbox_t *ib, char *err, size_t errlen)
         }
         relay_err_set(err, errlen, "stopped while connecting to PostgreSQL");
         return RELAY_EIO;
-}
-
-/*
- * "what: message (SQLSTATE xxxxx)" on one line: the server's primary message
- * without its CONTEXT lines, which a PL/pgSQL handler adds to every error.
- */
-static void pg_error(char *err, size_t errlen, const char *what, const PGresult *r, PGconn *pg)
-{
-        const char *primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-        const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-        if (primary) {
-                relay_err_set(err, errlen, "%s: %s (SQLSTATE %s)", what, primary,
-                              state ? state : "unknown");
-        } else {
-                relay_err_set(err, errlen, "%s: %s", what, PQerrorMessage(pg));
-                chomp(err);
-        }
 }
 
 /* Run a statement without result rows of interest; false with err filled on failure. */

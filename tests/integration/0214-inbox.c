@@ -25,7 +25,8 @@
  * fails until a flag is set is retried and applied once; one whose handler
  * always fails, one without an id header and one whose payload is not JSON
  * reach the dead-letter topic with their error headers and are not in the
- * inbox; a later good message is applied.
+ * inbox; a later good message is applied. And the setup errors: no inbox
+ * table, a handler that does not prepare (exit 3, the fix named).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -181,6 +182,43 @@ static void error_paths(PGconn *cc, const char *cdb, const char *suffix)
         h_kafka_delete_topic(dlq);
         free(topic);
         free(dlq);
+        free(group);
+}
+
+/* Setup errors: exit 3 with a message that names the fix, before consuming. */
+static void setup_errors(const char *cdb, const char *suffix)
+{
+        char *bare = h_pg_create_db("inboxbare");
+        char *group = fx_fmt("inbox-setup-%s", suffix);
+        fx_sets_t s;
+
+        inbox_sets(&s, bare, "inbox.none", group, NULL, "inbox.none.dlq", "SELECT 1");
+        h_relay_t *p = inbox_start(&s);
+        int rc = h_relay_wait(p, 60000);
+        char *log = h_relay_log(p);
+        is_int(rc, 3, "without the inbox table outbox-inbox exits 3");
+        ok(strstr(log, "run sql/005_inbox.sql") != NULL, "and says to run sql/005_inbox.sql");
+        if (rc != 3 || !strstr(log, "run sql/005_inbox.sql"))
+                h_relay_diag_log(p);
+        free(log);
+        h_relay_free(p);
+        fx_sets_free(&s);
+
+        inbox_sets(&s, cdb, "inbox.none", group, NULL, "inbox.none.dlq",
+                   "SELECT no_such_function($3)");
+        p = inbox_start(&s);
+        rc = h_relay_wait(p, 60000);
+        log = h_relay_log(p);
+        is_int(rc, 3, "a handler that does not prepare: exit 3");
+        ok(strstr(log, "could not prepare \"inbox.handler\"") && strstr(log, "no_such_function"),
+           "the message names the key and the server's reason");
+        if (rc != 3)
+                h_relay_diag_log(p);
+        free(log);
+        h_relay_free(p);
+        fx_sets_free(&s);
+        h_pg_drop_db(bare);
+        free(bare);
         free(group);
 }
 
@@ -379,6 +417,7 @@ int main(void)
                  ikilled, final_applied, (t_done - t0) / 1000.0);
 
         error_paths(cc, cdb, fc.suffix);
+        setup_errors(cdb, fc.suffix);
 
         h_relay_free(r);
         h_relay_free(ib);
