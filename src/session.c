@@ -128,6 +128,11 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
                 relay_err_set(err, errlen, "delivery report for a message that is not in flight");
                 return RELAY_EKAFKA;
         }
+        /* A fenced producer's messages fail too ("old epoch"): that is no
+         * transient delivery error but the end of this relay. */
+        if (s->eos.on && s->dr_failed &&
+            relay_producer_check(s->prod, err, errlen) == RELAY_EFENCED)
+                return RELAY_EFENCED;
         if (s->dr_failed) {
                 relay_err_set(err, errlen, "%s", s->dr_err);
                 return RELAY_EKAFKA;
