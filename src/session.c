@@ -159,7 +159,7 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
                 relay_acktrack_advance_idle(s->ack, pg->keepalive_end);
                 confirmed = relay_acktrack_confirmable(s->ack);
                 /* Nothing produced is uncommitted: the idle WAL may go too. */
-                if (s->eos.on && confirmed > s->eos.committed)
+                if (s->eos.on && !s->eos.spoilt && confirmed > s->eos.committed)
                         s->eos.committed = confirmed;
         }
         if (s->eos.on && confirmed > s->eos.committed)
@@ -290,6 +290,7 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
         }
         if (rc == RELAY_EAGAIN)
                 rc = RELAY_EKAFKA;
+        e->spoilt = true;
         if (rc == RELAY_EKAFKA) {
                 char aerr[RELAY_ERRBUF];
                 if (relay_producer_txn_abort(s->prod, 5000, aerr, sizeof(aerr)) == 0)
@@ -347,7 +348,8 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 s->eos.skipping = false;
                 if (!s->eos.open) {
                         /* Nothing of it is in an open Kafka transaction. */
-                        s->eos.committed = m.commit.end_lsn;
+                        if (!s->eos.spoilt)
+                                s->eos.committed = m.commit.end_lsn;
                         return 0;
                 }
                 s->eos.open_end = m.commit.end_lsn;
@@ -402,6 +404,7 @@ void relay_session_drain(relay_session_t *s)
                                  : eos_commit(s, err, sizeof(err));
                 if (rc) {
                         char aerr[RELAY_ERRBUF];
+                        s->eos.spoilt = true;
                         if (rc != RELAY_EKAFKA || !relay_acktrack_in_txn(s->ack))
                                 relay_log_warning("%s", err);
                         if (s->eos.open &&

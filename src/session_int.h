@@ -69,6 +69,9 @@ typedef struct {
         int64_t opened_ms;
         relay_lsn_t open_end;   /* end LSN of the last PostgreSQL transaction in it */
         relay_lsn_t committed;  /* Kafka holds everything up to here, committed */
+        bool spoilt;            /* a Kafka transaction failed or was aborted: events it
+                                 * held were acknowledged but are not in Kafka, so
+                                 * nothing more is confirmed in this session */
         uint64_t commits, skipped_txns;
 } eos_t;
 
