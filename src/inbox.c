@@ -271,7 +271,7 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
                 snprintf(what, sizeof(what), "could not prepare \"%s\"", accept_sql);
                 pg_error(pe, sizeof(pe), what, r, ib->pg);
                 relay_err_set(err, errlen, "%s%s", pe,
-                              gone ? "" : "; run sql/005_inbox.sql in the consumer's database, "
+                              gone ? "" : "; run sql/006_inbox.sql in the consumer's database, "
                                           "or put the schema holding inbox_accept() in its "
                                           "search_path");
                 PQclear(r);

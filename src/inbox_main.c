@@ -35,7 +35,7 @@ static void usage(FILE *out)
         fprintf(out,
                 "Usage: " PROG " [--config FILE] [--set KEY=VALUE]...\n"
                 "Consume outbox events from Kafka and apply each once to PostgreSQL: per\n"
-                "message one transaction running inbox_accept() (sql/005_inbox.sql) and, for a\n"
+                "message one transaction running inbox_accept() (sql/006_inbox.sql) and, for a\n"
                 "new message id, the inbox.handler statement; the Kafka offset is committed\n"
                 "after the transaction.\n\n"
                 "Options:\n"

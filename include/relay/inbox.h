@@ -1,6 +1,6 @@
 /*
  * inbox.h - outbox-inbox's loop: a Kafka consumer group member that applies
- * each message once to PostgreSQL through the inbox table (sql/005_inbox.sql)
+ * each message once to PostgreSQL through the inbox table (sql/006_inbox.sql)
  * and a configured handler statement.
  *
  * For each message, one PostgreSQL transaction: inbox_accept(id, topic,

@@ -5,7 +5,7 @@
  * The relay runs in at-least-once mode under 0205's crash loop (kill -9 at
  * random moments while 8 writers commit events over 100 aggregates), so
  * Kafka holds duplicates; meanwhile outbox-inbox consumes both topics into
- * a database of its own (sql/005_inbox.sql) and is itself killed with
+ * a database of its own (sql/006_inbox.sql) and is itself killed with
  * kill -9 at random moments and restarted, while a second member of its
  * group joins and leaves (rebalances). Its handler counts events per
  * aggregate and checks that each aggregate's versions arrive as 1, 2, 3...
@@ -197,8 +197,8 @@ static void setup_errors(const char *cdb, const char *suffix)
         int rc = h_relay_wait(p, 60000);
         char *log = h_relay_log(p);
         is_int(rc, 3, "without the inbox table outbox-inbox exits 3");
-        ok(strstr(log, "run sql/005_inbox.sql") != NULL, "and says to run sql/005_inbox.sql");
-        if (rc != 3 || !strstr(log, "run sql/005_inbox.sql"))
+        ok(strstr(log, "run sql/006_inbox.sql") != NULL, "and says to run sql/006_inbox.sql");
+        if (rc != 3 || !strstr(log, "run sql/006_inbox.sql"))
                 h_relay_diag_log(p);
         free(log);
         h_relay_free(p);
@@ -244,7 +244,7 @@ int main(void)
 
         char *cdb = h_pg_create_db("inboxc");
         PGconn *cc = h_pg_connect(cdb);
-        h_pg_exec_file(cc, "005_inbox.sql");
+        h_pg_exec_file(cc, "006_inbox.sql");
         h_pg_exec(cc, "%s", handler_sql);
 
         char *topics = fx_fmt("%s,%s", h_workload_topic(&wc, 0, t0name, sizeof(t0name)),

@@ -1,4 +1,4 @@
--- 005_inbox.sql - the consumer side's inbox: makes a handler's effect
+-- 006_inbox.sql - the consumer side's inbox: makes a handler's effect
 -- happen once although Kafka may deliver a message more than once (the
 -- relay's at-least-once resends after a crash, a consumer restarting from
 -- its last committed offset, a rebalance).
