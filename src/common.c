@@ -54,6 +54,8 @@ const char *relay_strerror(int code)
                 return "replication slot dropped or invalidated";
         case RELAY_EREJECTED:
                 return "event rejected by Kafka";
+        case RELAY_EFENCED:
+                return "fenced by another producer with the same transactional.id";
         default:
                 return "unknown return code";
         }

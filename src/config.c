@@ -76,15 +76,31 @@ static const char *const missing_behaviors[] = {"error", "ignore", NULL};
 /* In relay_format_profile_t order. */
 static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
                                               "connect-json-schema", "debezium-server", NULL};
+static const char *const delivery_modes[] = {"at-least-once", "exactly-once", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
 static const key_def_t keys[] = {
+        {.name = "delivery.mode", .type = KT_ENUM, .def = "at-least-once",
+         .choices = delivery_modes,
+         .desc = "at-least-once (a crash can send events again) or exactly-once (Kafka "
+                 "transactions with a checkpoint: a read_committed consumer sees each event "
+                 "once)"},
         {.name = "delivery.unsafe.allow.pipelining", .type = KT_ENUM, .def = "false",
          .choices = booleans,
          .desc = "UNSAFE: allow kafka.max.in.flight.requests.per.connection above 1 or "
                  "kafka.enable.gapless.guarantee=false, which reopen librdkafka's implicit-ack "
                  "hole (an event reported delivered that Kafka never stored; the relay detects "
                  "it and resends) and let an aggregate's later events pass a refused one"},
+        {.name = "eos.checkpoint.topic", .type = KT_TOPIC, .def = "outbox.relay.checkpoints",
+         .desc = "exactly-once: compacted topic holding the end LSN of the last PostgreSQL "
+                 "transaction each Kafka transaction committed (created when missing)"},
+        {.name = "eos.commit.interval.ms", .type = KT_INT, .def = "100", .min = 10, .max = 60000,
+         .unit = "milliseconds",
+         .desc = "exactly-once: commit the Kafka transaction this often (at a PostgreSQL "
+                 "transaction boundary); events become visible to read_committed consumers then"},
+        {.name = "eos.transactional.id", .type = KT_STRING, .def = "",
+         .desc = "exactly-once: Kafka transactional.id; empty derives outbox-relay-<system "
+                 "identifier>-<slot>, so a second relay on the same slot fences the first"},
         {.name = "errors.backoff.max.ms", .type = KT_INT, .def = "30000", .min = 10,
          .max = MAX_MS, .unit = "milliseconds",
          .desc = "longest wait between two attempts at an event Kafka rejected"},
@@ -1267,6 +1283,18 @@ int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_
  * an aggregate's later events past a refused one. Only an explicit switch
  * reopens that.
  */
+static int check_transactional(const relay_config_t *c, char *err, size_t errlen)
+{
+        const char *t = relay_config_get(c, "kafka.transactional.id");
+        if (t && *t) {
+                relay_err_set(err, errlen,
+                              "kafka.transactional.id is not allowed: set delivery.mode = "
+                              "exactly-once (and eos.transactional.id to choose the id) instead");
+                return RELAY_EINVAL;
+        }
+        return 0;
+}
+
 static int check_pipelining(const relay_config_t *c, char *err, size_t errlen)
 {
         static const char *const inflight[] = {"kafka.max.in.flight.requests.per.connection",
@@ -1337,6 +1365,8 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
                 }
         }
 
+        if ((rc = check_transactional(c, err, errlen)))
+                return rc;
         if ((rc = check_pipelining(c, err, errlen)))
                 return rc;
 

@@ -110,6 +110,8 @@ static const exit_doc_t exits[] = {
         {4, "stopped before an event that could not be delivered: it could not be mapped or Kafka "
             "rejected it (errors.policy = stop), or its dead-letter write failed"},
         {5, "the replication slot was dropped or invalidated: events may be missing"},
+        {6, "delivery.mode = exactly-once: a newer relay took over the Kafka transactional.id "
+            "(it owns the slot now); nothing more of this one is committed"},
 };
 
 typedef struct {

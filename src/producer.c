@@ -42,6 +42,7 @@ struct relay_producer {
         char caveat[RELAY_ERRBUF]; /* what this librdkafka cannot do with these settings */
         bool stats_new;
         relay_kafka_stats_t stats; /* the latest statistics report, parsed */
+        char *transactional_id; /* NULL: not transactional */
 };
 
 /*
@@ -266,7 +267,8 @@ static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, 
 }
 
 int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
-                       relay_producer_dr_fn *dr, void *ctx, char *err, size_t errlen)
+                       const char *transactional_id, relay_producer_dr_fn *dr, void *ctx,
+                       char *err, size_t errlen)
 {
         static const char *const defaults[][2] = {
                 {"enable.idempotence", "true"},
@@ -319,6 +321,15 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
                         goto fail;
                 }
                 if (conf_set(conf, name, value, err, errlen))
+                        goto fail;
+        }
+        if (transactional_id) {
+                if (!(p->transactional_id = strdup(transactional_id))) {
+                        relay_err_set(err, errlen, "out of memory");
+                        rc = RELAY_ENOMEM;
+                        goto fail;
+                }
+                if (conf_set(conf, "transactional.id", transactional_id, err, errlen))
                         goto fail;
         }
         char val[64];
@@ -375,6 +386,7 @@ fail:
                         close(p->wakeup[0]);
                 if (p->wakeup[1] >= 0)
                         close(p->wakeup[1]);
+                free(p->transactional_id);
         }
         free(p);
         return rc;
@@ -391,6 +403,7 @@ void relay_producer_free(relay_producer_t *p)
         rd_kafka_destroy(p->rk);
         close(p->wakeup[0]);
         close(p->wakeup[1]);
+        free(p->transactional_id);
         free(p);
 }
 
@@ -483,18 +496,39 @@ int relay_producer_fd(const relay_producer_t *p)
         return p->wakeup[0];
 }
 
+static bool fenced_code(rd_kafka_resp_err_t e)
+{
+        return e == RD_KAFKA_RESP_ERR__FENCED || e == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+               e == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+/* The message of a fenced producer: what happened and what it means. */
+static void fenced_message(relay_producer_t *p, const char *detail)
+{
+        relay_err_set(p->fatal_msg, sizeof(p->fatal_msg),
+                      "another producer took over transactional.id \"%s\" (%s): a newer relay "
+                      "owns the replication slot, so this one stops without committing anything "
+                      "more",
+                      p->transactional_id ? p->transactional_id : "", detail);
+}
+
 int relay_producer_check(relay_producer_t *p, char *err, size_t errlen)
 {
         /* Ask librdkafka itself: its fatal state is set before error_cb
          * is served, and produce calls fail from that moment. */
+        char buf[RELAY_ERRBUF];
+        rd_kafka_resp_err_t e = rd_kafka_fatal_error(p->rk, buf, sizeof(buf));
         if (!p->fatal) {
-                char buf[RELAY_ERRBUF];
-                rd_kafka_resp_err_t e = rd_kafka_fatal_error(p->rk, buf, sizeof(buf));
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
                         return 0;
                 p->fatal = true;
                 relay_err_set(p->fatal_msg, sizeof(p->fatal_msg), "fatal producer error: %s: %s",
                               rd_kafka_err2name(e), buf);
+        }
+        if (p->transactional_id && fenced_code(e)) {
+                fenced_message(p, rd_kafka_err2name(e));
+                relay_err_set(err, errlen, "%s", p->fatal_msg);
+                return RELAY_EFENCED;
         }
         relay_err_set(err, errlen, "%s", p->fatal_msg);
         return RELAY_EKAFKA;
@@ -503,6 +537,58 @@ int relay_producer_check(relay_producer_t *p, char *err, size_t errlen)
 const char *relay_producer_caveat(const relay_producer_t *p)
 {
         return p->caveat[0] ? p->caveat : NULL;
+}
+
+/* One transactional call's error as a return code (the error is consumed). */
+static int txn_error(relay_producer_t *p, rd_kafka_error_t *e, const char *what, char *err,
+                     size_t errlen)
+{
+        int rc;
+        if (rd_kafka_error_is_fatal(e)) {
+                p->fatal = true;
+                if (fenced_code(rd_kafka_error_code(e))) {
+                        fenced_message(p, rd_kafka_error_name(e));
+                        rc = RELAY_EFENCED;
+                } else {
+                        relay_err_set(p->fatal_msg, sizeof(p->fatal_msg),
+                                      "fatal producer error: %s: %s", rd_kafka_error_name(e),
+                                      rd_kafka_error_string(e));
+                        rc = RELAY_EKAFKA;
+                }
+                relay_err_set(err, errlen, "%s", p->fatal_msg);
+        } else {
+                rc = rd_kafka_error_txn_requires_abort(e) ? RELAY_EKAFKA
+                     : rd_kafka_error_is_retriable(e)     ? RELAY_EAGAIN
+                                                          : RELAY_EKAFKA;
+                relay_err_set(err, errlen, "could not %s the Kafka transaction: %s", what,
+                              rd_kafka_error_string(e));
+        }
+        rd_kafka_error_destroy(e);
+        return rc;
+}
+
+int relay_producer_txn_init(relay_producer_t *p, int timeout_ms, char *err, size_t errlen)
+{
+        rd_kafka_error_t *e = rd_kafka_init_transactions(p->rk, timeout_ms);
+        return e ? txn_error(p, e, "initialize", err, errlen) : 0;
+}
+
+int relay_producer_txn_begin(relay_producer_t *p, char *err, size_t errlen)
+{
+        rd_kafka_error_t *e = rd_kafka_begin_transaction(p->rk);
+        return e ? txn_error(p, e, "begin", err, errlen) : 0;
+}
+
+int relay_producer_txn_commit(relay_producer_t *p, int timeout_ms, char *err, size_t errlen)
+{
+        rd_kafka_error_t *e = rd_kafka_commit_transaction(p->rk, timeout_ms);
+        return e ? txn_error(p, e, "commit", err, errlen) : 0;
+}
+
+int relay_producer_txn_abort(relay_producer_t *p, int timeout_ms, char *err, size_t errlen)
+{
+        rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, timeout_ms);
+        return e ? txn_error(p, e, "abort", err, errlen) : 0;
 }
 
 bool relay_producer_take_warning(relay_producer_t *p, char *buf, size_t len)

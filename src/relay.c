@@ -89,6 +89,7 @@ static const struct {
         {RELAY_EINVAL, OUTCOME_FATAL, RELAY_EXIT_CONFIG},
         {RELAY_ESETUP, OUTCOME_FATAL, RELAY_EXIT_SETUP},
         {RELAY_EMAP, OUTCOME_FATAL, RELAY_EXIT_EVENT},
+        {RELAY_EFENCED, OUTCOME_FATAL, RELAY_EXIT_FENCED},
 };
 
 static outcome_t classify(int rc, int *exit_code)

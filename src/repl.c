@@ -34,6 +34,7 @@ struct relay_repl {
         int server_version;
         int proto_version;
         int64_t wal_sender_timeout_ms;
+        char system_id[32]; /* IDENTIFY_SYSTEM's systemid: names the database cluster */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
 };
 
@@ -253,6 +254,12 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         }
         free(wal_level);
 
+        char *sysid = single_value(r, "IDENTIFY_SYSTEM", err, errlen, &rc);
+        if (rc)
+                goto fail;
+        snprintf(r->system_id, sizeof(r->system_id), "%s", sysid ? sysid : "");
+        free(sysid);
+
         char *timeout = single_value(r, "SHOW wal_sender_timeout", err, errlen, &rc);
         if (rc)
                 goto fail;
@@ -282,6 +289,11 @@ int relay_repl_proto_version(const relay_repl_t *r)
 int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r)
 {
         return r->wal_sender_timeout_ms;
+}
+
+const char *relay_repl_system_id(const relay_repl_t *r)
+{
+        return r->system_id;
 }
 
 /* Run a query returning rows; *res set on success (caller clears). */

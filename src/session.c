@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "relay/checkpoint.h"
 #include "relay/log.h"
+#include "relay/lsn.h"
 #include "relay/notify.h"
 #include "session_int.h"
 
@@ -38,6 +40,13 @@
 /* How long the first start waits for Kafka to answer before calling the
  * setup wrong (exit 3) rather than retrying. */
 #define KAFKA_PING_MS 10000
+/* Exactly-once: slices of a Kafka commit (status updates flow between
+ * them), and the limits for registering the transactional.id and reading
+ * the checkpoint back at session start. */
+#define EOS_COMMIT_SLICE_MS 200
+#define EOS_COMMIT_TIMEOUT_MS 60000
+#define EOS_INIT_MS 30000
+#define EOS_CHECKPOINT_READ_MS 30000
 
 static void session_fail(relay_session_t *s, const char *fmt, ...) RELAY_PRINTF(2, 3);
 static void session_fail(relay_session_t *s, const char *fmt, ...)
@@ -54,6 +63,11 @@ static void session_fail(relay_session_t *s, const char *fmt, ...)
 static void on_delivery(void *ctx, uint64_t tag, const relay_delivery_t *d)
 {
         relay_session_t *s = ctx;
+        if (tag == TAG_CHECKPOINT) {
+                if (d->err)
+                        session_fail(s, "could not write the checkpoint record: %s", d->errstr);
+                return;
+        }
         if (d->err)
                 relay_metrics_delivery_error(s->proc->metrics, d->cls);
         else
@@ -118,6 +132,11 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
                 relay_err_set(err, errlen, "delivery report for a message that is not in flight");
                 return RELAY_EKAFKA;
         }
+        /* A fenced producer's messages fail too ("old epoch"): that is no
+         * transient delivery error but the end of this relay. */
+        if (s->eos.on && s->dr_failed &&
+            relay_producer_check(s->prod, err, errlen) == RELAY_EFENCED)
+                return RELAY_EFENCED;
         if (s->dr_failed) {
                 relay_err_set(err, errlen, "%s", s->dr_err);
                 return RELAY_EKAFKA;
@@ -190,10 +209,15 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
 {
         progress_t *pg = &s->prog;
         relay_lsn_t confirmed = relay_acktrack_confirmable(s->ack);
-        if (relay_acktrack_drained(s->ack) && pg->keepalive_end > confirmed) {
+        if (relay_acktrack_drained(s->ack) && pg->keepalive_end > confirmed && !s->eos.open) {
                 relay_acktrack_advance_idle(s->ack, pg->keepalive_end);
                 confirmed = relay_acktrack_confirmable(s->ack);
+                /* Nothing produced is uncommitted: the idle WAL may go too. */
+                if (s->eos.on && !s->eos.spoilt && confirmed > s->eos.committed)
+                        s->eos.committed = confirmed;
         }
+        if (s->eos.on && confirmed > s->eos.committed)
+                confirmed = s->eos.committed; /* acknowledged is not yet committed */
         int64_t now = relay_now_ms();
         session_metrics(s, confirmed, now);
         int64_t since = now - pg->last_status_ms;
@@ -227,6 +251,13 @@ int relay_session_serve(relay_session_t *s, int ms, char *err, size_t errlen)
 int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag, char *err,
                        size_t errlen)
 {
+        if (s->eos.on && !s->eos.open) {
+                int rc = relay_producer_txn_begin(s->prod, err, errlen);
+                if (rc)
+                        return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
+                s->eos.open = true;
+                s->eos.opened_ms = relay_now_ms();
+        }
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, tag, err, errlen);
                 if (rc == 0)
@@ -256,9 +287,73 @@ int relay_session_wait_drained(relay_session_t *s, char *err, size_t errlen)
  * first refusal). */
 int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
 {
+        if (s->eos.on && s->eos.open) {
+                /* A new producer of our transactional.id would abort the open
+                 * transaction under us: resume from the checkpoint instead
+                 * (the process keeps what it learnt, e.g. the batch size). */
+                relay_err_set(err, errlen, "the Kafka producer must be replaced; resuming from "
+                                           "the last committed checkpoint");
+                return RELAY_EKAFKA;
+        }
         relay_producer_free(s->prod);
         s->prod = NULL;
-        return relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, on_delivery, s, err, errlen);
+        int rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch,
+                                    s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen);
+        if (rc == 0 && s->eos.on)
+                rc = relay_producer_txn_init(s->prod, EOS_INIT_MS, err, errlen);
+        return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
+}
+
+/*
+ * Close the open Kafka transaction: its checkpoint record (the end LSN of
+ * its last PostgreSQL transaction), then the commit, in slices so status
+ * updates keep flowing. Committed, everything up to that LSN may be
+ * confirmed. A commit that fails is aborted and the session fails: the
+ * next one resumes from the slot and skips what the checkpoint covers.
+ */
+static int eos_commit(relay_session_t *s, char *err, size_t errlen)
+{
+        eos_t *e = &s->eos;
+        char val[RELAY_LSN_BUFSZ];
+        int rc;
+
+        if (!e->open)
+                return 0;
+        relay_lsn_format(e->open_end, val);
+        relay_event_t ck = {
+                .topic = s->set->eos_checkpoint_topic,
+                .key = e->key,
+                .key_len = strlen(e->key),
+                .value = val,
+                .value_len = strlen(val),
+        };
+        if ((rc = relay_session_send(s, &ck, TAG_CHECKPOINT, err, errlen)))
+                return rc;
+        int64_t deadline = relay_now_ms() + EOS_COMMIT_TIMEOUT_MS;
+        for (;;) {
+                relay_notify_watchdog();
+                rc = relay_producer_txn_commit(s->prod, EOS_COMMIT_SLICE_MS, err, errlen);
+                if (rc != RELAY_EAGAIN || relay_now_ms() > deadline)
+                        break;
+                if ((rc = relay_session_status(s, false, err, errlen)))
+                        return rc;
+        }
+        /* Delivery reports were served by the commit's flush. */
+        if (rc == 0 && (rc = relay_session_kafka_check(s, err, errlen)) == 0) {
+                e->open = false;
+                e->committed = e->open_end;
+                e->commits++;
+                return 0;
+        }
+        if (rc == RELAY_EAGAIN)
+                rc = RELAY_EKAFKA;
+        e->spoilt = true;
+        if (rc == RELAY_EKAFKA) {
+                char aerr[RELAY_ERRBUF];
+                if (relay_producer_txn_abort(s->prod, 5000, aerr, sizeof(aerr)) == 0)
+                        e->open = false;
+        }
+        return rc;
 }
 
 static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
@@ -289,6 +384,9 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 }
                 s->txn_lsn = m.begin.final_lsn;
                 s->commit_ts = m.begin.commit_time;
+                /* Its commit record starts below the checkpoint (the end of
+                 * a committed transaction): Kafka has its events already. */
+                s->eos.skipping = s->eos.on && m.begin.final_lsn < s->eos.checkpoint;
                 return 0;
         case RELAY_PGO_COMMIT:
                 if (relay_acktrack_commit(s->ack, m.commit.end_lsn) != 0) {
@@ -302,6 +400,20 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                         pg->received = m.commit.end_lsn;
                 s->n.txns++;
                 relay_metrics_commit(s->proc->metrics, m.commit.end_lsn, s->commit_ts);
+                if (!s->eos.on)
+                        return 0;
+                if (s->eos.skipping)
+                        s->eos.skipped_txns++;
+                s->eos.skipping = false;
+                if (!s->eos.open) {
+                        /* Nothing of it is in an open Kafka transaction. */
+                        if (!s->eos.spoilt)
+                                s->eos.committed = m.commit.end_lsn;
+                        return 0;
+                }
+                s->eos.open_end = m.commit.end_lsn;
+                if (relay_now_ms() - s->eos.opened_ms >= s->set->eos_commit_interval_ms)
+                        return eos_commit(s, err, errlen);
                 return 0;
         case RELAY_PGO_RELATION:
                 rc = relay_outbox_bind(s->outbox, m.relation.relation);
@@ -320,6 +432,8 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
+                if (s->eos.skipping)
+                        return 0;
                 rc = relay_outbox_map(s->outbox, &m.insert, s->commit_ts, &ev, err, errlen);
                 return relay_settle_event(s, ev, rc, "outbox row", w->wal_start, err, errlen);
         case RELAY_PGO_MESSAGE:
@@ -335,6 +449,8 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                                       RELAY_LSN_ARGS(w->wal_start));
                         return RELAY_EPROTO;
                 }
+                if (s->eos.skipping) /* exactly-once: covered by the checkpoint */
+                        return 0;
                 rc = relay_outbox_map_message(s->outbox, &m.message, s->commit_ts, &ev, err,
                                               errlen);
                 return relay_settle_event(s, ev, rc, "outbox message", w->wal_start, err, errlen);
@@ -357,6 +473,24 @@ void relay_session_drain(relay_session_t *s)
 {
         char err[RELAY_ERRBUF];
         int64_t deadline = relay_now_ms() + s->set->shutdown_timeout_ms;
+        if (s->eos.open) {
+                /* Between transactions (a stop): commit what is open. Inside
+                 * one (stopped before an event): never commit half of it. */
+                int rc = relay_acktrack_in_txn(s->ack) || s->dr_failed
+                                 ? RELAY_EKAFKA
+                                 : eos_commit(s, err, sizeof(err));
+                if (rc) {
+                        char aerr[RELAY_ERRBUF];
+                        s->eos.spoilt = true;
+                        if (rc != RELAY_EKAFKA || !relay_acktrack_in_txn(s->ack))
+                                relay_log_warning("%s", err);
+                        if (s->eos.open &&
+                            relay_producer_txn_abort(s->prod, 5000, aerr, sizeof(aerr)) != 0)
+                                relay_log_warning("%s", aerr);
+                        relay_log_info("aborted the open Kafka transaction: its events are sent "
+                                       "again on restart");
+                }
+        }
         while (relay_producer_outq_len(s->prod) > 0 && relay_now_ms() < deadline) {
                 relay_notify_watchdog();
                 relay_producer_poll(s->prod, 50);
@@ -425,6 +559,11 @@ static int session_wait(relay_session_t *s, bool buffered, char *err, size_t err
         int64_t wait = pg->status_interval_ms - (now - pg->last_status_ms);
         if (relay_acktrack_confirmable(s->ack) > pg->sent_flush)
                 wait = CONFIRM_MIN_GAP_MS - (now - pg->last_status_ms);
+        if (s->eos.open && !relay_acktrack_in_txn(s->ack)) {
+                int64_t due = s->eos.opened_ms + s->set->eos_commit_interval_ms - now;
+                if (due < wait)
+                        wait = due;
+        }
         if (wait < 0 || buffered)
                 wait = 0;
         if (wait > 1000)
@@ -483,6 +622,12 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                 if ((rc = session_read_batch(s, &buffered, err, errlen)) ||
                     (rc = relay_session_serve(s, 0, err, errlen)))
                         return rc;
+                /* Exactly-once and idle between transactions: commit what is
+                 * open once it is due, so its events become visible. */
+                if (s->eos.open && !relay_acktrack_in_txn(s->ack) &&
+                    relay_now_ms() - s->eos.opened_ms >= s->set->eos_commit_interval_ms &&
+                    (rc = eos_commit(s, err, errlen)))
+                        return rc;
                 if (session_may_stop(s))
                         continue;
                 session_tick(s, &last_progress, &last_trim, &last_events);
@@ -491,13 +636,16 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
         }
 }
 
+static int session_producer(relay_session_t *s, bool first, char *err, size_t errlen);
+static int session_start_stream(relay_session_t *s, const relay_session_opts_t *o,
+                                relay_lsn_t *resume, char *err, size_t errlen);
+
 static int session_start(relay_session_t *s, const relay_session_opts_t *o, relay_lsn_t *resume,
                          char *err, size_t errlen)
 {
         const relay_settings_t *set = s->set;
         const char *slot = set->slot_name;
-        bool first = o->first, may_create_slot = o->may_create_slot;
-        bool created;
+        bool first = o->first;
         int rc;
 
         if ((rc = relay_outbox_new(&s->outbox, set, err, errlen)))
@@ -506,7 +654,35 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
-        if ((rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, on_delivery, s, err, errlen)))
+        /* Exactly-once names its producer after the database cluster: the
+         * producer comes after the connection. */
+        if (!set->exactly_once && (rc = session_producer(s, first, err, errlen)))
+                return rc;
+        if ((rc = relay_repl_connect(&s->repl, set, err, errlen)))
+                return rc;
+        if (set->exactly_once) {
+                eos_t *e = &s->eos;
+                const char *sysid = relay_repl_system_id(s->repl);
+                e->on = true;
+                snprintf(e->key, sizeof(e->key), "%s/%s", sysid, slot);
+                if (*set->eos_transactional_id)
+                        snprintf(e->tid, sizeof(e->tid), "%s", set->eos_transactional_id);
+                else
+                        snprintf(e->tid, sizeof(e->tid), "outbox-relay-%s-%s", sysid, slot);
+                if ((rc = session_producer(s, first, err, errlen)))
+                        return rc;
+        }
+        return session_start_stream(s, o, resume, err, errlen);
+}
+
+/* The producer (transactional under exactly-once); the first session also
+ * waits for Kafka to answer. */
+static int session_producer(relay_session_t *s, bool first, char *err, size_t errlen)
+{
+        const relay_settings_t *set = s->set;
+        int rc;
+        if ((rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch,
+                                     s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen)))
                 return rc;
         if (first) {
                 char kerr[RELAY_ERRBUF];
@@ -535,8 +711,43 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
                         return RELAY_ESETUP;
                 }
         }
-        if ((rc = relay_repl_connect(&s->repl, set, err, errlen)))
+        return 0;
+}
+
+/*
+ * Exactly-once, once the slot is ours (START_REPLICATION succeeded, so no
+ * other relay streams from it): register the transactional.id, which
+ * fences an older relay of the slot and aborts its open transaction, then
+ * read the checkpoint back.
+ */
+static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
+{
+        eos_t *e = &s->eos;
+        char lsn[RELAY_LSN_BUFSZ];
+        bool found;
+        int rc = relay_producer_txn_init(s->prod, EOS_INIT_MS, err, errlen);
+        if (rc)
+                return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
+        rc = relay_checkpoint_read(s->cfg, s->set->eos_checkpoint_topic, e->key,
+                                   EOS_CHECKPOINT_READ_MS, &e->checkpoint, &found, err, errlen);
+        if (rc)
                 return rc;
+        if (first || found)
+                relay_log_info("exactly-once: transactional.id \"%s\", checkpoint %s in topic "
+                               "\"%s\"",
+                               e->tid, found ? relay_lsn_format(e->checkpoint, lsn) : "none yet",
+                               s->set->eos_checkpoint_topic);
+        return 0;
+}
+
+static int session_start_stream(relay_session_t *s, const relay_session_opts_t *o,
+                                relay_lsn_t *resume, char *err, size_t errlen)
+{
+        const relay_settings_t *set = s->set;
+        const char *slot = set->slot_name;
+        bool first = o->first, may_create_slot = o->may_create_slot;
+        bool created;
+        int rc;
         int v = relay_repl_server_version(s->repl);
         if (first)
                 relay_log_info("connected to PostgreSQL %d.%d, pgoutput protocol version %d", v / 10000,
@@ -573,6 +784,8 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
         if (outcome != RELAY_SLOT_EXISTED)
                 *resume = 0; /* a new slot: our old position means nothing to it */
         if ((rc = relay_repl_start(s->repl, *resume, err, errlen)))
+                return rc;
+        if (s->eos.on && (rc = eos_start(s, first, err, errlen)))
                 return rc;
         if (!(s->dec = relay_pgoutput_new(relay_repl_proto_version(s->repl)))) {
                 relay_err_set(err, errlen, "out of memory");

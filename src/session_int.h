@@ -56,6 +56,30 @@ typedef struct {
         char why[RELAY_ERRBUF];
 } inplace_t;
 
+/*
+ * delivery.mode = exactly-once: the session's events go out in Kafka
+ * transactions, each closed by a checkpoint record (the end LSN of its last
+ * PostgreSQL transaction) and committed at a PostgreSQL transaction
+ * boundary. The slot is confirmed only up to what a committed Kafka
+ * transaction holds; on restart, transactions the checkpoint covers are
+ * read from the slot again but not produced.
+ */
+typedef struct {
+        bool on;
+        char key[160];          /* checkpoint key: <system identifier>/<slot> */
+        char tid[200];          /* transactional.id in use */
+        relay_lsn_t checkpoint; /* skip transactions whose commit LSN is below it */
+        bool skipping;          /* the open PostgreSQL transaction is covered by it */
+        bool open;              /* a Kafka transaction is open */
+        int64_t opened_ms;
+        relay_lsn_t open_end;   /* end LSN of the last PostgreSQL transaction in it */
+        relay_lsn_t committed;  /* Kafka holds everything up to here, committed */
+        bool spoilt;            /* a Kafka transaction failed or was aborted: events it
+                                 * held were acknowledged but are not in Kafka, so
+                                 * nothing more is confirmed in this session */
+        uint64_t commits, skipped_txns;
+} eos_t;
+
 struct relay_session {
         const relay_config_t *cfg; /* for the producer's kafka.* pairs */
         const relay_settings_t *set;
@@ -73,6 +97,8 @@ struct relay_session {
         char dr_err[RELAY_ERRBUF];
         bool ack_bug;
 
+        eos_t eos;
+
         relay_lsn_t txn_lsn; /* the open transaction's commit LSN (from Begin): names it */
         int64_t commit_ts;   /* of the open transaction, PostgreSQL epoch us */
         relay_session_counts_t n;
@@ -82,6 +108,7 @@ struct relay_session {
  * (even); the one message produced in place carries 1. */
 #define TAG_SEQ(seq) ((uint64_t)(seq) << 1)
 #define TAG_INPLACE UINT64_C(1)
+#define TAG_CHECKPOINT UINT64_C(3) /* exactly-once: the checkpoint record */
 
 /* session.c: the steps settle.c waits with. Each returns 0 or a session
  * failure (err filled). */

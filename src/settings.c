@@ -330,6 +330,8 @@ void relay_settings_free(relay_settings_t *s)
         free(s->additional);
         free(s->errors_dlq_topic);
         free(s->http_listen);
+        free(s->eos_transactional_id);
+        free(s->eos_checkpoint_topic);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
         free(s);
 }
@@ -424,6 +426,14 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->errors_skip_ids = list(&r, "errors.skip.ids", &s->n_errors_skip_ids);
 
         s->unsafe_allow_pipelining = boolean(&r, "delivery.unsafe.allow.pipelining");
+        {
+                static const char *const modes[] = {"at-least-once", "exactly-once", NULL};
+                s->exactly_once = choice(&r, "delivery.mode", modes,
+                                         "must be at-least-once or exactly-once") == 1;
+        }
+        s->eos_transactional_id = str(&r, "eos.transactional.id");
+        s->eos_commit_interval_ms = relay_config_get_int(cfg, "eos.commit.interval.ms");
+        s->eos_checkpoint_topic = str(&r, "eos.checkpoint.topic");
 
         s->status_interval_ms = relay_config_get_int(cfg, "status.interval.ms");
         s->shutdown_timeout_ms = relay_config_get_int(cfg, "shutdown.timeout.ms");

@@ -278,15 +278,18 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                 }
                 if (rc != RELAY_EREJECTED)
                         return rc;
-                /* The producer stopped at the refusal (gapless): nothing
-                 * else was in flight, so a new one loses nothing. */
-                if ((rc = relay_session_new_producer(s, err, errlen)))
-                        return rc;
                 relay_err_set(cause, sizeof(cause), "%s", why);
                 if ((attempts = relay_policy_rejected(pol, s->txn_lsn, ev->id, ev->id_len, why)) < 0) {
                         relay_err_set(err, errlen, "out of memory");
                         return RELAY_ENOMEM;
                 }
+                /* The producer stopped at the refusal (gapless): nothing
+                 * else was in flight, so a new one loses nothing. Under
+                 * exactly-once the refusal spoilt the open Kafka transaction:
+                 * this fails the session, which resumes from the checkpoint
+                 * with the attempt counted. */
+                if ((rc = relay_session_new_producer(s, err, errlen)))
+                        return rc;
                 if (cls == RELAY_DR_TOO_LARGE) {
                         relay_limits_forget(s->proc->lim, ev->topic);
                         if ((rc = fits(s, ev, why, sizeof(why), err, errlen)) < 0)

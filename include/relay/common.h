@@ -38,6 +38,7 @@ enum {
         RELAY_ESLOTLOST = -10, /* slot dropped or invalidated: events may be missing */
         RELAY_EREJECTED = -11, /* Kafka refuses this one event for good (too large,
                                 * invalid or unauthorized topic): the error policy decides */
+        RELAY_EFENCED = -12,   /* another producer took over our transactional.id: stop */
 };
 
 #if defined(__GNUC__)

@@ -103,8 +103,26 @@ typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_
  *          RELAY_EIO when the wake-up pipe cannot be made.
  */
 int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
-                       relay_producer_dr_fn *dr, void *ctx, char *err,
-                       size_t errlen) RELAY_MUST_CHECK;
+                       const char *transactional_id, relay_producer_dr_fn *dr, void *ctx,
+                       char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/*
+ * Transactions (delivery.mode = exactly-once: a producer created with a
+ * transactional_id). Each returns 0; RELAY_EAGAIN when the call timed out
+ * and may be made again (commit, init); RELAY_EKAFKA when the transaction
+ * must be aborted (or the producer died); RELAY_EFENCED when a newer
+ * producer with the same transactional.id took over (fatal: stop).
+ */
+/** @brief Register the transactional.id with its coordinator, fencing any
+ *         older producer of that id and aborting its open transaction. */
+int relay_producer_txn_init(relay_producer_t *p, int timeout_ms, char *err,
+                            size_t errlen) RELAY_MUST_CHECK;
+int relay_producer_txn_begin(relay_producer_t *p, char *err, size_t errlen) RELAY_MUST_CHECK;
+/** @brief Flush (serving delivery reports) and commit, waiting up to timeout_ms. */
+int relay_producer_txn_commit(relay_producer_t *p, int timeout_ms, char *err,
+                              size_t errlen) RELAY_MUST_CHECK;
+int relay_producer_txn_abort(relay_producer_t *p, int timeout_ms, char *err,
+                             size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief The batch.size in force (bytes). */
 int64_t relay_producer_batch_size(const relay_producer_t *p);
@@ -160,7 +178,9 @@ void relay_producer_poll(relay_producer_t *p, int timeout_ms);
 /**
  * @brief The producer's health after polling.
  * @returns 0; RELAY_EKAFKA once librdkafka raised a fatal error (the
- *          message is in err; the producer must be destroyed).
+ *          message is in err; the producer must be destroyed);
+ *          RELAY_EFENCED when that error is a transactional producer fenced
+ *          by a newer one.
  */
 int relay_producer_check(relay_producer_t *p, char *err, size_t errlen) RELAY_MUST_CHECK;
 

@@ -22,6 +22,7 @@ enum {
         RELAY_EXIT_EVENT = 4,    /* stopped before an event that could not be mapped or that
                                   * Kafka rejected (policy stop, or the dead-letter write failed) */
         RELAY_EXIT_SLOTLOST = 5, /* the replication slot was dropped or invalidated */
+        RELAY_EXIT_FENCED = 6,   /* exactly-once: a newer relay took over the transactional.id */
 };
 
 /**

@@ -45,6 +45,9 @@ int relay_repl_proto_version(const relay_repl_t *r);
 /** @brief The server's wal_sender_timeout in ms (0 = disabled). */
 int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 
+/** @brief The database cluster's system identifier (IDENTIFY_SYSTEM), as text. Borrowed. */
+const char *relay_repl_system_id(const relay_repl_t *r);
+
 /**
  * @brief Make sure the outbox table exists and the publication publishes
  *        its inserts, creating the publication (insert only) when missing.

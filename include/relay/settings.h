@@ -96,6 +96,10 @@ typedef struct {
         size_t n_errors_skip_ids;
 
         bool unsafe_allow_pipelining; /* delivery.unsafe.allow.pipelining */
+        bool exactly_once;            /* delivery.mode = exactly-once */
+        char *eos_transactional_id;   /* "" = derived from the system identifier and slot */
+        int64_t eos_commit_interval_ms;
+        char *eos_checkpoint_topic;
 
         int64_t status_interval_ms;
         int64_t shutdown_timeout_ms;

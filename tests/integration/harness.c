@@ -1053,8 +1053,31 @@ h_relay_t *h_relay_start(const char *const *sets)
 
 h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const char *const *sets)
 {
+        /* RELAY_TEST_DELIVERY_MODE=exactly-once runs a test's relays in that
+         * mode (by hand: CI runs the tests as written). Later --set wins. */
+        const char *mode = getenv("RELAY_TEST_DELIVERY_MODE");
+        if (!cmd && mode && *mode) {
+                size_t n = 0;
+                while (sets && sets[n])
+                        n++;
+                const char **more = h_xmalloc((n + 2) * sizeof(char *));
+                char *set = h_format("delivery.mode=%s", mode);
+                more[0] = set;
+                for (size_t i = 0; i < n; i++)
+                        more[i + 1] = sets[i];
+                more[n + 1] = NULL;
+                h_relay_t *r = h_proc_start(h_env("RELAY_BIN"), cmd, opts, more);
+                free(set);
+                free(more);
+                return r;
+        }
+        return h_proc_start(h_env("RELAY_BIN"), cmd, opts, sets);
+}
+
+h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opts,
+                        const char *const *sets)
+{
         static bool atexit_done;
-        const char *bin = h_env("RELAY_BIN");
         const char *logdir = getenv("RELAY_TEST_LOGDIR");
         char *name = h_unique_name("relay");
         h_relay_t *r = h_xmalloc(sizeof(*r));
@@ -1082,10 +1105,13 @@ h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const cha
                 argv[argc++] = h_xstrdup(cmd);
         for (size_t i = 0; i < nopts; i++)
                 argv[argc++] = h_xstrdup(opts[i]);
-        /* No HTTP endpoint unless the test asks for one (a later --set wins):
-         * tests run several relays at once, and a fixed port would clash. */
-        argv[argc++] = h_xstrdup("--set");
-        argv[argc++] = h_xstrdup("http.listen=off");
+        /* The relay: no HTTP endpoint unless the test asks for one (a later
+         * --set wins): tests run several relays at once, and a fixed port
+         * would clash. Other programs (outbox-inbox) have no such key. */
+        if (strcmp(bin, h_env("RELAY_BIN")) == 0) {
+                argv[argc++] = h_xstrdup("--set");
+                argv[argc++] = h_xstrdup("http.listen=off");
+        }
         for (size_t i = 0; i < nsets; i++) {
                 argv[argc++] = h_xstrdup("--set");
                 argv[argc++] = h_xstrdup(sets[i]);
@@ -1116,7 +1142,7 @@ h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const cha
                         _exit(127);
                 execv(bin, argv);
                 {
-                        static const char msg[] = "harness: could not execute RELAY_BIN\n";
+                        static const char msg[] = "harness: could not execute the program\n";
                         ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
                         (void)w;
                 }

@@ -199,6 +199,12 @@ h_relay_t *h_relay_start(const char *const *sets);
  * file of its own (h_relay_stdout()), its standard error to the log.
  */
 h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const char *const *sets);
+/**
+ * As h_relay_start_cmd() for another program of the project (bin: its path,
+ * e.g. RELAY_INBOX_BIN for outbox-inbox); the h_relay_* calls apply to it.
+ */
+h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opts,
+                        const char *const *sets);
 /** A command's standard output so far (caller frees; "" for the relay itself). */
 char *h_relay_stdout(const h_relay_t *r);
 /**

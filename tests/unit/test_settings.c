@@ -80,6 +80,10 @@ static void test_defaults(void)
         is_str(s->errors_dlq_topic, "outbox.dlq", "errors.dlq.topic");
         is_int(s->n_errors_skip_ids, 0, "no errors.skip.ids");
         ok(!s->unsafe_allow_pipelining, "delivery.unsafe.allow.pipelining false");
+        ok(!s->exactly_once, "delivery.mode at-least-once");
+        is_str(s->eos_transactional_id, "", "eos.transactional.id empty (derived)");
+        is_int(s->eos_commit_interval_ms, 100, "eos.commit.interval.ms");
+        is_str(s->eos_checkpoint_topic, "outbox.relay.checkpoints", "eos.checkpoint.topic");
         is_int(s->status_interval_ms, 10000, "status.interval.ms");
         is_int(s->shutdown_timeout_ms, 30000, "shutdown.timeout.ms");
         is_int(s->reconnect_backoff_ms, 500, "reconnect.backoff.ms");
@@ -120,6 +124,10 @@ static void test_converted(void)
                 "reconnect.backoff.max.ms=200",
                 "log.level=debug",
                 "log.format=json",
+                "delivery.mode=exactly-once",
+                "eos.transactional.id=relay-a",
+                "eos.commit.interval.ms=250",
+                "eos.checkpoint.topic=ck",
         };
         relay_config_t *c = config();
         relay_settings_t *s;
@@ -158,6 +166,10 @@ static void test_converted(void)
                 is_str(s->errors_skip_ids[1], "b-2", "second skip id");
         }
         ok(s->unsafe_allow_pipelining, "delivery.unsafe.allow.pipelining true");
+        ok(s->exactly_once, "delivery.mode exactly-once");
+        is_str(s->eos_transactional_id, "relay-a", "eos.transactional.id");
+        is_int(s->eos_commit_interval_ms, 250, "eos.commit.interval.ms");
+        is_str(s->eos_checkpoint_topic, "ck", "eos.checkpoint.topic");
         is_int(s->status_interval_ms, 2000, "status.interval.ms");
         is_int(s->shutdown_timeout_ms, 0, "shutdown.timeout.ms 0");
         is_int(s->reconnect_backoff_ms, 100, "reconnect.backoff.ms");
@@ -226,6 +238,19 @@ static void test_refused(void)
                "format.profile connect-json with outbox.source both refused");
         ok(strstr(err, "format.profile = raw") != NULL, "  names the fix: %s", err);
         relay_settings_free(s);
+        relay_config_free(c);
+        /* Transactions only through delivery.mode: a bare transactional.id
+         * would leave the producer without init_transactions. */
+        c = config();
+        set(c, "kafka.bootstrap.servers=k:9092");
+        set(c, "kafka.transactional.id=x");
+        is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "kafka.transactional.id refused");
+        ok(strstr(err, "delivery.mode = exactly-once") != NULL, "  names the key to use: %s", err);
+        relay_config_free(c);
+        c = config();
+        is_int(relay_config_set(c, "delivery.mode", "exactly-twice", "--set", err, sizeof(err)),
+               RELAY_EINVAL, "an unknown delivery.mode refused");
         relay_config_free(c);
 }
 

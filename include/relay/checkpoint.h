@@ -1,0 +1,36 @@
+/*
+ * checkpoint.h - exactly-once's memory in Kafka: the end LSN of the last
+ * PostgreSQL transaction whose events a committed Kafka transaction holds,
+ * written as a record (key: the slot's identity, value: the LSN as %X/%X)
+ * to a compacted topic inside that same Kafka transaction, and read back
+ * read_committed when a session starts.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#ifndef RELAY_CHECKPOINT_H
+#define RELAY_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "relay/common.h"
+#include "relay/config.h"
+
+/**
+ * @brief The highest checkpoint recorded under key in topic, read with a
+ *        group-less read_committed consumer (the kafka.* pairs of cfg,
+ *        borrowed, for brokers and security) up to the end of every
+ *        partition. A topic that does not exist is created (compacted, one
+ *        partition, the brokers' replication factor) and holds none.
+ *        Call it after the transactional producer's init, which aborts any
+ *        transaction a previous owner left open (it would hold back the
+ *        read_committed end of the partition).
+ * @returns 0 with *found and *out (0 when none); RELAY_EKAFKA when the
+ *          topic could not be read or created within timeout_ms (err says
+ *          why); RELAY_EPROTO when our key holds a value that is not an LSN.
+ */
+int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const char *key,
+                          int timeout_ms, relay_lsn_t *out, bool *found, char *err,
+                          size_t errlen) RELAY_MUST_CHECK;
+
+#endif

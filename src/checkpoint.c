@@ -1,0 +1,222 @@
+/*
+ * checkpoint.c - reading the exactly-once checkpoint back (see
+ * checkpoint.h); writing it is one more message of the session's Kafka
+ * transaction. Owns a short-lived consumer for the read.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/checkpoint.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "relay/log.h"
+#include "relay/lsn.h"
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+        (void)rk;
+        relay_log_debug("librdkafka (checkpoint) %d %s: %s", level, fac, buf);
+}
+
+static rd_kafka_t *consumer(const relay_config_t *cfg, char *err, size_t errlen)
+{
+        static const char *const ours[][2] = {
+                {"group.id", "outbox-relay-checkpoint-reader"}, /* never joined: assign() */
+                {"enable.auto.commit", "false"},
+                {"enable.partition.eof", "true"},
+                {"isolation.level", "read_committed"},
+                {"auto.offset.reset", "earliest"},
+                {"allow.auto.create.topics", "false"},
+        };
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        char kerr[RELAY_ERRBUF];
+        rd_kafka_t *rk;
+
+        if (!conf) {
+                relay_err_set(err, errlen, "out of memory");
+                return NULL;
+        }
+        /* The relay's kafka.* pairs are producer settings; a consumer ignores
+         * the producer-only ones (with a debug line). */
+        for (size_t i = 0; i < relay_config_kafka_count(cfg); i++) {
+                const char *name, *value;
+                relay_config_kafka_at(cfg, i, &name, &value);
+                rd_kafka_conf_set(conf, name, value, kerr, sizeof(kerr));
+        }
+        for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+                if (rd_kafka_conf_set(conf, ours[i][0], ours[i][1], kerr, sizeof(kerr))) {
+                        relay_err_set(err, errlen, "could not configure the checkpoint reader: %s",
+                                      kerr);
+                        rd_kafka_conf_destroy(conf);
+                        return NULL;
+                }
+        }
+        rd_kafka_conf_set_log_cb(conf, log_cb);
+        if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, kerr, sizeof(kerr)))) {
+                rd_kafka_conf_destroy(conf);
+                relay_err_set(err, errlen, "could not create the checkpoint reader: %s", kerr);
+                return NULL;
+        }
+        rd_kafka_poll_set_consumer(rk);
+        return rk;
+}
+
+/* CreateTopics: one partition (one key lives in one partition anyway), compacted. */
+static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errlen)
+{
+        char kerr[RELAY_ERRBUF];
+        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, 1, -1, kerr, sizeof(kerr));
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_AdminOptions_t *o = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+        int rc = RELAY_EKAFKA;
+
+        if (!nt || !q || !o) {
+                relay_err_set(err, errlen, "could not create checkpoint topic \"%s\": %s", topic,
+                              nt ? "out of memory" : kerr);
+                goto out;
+        }
+        rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+        rd_kafka_AdminOptions_set_operation_timeout(o, timeout_ms, kerr, sizeof(kerr));
+        rd_kafka_CreateTopics(rk, &nt, 1, o, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+        if (!ev) {
+                relay_err_set(err, errlen, "could not create checkpoint topic \"%s\": timed out",
+                              topic);
+                goto out;
+        }
+        const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+        size_t n = 0;
+        const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &n) : NULL;
+        rd_kafka_resp_err_t e = rd_kafka_event_error(ev);
+        const char *why = rd_kafka_event_error_string(ev);
+        if (!e && n == 1) {
+                e = rd_kafka_topic_result_error(tr[0]);
+                why = rd_kafka_topic_result_error_string(tr[0]);
+        }
+        if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+                relay_err_set(err, errlen, "could not create checkpoint topic \"%s\": %s", topic,
+                              why ? why : rd_kafka_err2str(e));
+        else
+                rc = 0;
+        rd_kafka_event_destroy(ev);
+out:
+        if (nt)
+                rd_kafka_NewTopic_destroy(nt);
+        if (o)
+                rd_kafka_AdminOptions_destroy(o);
+        if (q)
+                rd_kafka_queue_destroy(q);
+        return rc;
+}
+
+int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const char *key,
+                          int timeout_ms, relay_lsn_t *out, bool *found, char *err, size_t errlen)
+{
+        rd_kafka_t *rk = consumer(cfg, err, errlen);
+        rd_kafka_topic_t *rkt = NULL;
+        const struct rd_kafka_metadata *md = NULL;
+        rd_kafka_topic_partition_list_t *parts = NULL;
+        size_t keylen = strlen(key);
+        int rc = RELAY_EKAFKA;
+
+        *out = 0;
+        *found = false;
+        if (!rk)
+                return RELAY_EKAFKA;
+        rkt = rd_kafka_topic_new(rk, topic, NULL);
+        rd_kafka_resp_err_t e = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
+                                    : rd_kafka_last_error();
+        if (e) {
+                relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s", topic,
+                              rd_kafka_err2str(e));
+                goto out;
+        }
+        if (md->topic_cnt != 1 || md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+            md->topics[0].partition_cnt == 0) {
+                rc = create_topic(rk, topic, timeout_ms, err, errlen);
+                goto out; /* a new topic holds no checkpoint */
+        }
+        if (md->topics[0].err) {
+                relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s", topic,
+                              rd_kafka_err2str(md->topics[0].err));
+                goto out;
+        }
+        int np = md->topics[0].partition_cnt, left = np;
+        bool *done = calloc((size_t)np, sizeof(bool));
+        if (!done) {
+                relay_err_set(err, errlen, "out of memory");
+                goto out;
+        }
+        parts = rd_kafka_topic_partition_list_new(np);
+        for (int i = 0; i < np; i++)
+                rd_kafka_topic_partition_list_add(parts, topic, md->topics[0].partitions[i].id)
+                        ->offset = RD_KAFKA_OFFSET_BEGINNING;
+        if ((e = rd_kafka_assign(rk, parts))) {
+                free(done);
+                relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s", topic,
+                              rd_kafka_err2str(e));
+                goto out;
+        }
+        int64_t deadline = relay_now_ms() + timeout_ms;
+        while (left > 0) {
+                if (relay_now_ms() > deadline) {
+                        free(done);
+                        relay_err_set(err, errlen,
+                                      "could not read checkpoint topic \"%s\" to its end within "
+                                      "%d ms",
+                                      topic, timeout_ms);
+                        goto out;
+                }
+                rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+                if (!m)
+                        continue;
+                if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                        for (int i = 0; i < np; i++) {
+                                if (!done[i] && md->topics[0].partitions[i].id == m->partition) {
+                                        done[i] = true;
+                                        left--;
+                                }
+                        }
+                } else if (m->err) {
+                        relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s",
+                                      topic, rd_kafka_message_errstr(m));
+                        rd_kafka_message_destroy(m);
+                        free(done);
+                        goto out;
+                } else if (m->key_len == keylen && memcmp(m->key, key, keylen) == 0) {
+                        char v[64];
+                        relay_lsn_t lsn;
+                        snprintf(v, sizeof(v), "%.*s", (int)(m->len < 63 ? m->len : 63),
+                                 m->payload ? (const char *)m->payload : "");
+                        if (relay_lsn_parse(v, &lsn) != 0) {
+                                relay_err_set(err, errlen,
+                                              "checkpoint topic \"%s\" holds \"%s\" for \"%s\" at "
+                                              "offset %lld, which is not an LSN",
+                                              topic, v, key, (long long)m->offset);
+                                rd_kafka_message_destroy(m);
+                                free(done);
+                                rc = RELAY_EPROTO;
+                                goto out;
+                        }
+                        if (!*found || lsn > *out)
+                                *out = lsn;
+                        *found = true;
+                }
+                rd_kafka_message_destroy(m);
+        }
+        free(done);
+        rc = 0;
+out:
+        if (parts)
+                rd_kafka_topic_partition_list_destroy(parts);
+        if (md)
+                rd_kafka_metadata_destroy(md);
+        if (rkt)
+                rd_kafka_topic_destroy(rkt);
+        rd_kafka_consumer_close(rk);
+        rd_kafka_destroy(rk);
+        return rc;
+}

@@ -1,0 +1,482 @@
+/*
+ * inbox_config.c - outbox-inbox's key table, its file and --set parsing and
+ * the kafka.* pass-through. Owns the typed configuration it fills.
+ *
+ * A table of its own rather than the relay's: a consumer shares no key with
+ * the relay but postgres.conninfo and kafka.*, and the relay's --help,
+ * manual and environment mapping should not list keys it ignores.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include "relay/inbox_config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <librdkafka/rdkafka.h>
+
+typedef enum { K_STR, K_INT, K_PAYLOAD, K_POLICY, K_LIST, K_LOGLEVEL } kind_t;
+
+typedef struct {
+        const char *name;
+        const char *def;
+        kind_t kind;
+        size_t off;       /* of the field in relay_inbox_config_t */
+        int64_t min, max; /* K_INT */
+        const char *desc;
+} key_t_;
+
+#define F(f) offsetof(relay_inbox_config_t, f)
+
+/* Alphabetical. */
+static const key_t_ keys[] = {
+        {"errors.backoff.max.ms", "30000", K_INT, F(errors_backoff_max_ms), 0, 3600000,
+         "longest wait between two attempts of a failing handler (doubling)"},
+        {"errors.backoff.ms", "1000", K_INT, F(errors_backoff_ms), 0, 3600000,
+         "wait before the first retry of a failing handler"},
+        {"errors.dlq.topic", "outbox.inbox.dlq", K_STR, F(errors_dlq_topic), 0, 0,
+         "dead-letter topic for messages whose handler still fails after the retries"},
+        {"errors.policy", "dlq", K_POLICY, F(errors_policy), 0, 0,
+         "after the retries: dlq (dead-letter the message and go on) or stop"},
+        {"errors.retries", "3", K_INT, F(errors_retries), 0, 1000000,
+         "retries of a failing handler before the policy applies"},
+        {"inbox.handler", "", K_STR, F(handler), 0, 0,
+         "SQL run for each new message, with $1 key (text), $2 headers (jsonb), $3 payload "
+         "(inbox.payload), $4 topic (text), $5 partition (integer), $6 offset (bigint), $7 "
+         "message id (text); required"},
+        {"inbox.id.header", "id", K_STR, F(id_header), 0, 0,
+         "header holding the message id that inbox_accept() records"},
+        {"inbox.payload", "jsonb", K_PAYLOAD, F(payload), 0, 0,
+         "type of $3: jsonb, text or bytea"},
+        {"inbox.topics", "", K_LIST, F(topics), 0, 0,
+         "topics to consume, comma-separated; required"},
+        {"log.level", "info", K_LOGLEVEL, F(log_level), 0, 0, "debug, info, warning or error"},
+        {"postgres.conninfo", "", K_STR, F(postgres_conninfo), 0, 0,
+         "libpq connection string of the consumer's database (empty: PG* variables)"},
+        {"reconnect.backoff.max.ms", "30000", K_INT, F(reconnect_backoff_max_ms), 10, 3600000,
+         "longest wait between reconnection attempts to PostgreSQL (doubling)"},
+        {"reconnect.backoff.ms", "500", K_INT, F(reconnect_backoff_ms), 10, 3600000,
+         "first wait before reconnecting to PostgreSQL"},
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* kafka.* properties the guarantee rests on: the inbox sets them itself. */
+static const struct {
+        const char *name;
+        const char *value;
+        const char *why;
+} fixed[] = {
+        {"enable.auto.commit", "false",
+         "the inbox commits an offset only after the message's PostgreSQL transaction"},
+        {"enable.auto.offset.store", "false",
+         "the inbox stores an offset only after the message's PostgreSQL transaction"},
+        {"isolation.level", "read_committed",
+         "messages of aborted Kafka transactions must never reach the handler"},
+};
+
+/* Defaults the user may change. */
+static const struct {
+        const char *name;
+        const char *value;
+} kdefaults[] = {
+        {"group.id", "outbox-inbox"},
+        {"auto.offset.reset", "earliest"},
+        {"client.id", "outbox-inbox"},
+};
+
+static void free_list(char **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+static int set_kafka(relay_inbox_config_t *c, const char *name, const char *value, char *err,
+                     size_t errlen)
+{
+        for (size_t i = 0; i < c->n_kafka; i++) {
+                if (strcmp(c->kafka_names[i], name) == 0) {
+                        char *v = strdup(value);
+                        if (!v)
+                                goto oom;
+                        free(c->kafka_values[i]);
+                        c->kafka_values[i] = v;
+                        return 0;
+                }
+        }
+        char **nn = realloc(c->kafka_names, (c->n_kafka + 1) * sizeof(char *));
+        if (!nn)
+                goto oom;
+        c->kafka_names = nn;
+        char **nv = realloc(c->kafka_values, (c->n_kafka + 1) * sizeof(char *));
+        if (!nv)
+                goto oom;
+        c->kafka_values = nv;
+        c->kafka_names[c->n_kafka] = strdup(name);
+        c->kafka_values[c->n_kafka] = strdup(value);
+        if (!c->kafka_names[c->n_kafka] || !c->kafka_values[c->n_kafka]) {
+                free(c->kafka_names[c->n_kafka]);
+                free(c->kafka_values[c->n_kafka]);
+                goto oom;
+        }
+        c->n_kafka++;
+        return 0;
+oom:
+        relay_err_set(err, errlen, "out of memory");
+        return RELAY_ENOMEM;
+}
+
+static int parse_list(const char *value, char ***out, size_t *n_out)
+{
+        const char *p = value, *item;
+        size_t len, n = 0;
+        char **v = NULL;
+
+        while (relay_list_next(&p, &item, &len)) {
+                if (len == 0)
+                        continue;
+                char **nv = realloc(v, (n + 1) * sizeof(char *));
+                if (!nv || !(nv[n] = relay_dupn(item, len))) {
+                        free_list(nv ? nv : v, n);
+                        return RELAY_ENOMEM;
+                }
+                v = nv;
+                n++;
+        }
+        *out = v;
+        *n_out = n;
+        return 0;
+}
+
+static int set_known(relay_inbox_config_t *c, const key_t_ *k, const char *value,
+                     const char *origin, char *err, size_t errlen)
+{
+        char *base = (char *)c;
+
+        switch (k->kind) {
+        case K_STR: {
+                char *v = strdup(value);
+                if (!v) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                char **field = (char **)(base + k->off);
+                free(*field);
+                *field = v;
+                return 0;
+        }
+        case K_INT: {
+                char *end;
+                errno = 0;
+                long long v = strtoll(value, &end, 10);
+                if (errno != 0 || end == value || *end != '\0' || v < k->min || v > k->max) {
+                        relay_err_set(err, errlen,
+                                      "invalid value \"%s\" for \"%s\" (%s): an integer from %lld "
+                                      "to %lld is expected",
+                                      value, k->name, origin, (long long)k->min,
+                                      (long long)k->max);
+                        return RELAY_EINVAL;
+                }
+                *(int64_t *)(base + k->off) = v;
+                return 0;
+        }
+        case K_PAYLOAD: {
+                relay_inbox_payload_t p;
+                if (strcmp(value, "jsonb") == 0)
+                        p = RELAY_INBOX_PAYLOAD_JSONB;
+                else if (strcmp(value, "text") == 0)
+                        p = RELAY_INBOX_PAYLOAD_TEXT;
+                else if (strcmp(value, "bytea") == 0)
+                        p = RELAY_INBOX_PAYLOAD_BYTEA;
+                else {
+                        relay_err_set(err, errlen,
+                                      "invalid value \"%s\" for \"%s\" (%s): use jsonb, text or "
+                                      "bytea",
+                                      value, k->name, origin);
+                        return RELAY_EINVAL;
+                }
+                *(relay_inbox_payload_t *)(base + k->off) = p;
+                return 0;
+        }
+        case K_POLICY: {
+                relay_inbox_policy_t p;
+                if (strcmp(value, "dlq") == 0)
+                        p = RELAY_INBOX_ERRORS_DLQ;
+                else if (strcmp(value, "stop") == 0)
+                        p = RELAY_INBOX_ERRORS_STOP;
+                else {
+                        relay_err_set(err, errlen,
+                                      "invalid value \"%s\" for \"%s\" (%s): use dlq or stop",
+                                      value, k->name, origin);
+                        return RELAY_EINVAL;
+                }
+                *(relay_inbox_policy_t *)(base + k->off) = p;
+                return 0;
+        }
+        case K_LOGLEVEL: {
+                static const char *const names[] = {"debug", "info", "warning", "error"};
+                for (int i = 0; i < 4; i++) {
+                        if (strcmp(value, names[i]) == 0) {
+                                *(relay_log_level_t *)(base + k->off) = (relay_log_level_t)i;
+                                return 0;
+                        }
+                }
+                relay_err_set(err, errlen,
+                              "invalid value \"%s\" for \"%s\" (%s): use debug, info, warning or "
+                              "error",
+                              value, k->name, origin);
+                return RELAY_EINVAL;
+        }
+        case K_LIST: {
+                char **v;
+                size_t n;
+                if (parse_list(value, &v, &n) != 0) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                free_list(c->topics, c->n_topics);
+                c->topics = v;
+                c->n_topics = n;
+                return 0;
+        }
+        }
+        return RELAY_EINVAL;
+}
+
+int relay_inbox_config_set(relay_inbox_config_t *c, const char *key, const char *value,
+                           const char *origin, char *err, size_t errlen)
+{
+        if (strncmp(key, "kafka.", 6) == 0 && key[6] != '\0') {
+                const char *name = key + 6;
+                for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+                        if (strcmp(name, fixed[i].name) == 0 &&
+                            strcasecmp(value, fixed[i].value) != 0) {
+                                relay_err_set(err, errlen,
+                                              "\"%s\" cannot be \"%s\" (%s): %s; remove the "
+                                              "setting",
+                                              key, value, origin, fixed[i].why);
+                                return RELAY_EINVAL;
+                        }
+                }
+                /* A typo fails here, with its origin, not at consumer start. */
+                rd_kafka_conf_t *scratch = rd_kafka_conf_new();
+                char kerr[256];
+                if (!scratch) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                rd_kafka_conf_res_t res = rd_kafka_conf_set(scratch, name, value, kerr, sizeof(kerr));
+                rd_kafka_conf_destroy(scratch);
+                if (res != RD_KAFKA_CONF_OK) {
+                        relay_err_set(err, errlen, "invalid Kafka setting \"%s\" (%s): %s", key,
+                                      origin, kerr);
+                        return RELAY_EINVAL;
+                }
+                return set_kafka(c, name, value, err, errlen);
+        }
+        for (size_t i = 0; i < NKEYS; i++)
+                if (strcmp(keys[i].name, key) == 0)
+                        return set_known(c, &keys[i], value, origin, err, errlen);
+        relay_err_set(err, errlen,
+                      "unrecognized configuration key \"%s\" (%s): see outbox-inbox --help for "
+                      "the keys",
+                      key, origin);
+        return RELAY_EINVAL;
+}
+
+int relay_inbox_config_new(relay_inbox_config_t **out)
+{
+        relay_inbox_config_t *c = calloc(1, sizeof(*c));
+        char err[RELAY_ERRBUF];
+
+        if (!c)
+                return RELAY_ENOMEM;
+        for (size_t i = 0; i < NKEYS; i++) {
+                if (set_known(c, &keys[i], keys[i].def, "default", err, sizeof(err)) != 0) {
+                        relay_inbox_config_free(c);
+                        return RELAY_ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+                if (set_kafka(c, fixed[i].name, fixed[i].value, err, sizeof(err)) != 0)
+                        goto oom;
+        for (size_t i = 0; i < sizeof(kdefaults) / sizeof(kdefaults[0]); i++)
+                if (set_kafka(c, kdefaults[i].name, kdefaults[i].value, err, sizeof(err)) != 0)
+                        goto oom;
+        *out = c;
+        return 0;
+oom:
+        relay_inbox_config_free(c);
+        return RELAY_ENOMEM;
+}
+
+void relay_inbox_config_free(relay_inbox_config_t *c)
+{
+        if (!c)
+                return;
+        free(c->postgres_conninfo);
+        free_list(c->topics, c->n_topics);
+        free(c->handler);
+        free(c->id_header);
+        free(c->errors_dlq_topic);
+        free_list(c->kafka_names, c->n_kafka);
+        free_list(c->kafka_values, c->n_kafka);
+        free(c);
+}
+
+int relay_inbox_config_set_arg(relay_inbox_config_t *c, const char *arg, char *err, size_t errlen)
+{
+        const char *eq = strchr(arg, '=');
+        if (!eq || eq == arg) {
+                relay_err_set(err, errlen, "invalid --set argument \"%s\": use --set KEY=VALUE",
+                              arg);
+                return RELAY_EINVAL;
+        }
+        char *key = relay_dupn(arg, (size_t)(eq - arg));
+        if (!key) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        int rc = relay_inbox_config_set(c, key, eq + 1, "--set", err, errlen);
+        free(key);
+        return rc;
+}
+
+static char *trim(char *s)
+{
+        char *e;
+        while (*s == ' ' || *s == '\t')
+                s++;
+        e = s + strlen(s);
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+                *--e = '\0';
+        return s;
+}
+
+int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char *err,
+                                 size_t errlen)
+{
+        FILE *f = fopen(path, "r");
+        char line[8192], origin[600];
+        int lineno = 0, rc = 0;
+
+        if (!f) {
+                relay_err_set(err, errlen, "could not open configuration file \"%s\": %s", path,
+                              strerror(errno));
+                return RELAY_EINVAL;
+        }
+        while (rc == 0 && fgets(line, sizeof(line), f)) {
+                lineno++;
+                snprintf(origin, sizeof(origin), "%s:%d", path, lineno);
+                if (!strchr(line, '\n') && !feof(f)) {
+                        relay_err_set(err, errlen, "line too long (%s): at most %zu bytes", origin,
+                                      sizeof(line) - 2);
+                        rc = RELAY_EINVAL;
+                        break;
+                }
+                char *s = trim(line);
+                if (*s == '\0' || *s == '#')
+                        continue;
+                char *eq = strchr(s, '=');
+                if (!eq) {
+                        relay_err_set(err, errlen,
+                                      "syntax error (%s): expected \"key = value\", got \"%s\"",
+                                      origin, s);
+                        rc = RELAY_EINVAL;
+                        break;
+                }
+                *eq = '\0';
+                rc = relay_inbox_config_set(c, trim(s), trim(eq + 1), origin, err, errlen);
+        }
+        fclose(f);
+        return rc;
+}
+
+static const char *kafka_get(const relay_inbox_config_t *c, const char *name)
+{
+        for (size_t i = 0; i < c->n_kafka; i++)
+                if (strcmp(c->kafka_names[i], name) == 0)
+                        return c->kafka_values[i];
+        return NULL;
+}
+
+int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t errlen)
+{
+        const char *bs = kafka_get(c, "bootstrap.servers");
+        if (!bs || !*bs) {
+                relay_err_set(err, errlen,
+                              "\"kafka.bootstrap.servers\" is not set: name the Kafka brokers, "
+                              "e.g. --set kafka.bootstrap.servers=kafka:9092");
+                return RELAY_EINVAL;
+        }
+        if (c->n_topics == 0) {
+                relay_err_set(err, errlen,
+                              "\"inbox.topics\" is not set: name the topics to consume, "
+                              "comma-separated");
+                return RELAY_EINVAL;
+        }
+        if (!*c->handler) {
+                relay_err_set(err, errlen,
+                              "\"inbox.handler\" is not set: give the SQL to run for each new "
+                              "message, e.g. SELECT my_handler($1, $2, $3)");
+                return RELAY_EINVAL;
+        }
+        if (!*c->id_header) {
+                relay_err_set(err, errlen, "\"inbox.id.header\" is empty: name the header that "
+                                           "holds the message id");
+                return RELAY_EINVAL;
+        }
+        if (c->errors_policy == RELAY_INBOX_ERRORS_DLQ) {
+                if (!*c->errors_dlq_topic) {
+                        relay_err_set(err, errlen, "\"errors.dlq.topic\" is empty: name the "
+                                                   "dead-letter topic or set errors.policy=stop");
+                        return RELAY_EINVAL;
+                }
+                for (size_t i = 0; i < c->n_topics; i++) {
+                        if (strcmp(c->topics[i], c->errors_dlq_topic) == 0) {
+                                relay_err_set(err, errlen,
+                                              "the dead-letter topic \"%s\" is also in "
+                                              "\"inbox.topics\": a failing message would come "
+                                              "back forever; use another errors.dlq.topic",
+                                              c->errors_dlq_topic);
+                                return RELAY_EINVAL;
+                        }
+                }
+        }
+        if (c->errors_backoff_max_ms < c->errors_backoff_ms) {
+                relay_err_set(err, errlen,
+                              "\"errors.backoff.max.ms\" (%lld) is below \"errors.backoff.ms\" "
+                              "(%lld): raise it",
+                              (long long)c->errors_backoff_max_ms, (long long)c->errors_backoff_ms);
+                return RELAY_EINVAL;
+        }
+        if (c->reconnect_backoff_max_ms < c->reconnect_backoff_ms) {
+                relay_err_set(err, errlen,
+                              "\"reconnect.backoff.max.ms\" (%lld) is below "
+                              "\"reconnect.backoff.ms\" (%lld): raise it",
+                              (long long)c->reconnect_backoff_max_ms,
+                              (long long)c->reconnect_backoff_ms);
+                return RELAY_EINVAL;
+        }
+        return 0;
+}
+
+void relay_inbox_config_print_help(FILE *out)
+{
+        fprintf(out, "Keys (--set KEY=VALUE or \"key = value\" lines in the --config file):\n");
+        for (size_t i = 0; i < NKEYS; i++)
+                fprintf(out, "  %-26s %s (default: %s)\n", keys[i].name, keys[i].desc,
+                        *keys[i].def ? keys[i].def : "none");
+        fprintf(out, "  %-26s any librdkafka consumer property (kafka.bootstrap.servers is "
+                     "required;\n  %-26s defaults: group.id=outbox-inbox, "
+                     "auto.offset.reset=earliest)\n",
+                "kafka.<property>", "");
+        fprintf(out, "Fixed (a different value is refused):");
+        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+                fprintf(out, " kafka.%s=%s", fixed[i].name, fixed[i].value);
+        fprintf(out, "\n");
+}

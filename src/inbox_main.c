@@ -1,0 +1,131 @@
+/*
+ * inbox_main.c - the outbox-inbox command: options, configuration
+ * (defaults < --config file < --set), signals, then the loop of inbox.c,
+ * whose return value is the exit code. Owns nothing past start-up.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "relay/inbox.h"
+#include "relay/inbox_config.h"
+#include "relay/log.h"
+#include "relay_version.h"
+
+#define PROG "outbox-inbox"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+        if (stop_requested)
+                _exit(RELAY_INBOX_EXIT_OK); /* second signal: nothing is lost, see inbox.h */
+        stop_requested = sig;
+}
+
+static void usage(FILE *out)
+{
+        fprintf(out,
+                "Usage: " PROG " [--config FILE] [--set KEY=VALUE]...\n"
+                "Consume outbox events from Kafka and apply each once to PostgreSQL: per\n"
+                "message one transaction running inbox_accept() (sql/006_inbox.sql) and, for a\n"
+                "new message id, the inbox.handler statement; the Kafka offset is committed\n"
+                "after the transaction.\n\n"
+                "Options:\n"
+                "  -c, --config FILE   read key = value lines\n"
+                "  -s, --set KEY=VALUE set one key (after the file)\n"
+                "  -h, --help          this help\n"
+                "  -V, --version       version\n\n");
+        relay_inbox_config_print_help(out);
+        fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT, 1 Kafka fatal error, 2 bad "
+                     "configuration,\n3 inbox_accept() or the handler does not prepare, 4 stopped "
+                     "before a message\nthat could not be applied or dead-lettered.\n");
+}
+
+static int config_error(const char *msg)
+{
+        fprintf(stderr, PROG ": error: %s\n", msg);
+        return RELAY_INBOX_EXIT_CONFIG;
+}
+
+int main(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                {"config", required_argument, NULL, 'c'},
+                {"set", required_argument, NULL, 's'},
+                {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, 'V'},
+                {NULL, 0, NULL, 0},
+        };
+        const char *file = NULL;
+        char **sets = calloc((size_t)argc + 1, sizeof(char *));
+        size_t nsets = 0;
+        relay_inbox_config_t *cfg = NULL;
+        char err[RELAY_ERRBUF];
+        int c, rc;
+
+        if (!sets)
+                return config_error("out of memory");
+        while ((c = getopt_long(argc, argv, "c:s:hV", opts, NULL)) != -1) {
+                switch (c) {
+                case 'c':
+                        file = optarg;
+                        break;
+                case 's':
+                        sets[nsets++] = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        free(sets);
+                        return 0;
+                case 'V':
+                        printf(PROG " %s (librdkafka %s)\n", RELAY_VERSION, rd_kafka_version_str());
+                        free(sets);
+                        return 0;
+                default:
+                        free(sets);
+                        fprintf(stderr, "Try \"" PROG " --help\" for more information.\n");
+                        return RELAY_INBOX_EXIT_CONFIG;
+                }
+        }
+        if (optind < argc) {
+                free(sets);
+                snprintf(err, sizeof(err), "unexpected argument \"%s\": settings are given as "
+                                           "--set KEY=VALUE", argv[optind]);
+                return config_error(err);
+        }
+        if (relay_inbox_config_new(&cfg) != 0) {
+                free(sets);
+                return config_error("out of memory");
+        }
+        rc = file ? relay_inbox_config_load_file(cfg, file, err, sizeof(err)) : 0;
+        for (size_t i = 0; rc == 0 && i < nsets; i++)
+                rc = relay_inbox_config_set_arg(cfg, sets[i], err, sizeof(err));
+        free(sets);
+        if (rc == 0)
+                rc = relay_inbox_config_validate(cfg, err, sizeof(err));
+        if (rc != 0) {
+                relay_inbox_config_free(cfg);
+                return config_error(err);
+        }
+        relay_log_configure(cfg->log_level, RELAY_LOG_TEXT);
+
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal; /* no SA_RESTART: waits must wake up */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        rc = relay_inbox_run(cfg, &stop_requested);
+        relay_inbox_config_free(cfg);
+        return rc;
+}

@@ -1,0 +1,142 @@
+/*
+ * 0215-eos-crash-loop.c - issue 14: 0205's crash loop with delivery.mode =
+ * exactly-once. kill -9 of the relay at random
+ * moments while 8 writers commit events over 100 aggregates (transactions
+ * of 1 to 10 events, some rolled back, some to a savepoint, some deleting
+ * their outbox row, an unrelated table written in between), a new relay
+ * started after each kill.
+ *
+ * Short variant (CI): 8 kills during 10 000 events. Long variant
+ * (RELAY_FAULTS_LONG=1): 30 kills during 50 000 events.
+ *
+ * The kill moments follow the load: kill k lands at a random point of the
+ * k-th slice of the committed events, while the relay streams (a random
+ * 50 ms to 1.5 s after it said so); one kill in four instead hits the relay
+ * the previous kill left starting, 0 to 80 ms after the exec (connecting,
+ * checking the slot, starting replication).
+ *
+ * Asserts on what a read_committed consumer reads from Kafka (the harness's
+ * consumer: librdkafka's default isolation level): zero committed events
+ * lost, none seen twice, each aggregate's versions in commit order, keys,
+ * headers and partitions as written; and that the checkpoint topic holds
+ * the slot's checkpoint. 0205 runs the same loop in at-least-once mode
+ * and reports its duplicates for comparison.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faults/faults.h"
+#include "harness.h"
+#include "workload.h"
+
+int main(void)
+{
+        const bool lng = fx_long();
+        const int kills = lng ? 30 : 8;
+        const int events = lng ? 50000 : 10000;
+        fx_case_t fc;
+        fx_case_open(&fc, "eoscrash", "ec");
+        h_workload_conf_t wc = {
+                .db = fc.db, .suffix = fc.suffix, .writers = 8, .aggregates = 100, .events = events,
+                .max_txn = 10, .rollbacks = true, .deletes = true, .noise = true,
+                .pause_ms = 50, .partitions = 4,
+        };
+        unsigned seed = (unsigned)h_now_ms() ^ (unsigned)getpid();
+
+        tap_diag("variant: %s, %d kills during %d events (seed %u)", lng ? "long" : "short", kills,
+                 events, seed);
+        h_workload_setup(fc.c, &wc);
+        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        char *ck_topic = fx_fmt("outbox.relay.checkpoints_%s", fc.suffix);
+        fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
+        fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);
+
+        h_relay_t *r = fx_case_relay(&fc, "relay streams");
+
+        int64_t t0 = h_now_ms();
+        h_workload_t *wl = h_workload_start(&wc);
+        int killed = 0, during_load = 0, in_startup = 0, not_killed = 0;
+        for (int k = 0; k < kills; k++) {
+                /* One kill in four hits the relay just started (by the
+                 * previous round) during its start-up; the others a random
+                 * point in the k-th slice of the load, while it streams. */
+                bool startup = k > 0 && fx_rand(&seed, 0, 3) == 0;
+                if (startup) {
+                        h_sleep_ms(fx_rand(&seed, 0, 80));
+                } else {
+                        int target = (int)((long long)events * k / kills) +
+                                     fx_rand(&seed, 0, events / kills - 1);
+                        int64_t deadline = h_now_ms() + 120000;
+                        while (h_workload_committed(wl) < target && h_now_ms() < deadline)
+                                h_sleep_ms(10);
+                        if (!h_relay_wait_log(r, "streaming from replication slot", 60000))
+                                h_relay_diag_log(r);
+                        h_sleep_ms(fx_rand(&seed, 50, 1500));
+                }
+                bool streaming = fx_log_count(r, "streaming from replication slot") > 0;
+                int committed = h_workload_committed(wl);
+                h_relay_signal(r, SIGKILL);
+                int rc = h_relay_wait(r, 30000);
+                if (rc == 128 + SIGKILL) {
+                        killed++;
+                        during_load += committed < events;
+                        in_startup += !streaming;
+                } else {
+                        /* It had exited on its own: that is a failure. */
+                        not_killed++;
+                        tap_diag("kill %d: the relay had already exited with %d", k + 1, rc);
+                        h_relay_diag_log(r);
+                }
+                tap_diag("kill %d: %s, %d of %d events committed", k + 1,
+                         streaming ? "while streaming" : "during start-up", committed, events);
+                h_relay_free(r);
+                r = h_relay_start(fc.sets.v);
+        }
+        int committed = 0, rolled_back = 0;
+        int failed = h_workload_wait(wl, &committed, &rolled_back);
+        int64_t t_written = h_now_ms();
+        is_int(failed, 0, "all writers finished");
+        is_int(committed, events, "writers committed %d events", events);
+        is_int(not_killed, 0, "every relay was alive when killed");
+        is_int(killed, kills, "%d kill -9 (%d while events were being written, %d during start-up)",
+               kills, during_load, in_startup);
+
+        long long expected = 0;
+        long long got = fx_wait_all_in_kafka(fc.c, &wc, 300000, &expected);
+        if (!ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected,
+                got))
+                h_relay_diag_log(r);
+        int64_t t_done = h_now_ms();
+        /* Stop it once it streams: a stop during start-up says nothing about draining. */
+        h_relay_wait_log(r, "streaming from replication slot", 60000);
+        fx_stop_relay(r, "the last relay stops cleanly on SIGTERM");
+
+        h_verify_t v;
+        h_workload_verify(fc.c, &wc, &v);
+        fx_check_delivered("exactly-once crash loop", &v);
+        is_int(v.duplicates, 0, "a read_committed consumer sees no event twice");
+        is_int(v.expected, events, "aggregate versions add up to the committed events");
+        char *log = h_relay_log(r);
+        ok(strstr(log, "exactly-once: transactional.id") != NULL,
+           "the last relay read its checkpoint back");
+        free(log);
+        h_msg_t *cks;
+        size_t ncks = h_kafka_consume_all(ck_topic, &cks);
+        ok(ncks > 0, "the checkpoint topic holds %zu committed checkpoint records", ncks);
+        h_msgs_free(cks, ncks);
+        h_kafka_delete_topic(ck_topic);
+        free(ck_topic);
+        tap_diag("FIGURES eos-crash-loop: events=%zu kills=%d kills_during_load=%d "
+                 "kills_in_startup=%d duplicates=%zu (%.1f%%) missing=%zu out_of_order=%zu "
+                 "rolled_back=%d written_in=%.1fs all_in_kafka_after=%.1fs",
+                 v.expected, killed, during_load, in_startup, v.duplicates,
+                 v.expected ? 100.0 * (double)v.duplicates / (double)v.expected : 0.0, v.missing,
+                 v.out_of_order, rolled_back, (t_written - t0) / 1000.0, (t_done - t0) / 1000.0);
+
+        h_relay_free(r);
+        fx_case_close(&fc, &wc);
+        return done_testing();
+}
