@@ -192,8 +192,14 @@ int relay_http_start(relay_http_t **out, const char *addr, int64_t stall_ms, rel
         h->m = m;
         h->stall_ms = stall_ms;
         h->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* The kernel's full accept queue (SOMAXCONN, as libmicrohttpd's own
+         * listen sockets): with a queue of 64, a burst of 1 000 connections
+         * overflowed it (TcpExtListenOverflows rose by 126-1 437 per burst),
+         * the kernel dropped the clients' final ACKs, and their handshakes
+         * completed only on SYN-ACK retransmission 1, 3, 7, 15, 31 s later:
+         * clients hung instead of being answered or refused at once. */
         if (h->fd < 0 || setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-            bind(h->fd, (struct sockaddr *)&ss, sslen) != 0 || listen(h->fd, 64) != 0) {
+            bind(h->fd, (struct sockaddr *)&ss, sslen) != 0 || listen(h->fd, SOMAXCONN) != 0) {
                 relay_err_set(err, errlen,
                               "could not listen on \"%s\" (http.listen): %s; choose a free local "
                               "address and port, or set http.listen = off",
