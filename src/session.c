@@ -148,7 +148,10 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
                  * refusal is what is reported and remembered. */
                 for (int i = 0; i < 10 && !s->dr_failed; i++)
                         relay_producer_poll(s->prod, 20);
-                if (s->dr_failed)
+                /* Not for a fenced producer: the reports it serves then are
+                 * its purged messages ("Purged in queue"), a consequence;
+                 * 0216 once logged that instead of the fencing. */
+                if (s->dr_failed && rc != RELAY_EFENCED)
                         relay_err_set(err, errlen, "%s", s->dr_err);
         }
         return rc;

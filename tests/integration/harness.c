@@ -1432,7 +1432,41 @@ int h_cluster_port(const h_cluster_t *c)
         return c->port;
 }
 
+static int h_cluster_try_start(h_cluster_t *c, const char *server_opts);
+
 int h_cluster_start(h_cluster_t *c, const char *server_opts)
+{
+        char cmd[4096];
+        /* The test ports lie in the kernel's ephemeral range (32768-60999):
+         * a client socket of any process can hold one for a while (the CI
+         * rehearsal of 2026-12-02 once found 54340 taken: "could not bind
+         * IPv4 address: Address already in use"). Then another port. */
+        for (int attempt = 0; attempt < 3; attempt++) {
+                snprintf(cmd, sizeof(cmd), "grep -q \"Address already in use\" %s/postgresql.log",
+                         c->dir);
+                if (attempt > 0 && system(cmd) != 0)
+                        break; /* failed for another reason: report it below */
+                if (attempt > 0) {
+                        tap_diag("port %d is in use; trying %d", c->port, c->port + 100);
+                        c->port += 100;
+                        snprintf(cmd, sizeof(cmd), "rm -f %s/postgresql.log", c->dir);
+                        if (system(cmd) != 0)
+                                tap_diag("could not remove %s/postgresql.log", c->dir);
+                }
+                if (h_cluster_try_start(c, server_opts) == 0)
+                        return 0;
+        }
+        /* The directory goes at exit: keep the logs' ends in the test's output. */
+        tap_diag("pg_ctl start failed; the ends of its logs follow");
+        snprintf(cmd, sizeof(cmd), "tail -n 20 %s/pg_ctl.log %s/postgresql.log 2>&1 | sed 's/^/# /'",
+                 c->dir, c->dir);
+        fflush(stdout);
+        if (system(cmd) != 0)
+                tap_diag("could not read the logs in %s", c->dir);
+        return -1;
+}
+
+static int h_cluster_try_start(h_cluster_t *c, const char *server_opts)
 {
         char cmd[4096];
         snprintf(cmd, sizeof(cmd),
@@ -1442,17 +1476,7 @@ int h_cluster_start(h_cluster_t *c, const char *server_opts)
                  h_env("RELAY_TEST_PGBIN"), c->dir, c->dir, c->port, c->dir,
                  server_opts ? server_opts : "", c->dir);
         c->started = true; /* stop it even if pg_ctl gave up waiting */
-        if (h_run_as_postgres(cmd) != 0) {
-                /* The directory goes at exit: keep the logs' ends in the test's output. */
-                tap_diag("pg_ctl start failed; the ends of its logs follow");
-                snprintf(cmd, sizeof(cmd), "tail -n 20 %s/pg_ctl.log %s/postgresql.log 2>&1 | sed 's/^/# /'",
-                         c->dir, c->dir);
-                fflush(stdout);
-                if (system(cmd) != 0)
-                        tap_diag("could not read the logs in %s", c->dir);
-                return -1;
-        }
-        return 0;
+        return h_run_as_postgres(cmd) != 0 ? -1 : 0;
 }
 
 /* --- HTTP ----------------------------------------------------------------- */
