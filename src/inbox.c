@@ -238,6 +238,27 @@ static void pg_error(char *err, size_t errlen, const char *what, const PGresult 
         }
 }
 
+/*
+ * Prepares one statement. A refusal while the connection is up is the
+ * setup's fault (hint: how to fix it); a lost connection is worth a retry.
+ */
+static int prepare(inbox_t *ib, const char *name, const char *sql, int nparams,
+                   const Oid *types, const char *what, const char *hint, char *err,
+                   size_t errlen)
+{
+        PGresult *r = PQprepare(ib->pg, name, sql, nparams, types);
+        if (PQresultStatus(r) == PGRES_COMMAND_OK) {
+                PQclear(r);
+                return 0;
+        }
+        bool gone = PQstatus(ib->pg) != CONNECTION_OK;
+        char pe[RELAY_ERRBUF];
+        pg_error(pe, sizeof(pe), what, r, ib->pg);
+        relay_err_set(err, errlen, "%s%s%s", pe, gone ? "" : "; ", gone ? "" : hint);
+        PQclear(r);
+        return gone ? RELAY_EIO : RELAY_ESETUP;
+}
+
 static const char *accept_sql = "SELECT inbox_accept($1, $2, $3, $4)";
 
 /*
@@ -251,7 +272,7 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
         Oid accept_types[4] = {OID_TEXT, OID_TEXT, OID_INT4, OID_INT8};
         Oid handler_types[7] = {OID_TEXT, OID_JSONB, OID_JSONB, OID_TEXT, OID_INT4, OID_INT8,
                                 OID_TEXT};
-        PGresult *r;
+        int rc;
 
         handler_types[2] = cfg->payload == RELAY_INBOX_PAYLOAD_JSONB  ? OID_JSONB
                            : cfg->payload == RELAY_INBOX_PAYLOAD_TEXT ? OID_TEXT
@@ -264,36 +285,18 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
                 chomp(err);
                 return RELAY_EIO;
         }
-        r = PQprepare(ib->pg, "inbox_accept", accept_sql, 4, accept_types);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-                bool gone = PQstatus(ib->pg) != CONNECTION_OK;
-                char what[RELAY_ERRBUF], pe[RELAY_ERRBUF];
-                snprintf(what, sizeof(what), "could not prepare \"%s\"", accept_sql);
-                pg_error(pe, sizeof(pe), what, r, ib->pg);
-                relay_err_set(err, errlen, "%s%s", pe,
-                              gone ? "" : "; run sql/006_inbox.sql in the consumer's database, "
-                                          "or put the schema holding inbox_accept() in its "
-                                          "search_path");
-                PQclear(r);
-                return gone ? RELAY_EIO : RELAY_ESETUP;
-        }
-        PQclear(r);
-        r = PQprepare(ib->pg, "inbox_handler", cfg->handler, 7, handler_types);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-                bool gone = PQstatus(ib->pg) != CONNECTION_OK;
-                char what[RELAY_ERRBUF], pe[RELAY_ERRBUF];
-                snprintf(what, sizeof(what), "could not prepare \"inbox.handler\" (%.300s)",
-                         cfg->handler);
-                pg_error(pe, sizeof(pe), what, r, ib->pg);
-                relay_err_set(err, errlen, "%s%s", pe,
-                              gone ? "" : "; it may use $1 key text, $2 headers jsonb, $3 "
-                                          "payload, $4 topic text, $5 partition integer, $6 "
-                                          "offset bigint, $7 message id text");
-                PQclear(r);
-                return gone ? RELAY_EIO : RELAY_ESETUP;
-        }
-        PQclear(r);
-        return 0;
+        char what[RELAY_ERRBUF];
+        snprintf(what, sizeof(what), "could not prepare \"%s\"", accept_sql);
+        if ((rc = prepare(ib, "inbox_accept", accept_sql, 4, accept_types, what,
+                          "run sql/006_inbox.sql in the consumer's database, or put the schema "
+                          "holding inbox_accept() in its search_path",
+                          err, errlen)))
+                return rc;
+        snprintf(what, sizeof(what), "could not prepare \"inbox.handler\" (%.300s)", cfg->handler);
+        return prepare(ib, "inbox_handler", cfg->handler, 7, handler_types, what,
+                       "it may use $1 key text, $2 headers jsonb, $3 payload, $4 topic text, $5 "
+                       "partition integer, $6 offset bigint, $7 message id text",
+                       err, errlen);
 }
 
 /* Connect until it works, the setup is refused or we are told to stop. */

@@ -12,13 +12,14 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <librdkafka/rdkafka.h>
 
-typedef enum { K_STR, K_INT, K_PAYLOAD, K_POLICY, K_LIST, K_LOGLEVEL } kind_t;
+typedef enum { K_STR, K_INT, K_WORD, K_LIST } kind_t;
 
 typedef struct {
         const char *name;
@@ -27,39 +28,52 @@ typedef struct {
         size_t off;       /* of the field in relay_inbox_config_t */
         int64_t min, max; /* K_INT */
         const char *desc;
+        const char *const *words; /* K_WORD: the enum's values in order, NULL-ended */
 } key_t_;
+
+/* K_WORD fields are enums; the parser stores the word's index as one. */
+_Static_assert(sizeof(relay_inbox_payload_t) == sizeof(int) &&
+                       sizeof(relay_inbox_policy_t) == sizeof(int) &&
+                       sizeof(relay_log_level_t) == sizeof(int),
+               "K_WORD fields must be int-sized enums");
+
+/* In the order of their enums. */
+static const char *const payload_words[] = {"jsonb", "text", "bytea", NULL};
+static const char *const policy_words[] = {"dlq", "stop", NULL};
+static const char *const level_words[] = {"debug", "info", "warning", "error", NULL};
 
 #define F(f) offsetof(relay_inbox_config_t, f)
 
 /* Alphabetical. */
 static const key_t_ keys[] = {
         {"errors.backoff.max.ms", "30000", K_INT, F(errors_backoff_max_ms), 0, 3600000,
-         "longest wait between two attempts of a failing handler (doubling)"},
+         "longest wait between two attempts of a failing handler (doubling)", NULL},
         {"errors.backoff.ms", "1000", K_INT, F(errors_backoff_ms), 0, 3600000,
-         "wait before the first retry of a failing handler"},
+         "wait before the first retry of a failing handler", NULL},
         {"errors.dlq.topic", "outbox.inbox.dlq", K_STR, F(errors_dlq_topic), 0, 0,
-         "dead-letter topic for messages whose handler still fails after the retries"},
-        {"errors.policy", "dlq", K_POLICY, F(errors_policy), 0, 0,
-         "after the retries: dlq (dead-letter the message and go on) or stop"},
+         "dead-letter topic for messages whose handler still fails after the retries", NULL},
+        {"errors.policy", "dlq", K_WORD, F(errors_policy), 0, 0,
+         "after the retries: dlq (dead-letter the message and go on) or stop", policy_words},
         {"errors.retries", "3", K_INT, F(errors_retries), 0, 1000000,
-         "retries of a failing handler before the policy applies"},
+         "retries of a failing handler before the policy applies", NULL},
         {"inbox.handler", "", K_STR, F(handler), 0, 0,
          "SQL run for each new message, with $1 key (text), $2 headers (jsonb), $3 payload "
          "(inbox.payload), $4 topic (text), $5 partition (integer), $6 offset (bigint), $7 "
-         "message id (text); required"},
+         "message id (text); required", NULL},
         {"inbox.id.header", "id", K_STR, F(id_header), 0, 0,
-         "header holding the message id that inbox_accept() records"},
-        {"inbox.payload", "jsonb", K_PAYLOAD, F(payload), 0, 0,
-         "type of $3: jsonb, text or bytea"},
+         "header holding the message id that inbox_accept() records", NULL},
+        {"inbox.payload", "jsonb", K_WORD, F(payload), 0, 0, "type of $3: jsonb, text or bytea",
+         payload_words},
         {"inbox.topics", "", K_LIST, F(topics), 0, 0,
-         "topics to consume, comma-separated; required"},
-        {"log.level", "info", K_LOGLEVEL, F(log_level), 0, 0, "debug, info, warning or error"},
+         "topics to consume, comma-separated; required", NULL},
+        {"log.level", "info", K_WORD, F(log_level), 0, 0, "debug, info, warning or error",
+         level_words},
         {"postgres.conninfo", "", K_STR, F(postgres_conninfo), 0, 0,
-         "libpq connection string of the consumer's database (empty: PG* variables)"},
+         "libpq connection string of the consumer's database (empty: PG* variables)", NULL},
         {"reconnect.backoff.max.ms", "30000", K_INT, F(reconnect_backoff_max_ms), 10, 3600000,
-         "longest wait between reconnection attempts to PostgreSQL (doubling)"},
+         "longest wait between reconnection attempts to PostgreSQL (doubling)", NULL},
         {"reconnect.backoff.ms", "500", K_INT, F(reconnect_backoff_ms), 10, 3600000,
-         "first wait before reconnecting to PostgreSQL"},
+         "first wait before reconnecting to PostgreSQL", NULL},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -184,51 +198,22 @@ static int set_known(relay_inbox_config_t *c, const key_t_ *k, const char *value
                 *(int64_t *)(base + k->off) = v;
                 return 0;
         }
-        case K_PAYLOAD: {
-                relay_inbox_payload_t p;
-                if (strcmp(value, "jsonb") == 0)
-                        p = RELAY_INBOX_PAYLOAD_JSONB;
-                else if (strcmp(value, "text") == 0)
-                        p = RELAY_INBOX_PAYLOAD_TEXT;
-                else if (strcmp(value, "bytea") == 0)
-                        p = RELAY_INBOX_PAYLOAD_BYTEA;
-                else {
-                        relay_err_set(err, errlen,
-                                      "invalid value \"%s\" for \"%s\" (%s): use jsonb, text or "
-                                      "bytea",
-                                      value, k->name, origin);
-                        return RELAY_EINVAL;
-                }
-                *(relay_inbox_payload_t *)(base + k->off) = p;
-                return 0;
-        }
-        case K_POLICY: {
-                relay_inbox_policy_t p;
-                if (strcmp(value, "dlq") == 0)
-                        p = RELAY_INBOX_ERRORS_DLQ;
-                else if (strcmp(value, "stop") == 0)
-                        p = RELAY_INBOX_ERRORS_STOP;
-                else {
-                        relay_err_set(err, errlen,
-                                      "invalid value \"%s\" for \"%s\" (%s): use dlq or stop",
-                                      value, k->name, origin);
-                        return RELAY_EINVAL;
-                }
-                *(relay_inbox_policy_t *)(base + k->off) = p;
-                return 0;
-        }
-        case K_LOGLEVEL: {
-                static const char *const names[] = {"debug", "info", "warning", "error"};
-                for (int i = 0; i < 4; i++) {
-                        if (strcmp(value, names[i]) == 0) {
-                                *(relay_log_level_t *)(base + k->off) = (relay_log_level_t)i;
+        case K_WORD: {
+                char use[256] = "";
+                size_t n = 0;
+                for (int i = 0; k->words[i]; i++) {
+                        if (strcmp(value, k->words[i]) == 0) {
+                                *(int *)(base + k->off) = i;
                                 return 0;
                         }
                 }
-                relay_err_set(err, errlen,
-                              "invalid value \"%s\" for \"%s\" (%s): use debug, info, warning or "
-                              "error",
-                              value, k->name, origin);
+                while (k->words[n])
+                        n++;
+                for (size_t i = 0; i < n; i++)
+                        snprintf(use + strlen(use), sizeof(use) - strlen(use), "%s%s",
+                                 i == 0 ? "" : i + 1 == n ? " or " : ", ", k->words[i]);
+                relay_err_set(err, errlen, "invalid value \"%s\" for \"%s\" (%s): use %s", value,
+                              k->name, origin, use);
                 return RELAY_EINVAL;
         }
         case K_LIST: {

@@ -241,6 +241,15 @@ static void roff_line(FILE *out, const char *s)
         fputc('\n', out);
 }
 
+/* A command's name and synopsis on one roff line, between the given requests. */
+static void command_line(FILE *out, const char *lead, const command_doc_t *c, const char *sep)
+{
+        fputs(lead, out);
+        roff(out, c->name);
+        fputs(sep, out);
+        roff_line(out, c->synopsis);
+}
+
 /* A tagged paragraph: the tag in bold, then the body. */
 static void roff_tp(FILE *out, const char *tag, const char *body)
 {
@@ -310,12 +319,8 @@ void relay_manual_print_man(FILE *out)
               ".B outbox\\-relay\n"
               "[\\fIOPTION\\fR]...\n",
               out);
-        for (size_t i = 0; i < COUNT(commands); i++) {
-                fputs(".br\n.B outbox\\-relay ", out);
-                roff(out, commands[i].name);
-                fputs("\n", out);
-                roff_line(out, commands[i].synopsis);
-        }
+        for (size_t i = 0; i < COUNT(commands); i++)
+                command_line(out, ".br\n.B outbox\\-relay ", &commands[i], "\n");
         fputs(".SH DESCRIPTION\n", out);
         roff_line(out,
                   "outbox-relay reads the inserts into an outbox table from PostgreSQL's "
@@ -339,11 +344,7 @@ void relay_manual_print_man(FILE *out)
         roff_line(out, "The first argument may name a command; without one the relay runs. "
                        "Commands read the same configuration (--config, environment, --set).");
         for (size_t i = 0; i < COUNT(commands); i++) {
-                fputs(".TP\n\\fB", out);
-                roff(out, commands[i].name);
-                fputs("\\fR ", out);
-                roff(out, commands[i].synopsis);
-                fputs("\n", out);
+                command_line(out, ".TP\n\\fB", &commands[i], "\\fR ");
                 roff_sentence(out, commands[i].desc);
         }
         fputs(".SH OPTIONS\n", out);

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,6 +514,24 @@ static void render_process(out_t *o, double start_time)
                     (double)maxfd);
 }
 
+/*
+ * One sample per topic label of a per-topic counter (field: the offset of
+ * the counter in topic_count_t); "other" only once it has counted something.
+ */
+static void per_topic(out_t *o, const figures_t *f, const char *name, size_t field)
+{
+        for (size_t i = 0; i <= f->ntopics; i++) {
+                size_t k = i < f->ntopics ? i : OTHER;
+                if (k == OTHER && f->count[OTHER].events == 0 && f->ntopics > 0)
+                        continue;
+                uint64_t v;
+                memcpy(&v, (const char *)&f->count[k] + field, sizeof v);
+                put(o, "%s{topic=\"", name);
+                put_label(o, k == OTHER ? "other" : f->topic[k]);
+                put(o, "\"} %llu\n", (unsigned long long)v);
+        }
+}
+
 static void render(out_t *o, const figures_t *f, double start_time)
 {
         int64_t now_us = pg_now_us();
@@ -521,24 +540,10 @@ static void render(out_t *o, const figures_t *f, double start_time)
         head(o, "outbox_relay_events_total", "counter",
              "Events acknowledged by Kafka, by topic (the first 100 topics; the rest as "
              "topic=\"other\"). A resent event counts again.");
-        for (size_t i = 0; i <= f->ntopics; i++) {
-                size_t k = i < f->ntopics ? i : OTHER;
-                if (k == OTHER && f->count[OTHER].events == 0 && f->ntopics > 0)
-                        continue;
-                put(o, "outbox_relay_events_total{topic=\"");
-                put_label(o, k == OTHER ? "other" : f->topic[k]);
-                put(o, "\"} %llu\n", (unsigned long long)f->count[k].events);
-        }
+        per_topic(o, f, "outbox_relay_events_total", offsetof(topic_count_t, events));
         head(o, "outbox_relay_event_bytes_total", "counter",
              "Key and value bytes of the events acknowledged by Kafka, by topic.");
-        for (size_t i = 0; i <= f->ntopics; i++) {
-                size_t k = i < f->ntopics ? i : OTHER;
-                if (k == OTHER && f->count[OTHER].events == 0 && f->ntopics > 0)
-                        continue;
-                put(o, "outbox_relay_event_bytes_total{topic=\"");
-                put_label(o, k == OTHER ? "other" : f->topic[k]);
-                put(o, "\"} %llu\n", (unsigned long long)f->count[k].bytes);
-        }
+        per_topic(o, f, "outbox_relay_event_bytes_total", offsetof(topic_count_t, bytes));
         one(o, "outbox_relay_events_produced_total", "counter",
             "Events handed to the Kafka producer (a resent event counts again).",
             (double)f->produced);

@@ -68,6 +68,7 @@ struct relay_outbox {
 
         char *topic; /* scratch */
         size_t topic_cap;
+        bool topic_oom; /* topic_append ran out of memory; topic_finish says so */
         char *bytes; /* scratch for decoded bytea */
         size_t bytes_cap;
         relay_header_t *headers; /* scratch: id, type, extras */
@@ -388,6 +389,50 @@ static void first_error(int *first, int rc, char *err, size_t errlen, const char
                 *first = rc;
                 relay_err_set(err, errlen, "%s", msg);
         }
+}
+
+/*
+ * The topic is built in o->topic, one template part at a time, with room
+ * kept for the terminating NUL. Running out of memory is remembered and
+ * reported once, by topic_finish.
+ */
+static void topic_append(relay_outbox_t *o, size_t *tlen, const char *s, size_t n)
+{
+        if (o->topic_oom || grow_buf(&o->topic, &o->topic_cap, *tlen + n + 1)) {
+                o->topic_oom = true;
+                return;
+        }
+        memcpy(o->topic + *tlen, s, n);
+        *tlen += n;
+}
+
+/*
+ * Ends the built topic and sets ev->topic, or records why Kafka would refuse
+ * it as the row's mapping error; fails (RELAY_ENOMEM, err set) only for want
+ * of memory.
+ */
+static int topic_finish(relay_outbox_t *o, size_t tlen, relay_event_t *ev, int *first, char *err,
+                        size_t errlen)
+{
+        char msg[RELAY_ERRBUF];
+
+        if (o->topic == NULL)
+                topic_append(o, &tlen, "", 0);
+        if (o->topic_oom) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        o->topic[tlen] = '\0';
+        if (relay_names_is_topic(o->topic, tlen)) {
+                ev->topic = o->topic;
+                return 0;
+        }
+        relay_err_set(msg, sizeof(msg),
+                      "invalid Kafka topic name \"%.*s\" from topic.template: topic names are 1 "
+                      "to %d characters of a-z, A-Z, 0-9, '.', '_' and '-'",
+                      (int)(tlen > 300 ? 300 : tlen), o->topic, RELAY_TOPIC_MAX);
+        first_error(first, RELAY_EMAP, err, errlen, msg);
+        return 0;
 }
 
 /* A column format.profile cannot encode: the message names it and its type. */
@@ -804,6 +849,7 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         /* Topic: literal segments and column values. */
         size_t tlen = 0;
         bool topic_ok = true;
+        o->topic_oom = false;
         const relay_topic_template_t *tpl = &o->set->topic_template;
         for (size_t i = 0; topic_ok && i < tpl->nparts; i++) {
                 const relay_topic_part_t *sg = &tpl->parts[i];
@@ -833,26 +879,10 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                         s = v->data;
                         n = v->len;
                 }
-                if (grow_buf(&o->topic, &o->topic_cap, tlen + n + 1)) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
-                memcpy(o->topic + tlen, s, n);
-                tlen += n;
+                topic_append(o, &tlen, s, n);
         }
-        if (topic_ok) {
-                o->topic[tlen] = '\0';
-                if (relay_names_is_topic(o->topic, tlen)) {
-                        ev->topic = o->topic;
-                } else {
-                        relay_err_set(msg, sizeof(msg),
-                                      "invalid Kafka topic name \"%.*s\" from topic.template: "
-                                      "topic names are 1 to %d characters of a-z, A-Z, 0-9, "
-                                      "'.', '_' and '-'",
-                                      (int)(tlen > 300 ? 300 : tlen), o->topic, RELAY_TOPIC_MAX);
-                        first_error(&first, RELAY_EMAP, err, errlen, msg);
-                }
-        }
+        if (topic_ok && (rc = topic_finish(o, tlen, ev, &first, err, errlen)))
+                return rc;
 
         /* Headers: id, type, then the extra columns (NULL values stay NULL). */
         size_t nh = 0;
@@ -1223,6 +1253,7 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
         /* Topic: literal segments and top-level fields. */
         size_t tlen = 0;
         bool topic_ok = true;
+        o->topic_oom = false;
         const relay_topic_template_t *tpl = &o->set->topic_template;
         for (size_t i = 0; i < tpl->nparts; i++) {
                 const relay_topic_part_t *sg = &tpl->parts[i];
@@ -1241,30 +1272,10 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
                                 break;
                         }
                 }
-                if (grow_buf(&o->topic, &o->topic_cap, tlen + n + 1)) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
-                memcpy(o->topic + tlen, s, n);
-                tlen += n;
+                topic_append(o, &tlen, s, n);
         }
-        if (topic_ok) {
-                if (grow_buf(&o->topic, &o->topic_cap, tlen + 1)) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
-                o->topic[tlen] = '\0';
-                if (relay_names_is_topic(o->topic, tlen)) {
-                        ev->topic = o->topic;
-                } else {
-                        relay_err_set(msg, sizeof(msg),
-                                      "invalid Kafka topic name \"%.*s\" from topic.template: "
-                                      "topic names are 1 to %d characters of a-z, A-Z, 0-9, "
-                                      "'.', '_' and '-'",
-                                      (int)(tlen > 300 ? 300 : tlen), o->topic, RELAY_TOPIC_MAX);
-                        first_error(&first, RELAY_EMAP, err, errlen, msg);
-                }
-        }
+        if (topic_ok && (rc = topic_finish(o, tlen, ev, &first, err, errlen)))
+                return rc;
 
         /* Headers: id, type, the outbox.headers fields, then "headers". */
         size_t nh = 0, want = 0;

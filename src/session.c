@@ -265,9 +265,11 @@ int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag
                 int rc = relay_producer_send(s->prod, ev, tag, err, errlen);
                 if (rc == 0)
                         relay_metrics_produced(s->proc->metrics);
-                /* A dead producer refuses everything: say why it died. */
-                if (rc == RELAY_EKAFKA && relay_session_kafka_check(s, err, errlen))
-                        return RELAY_EKAFKA;
+                /* A dead producer refuses everything: say why it died, and
+                 * keep what the check makes of it (fenced is not retried). */
+                int why;
+                if (rc == RELAY_EKAFKA && (why = relay_session_kafka_check(s, err, errlen)))
+                        return why;
                 if (rc != RELAY_EAGAIN)
                         return rc;
                 if ((rc = relay_session_serve(s, 10, err, errlen)))

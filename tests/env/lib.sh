@@ -75,7 +75,7 @@ env_config() {
         "" | / | /tmp | /root | /home | /usr | /var | /etc)
                 env_die "RELAY_TEST_ENV_DIR='$STATE_DIR' is not a private directory: use e.g. /tmp/outbox-relay-env" ;;
         esac
-        PG_PORT=${RELAY_TEST_PGPORT:-54329}
+        PG_PORT=${RELAY_TEST_PGPORT:-15432}
         KAFKA_PORT=${RELAY_TEST_KAFKA_PORT:-19092}
         local p
         for p in "$PG_PORT" "$KAFKA_PORT"; do

@@ -627,3 +627,66 @@ const char *fx_mock_start(int brokers, rd_kafka_mock_cluster_t **out)
                 *out = g_mock;
         return bootstraps;
 }
+
+/* --- kill -9 loops ---------------------------------------------------------- */
+
+void fx_wait_slice(h_workload_t *wl, h_relay_t *r, int k, int n, int events, unsigned *seed,
+                   int max_pause_ms)
+{
+        int target = (int)((long long)events * k / n) + fx_rand(seed, 0, events / n - 1);
+        int64_t deadline = h_now_ms() + 120000;
+        while (h_workload_committed(wl) < target && h_now_ms() < deadline)
+                h_sleep_ms(10);
+        if (!h_relay_wait_log(r, "streaming from replication slot", 60000))
+                h_relay_diag_log(r);
+        h_sleep_ms(fx_rand(seed, 50, max_pause_ms));
+}
+
+bool fx_kill9(h_relay_t *p, const char *what, int k)
+{
+        h_relay_signal(p, SIGKILL);
+        int rc = h_relay_wait(p, 30000);
+        if (rc == 128 + SIGKILL)
+                return true;
+        tap_diag("%s kill %d: it had already exited with %d", what, k + 1, rc);
+        h_relay_diag_log(p);
+        return false;
+}
+
+h_relay_t *fx_crash_loop(h_relay_t *r, const char *const *sets, h_workload_t *wl, int kills,
+                         int events, unsigned *seed, fx_kills_t *out)
+{
+        memset(out, 0, sizeof(*out));
+        for (int k = 0; k < kills; k++) {
+                bool startup = k > 0 && fx_rand(seed, 0, 3) == 0;
+                if (startup)
+                        h_sleep_ms(fx_rand(seed, 0, 80));
+                else
+                        fx_wait_slice(wl, r, k, kills, events, seed, 1500);
+                bool streaming = fx_log_count(r, "streaming from replication slot") > 0;
+                int committed = h_workload_committed(wl);
+                if (fx_kill9(r, "relay", k)) {
+                        out->killed++;
+                        out->during_load += committed < events;
+                        out->in_startup += !streaming;
+                } else {
+                        out->not_killed++;
+                }
+                tap_diag("kill %d: %s, %d of %d events committed", k + 1,
+                         streaming ? "while streaming" : "during start-up", committed, events);
+                h_relay_free(r);
+                r = h_relay_start(sets);
+        }
+        return r;
+}
+
+void fx_crash_figures(const char *name, const h_verify_t *v, const fx_kills_t *k,
+                      int rolled_back, double written_s, double all_in_kafka_s)
+{
+        tap_diag("FIGURES %s: events=%zu kills=%d kills_during_load=%d kills_in_startup=%d "
+                 "duplicates=%zu (%.1f%%) missing=%zu out_of_order=%zu rolled_back=%d "
+                 "written_in=%.1fs all_in_kafka_after=%.1fs",
+                 name, v->expected, k->killed, k->during_load, k->in_startup, v->duplicates,
+                 v->expected ? 100.0 * (double)v->duplicates / (double)v->expected : 0.0,
+                 v->missing, v->out_of_order, rolled_back, written_s, all_in_kafka_s);
+}

@@ -274,6 +274,43 @@ static __attribute__((unused)) void fx_check_delivered(const char *what, const h
                "%s: keys, partitions, headers and values as written", what);
 }
 
+/* --- kill -9 loops ---------------------------------------------------------- */
+
+typedef struct {
+        int killed;      /* died of the SIGKILL */
+        int during_load; /* of those, while the writers were still committing */
+        int in_startup;  /* of those, before the relay said it streams */
+        int not_killed;  /* had already exited on its own: a failure */
+} fx_kills_t;
+
+/**
+ * Wait for a random point of the k-th of n equal slices of `events`
+ * committed by wl (2 minutes at most), then until r streams, then a random
+ * 50 to max_pause_ms.
+ */
+void fx_wait_slice(h_workload_t *wl, h_relay_t *r, int k, int n, int events, unsigned *seed,
+                   int max_pause_ms);
+
+/**
+ * kill -9 p and reap it. False, with a diagnostic naming what and kill k
+ * and p's log, when p had already exited on its own.
+ */
+bool fx_kill9(h_relay_t *p, const char *what, int k);
+
+/**
+ * Issue 4's crash loop (0205, 0215): `kills` times, kill -9 relay r and
+ * start a new one with sets. Kill k lands at a random point of the k-th
+ * slice of the load while the relay streams; one kill in four instead hits
+ * the relay the previous kill left starting, 0 to 80 ms after the exec.
+ * Counts into *out. Returns the relay left running (the caller frees it).
+ */
+h_relay_t *fx_crash_loop(h_relay_t *r, const char *const *sets, h_workload_t *wl, int kills,
+                         int events, unsigned *seed, fx_kills_t *out);
+
+/** The FIGURES line of a crash loop (name: its label in the figures). */
+void fx_crash_figures(const char *name, const h_verify_t *v, const fx_kills_t *k,
+                      int rolled_back, double written_s, double all_in_kafka_s);
+
 /* --- librdkafka's mock cluster ------------------------------------------ */
 
 struct rd_kafka_mock_cluster_s;

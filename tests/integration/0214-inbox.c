@@ -268,23 +268,11 @@ int main(void)
         h_workload_t *wl = h_workload_start(&wc);
         int rkilled = 0, ikilled = 0, not_killed = 0;
         for (int k = 0; k < kills; k++) {
-                int target = (int)((long long)events * k / kills) +
-                             fx_rand(&seed, 0, events / kills - 1);
-                int64_t deadline = h_now_ms() + 120000;
-                while (h_workload_committed(wl) < target && h_now_ms() < deadline)
-                        h_sleep_ms(10);
-                if (!h_relay_wait_log(r, "streaming from replication slot", 60000))
-                        h_relay_diag_log(r);
-                h_sleep_ms(fx_rand(&seed, 50, 1200));
-                h_relay_signal(r, SIGKILL);
-                int rc = h_relay_wait(r, 30000);
-                if (rc == 128 + SIGKILL) {
+                fx_wait_slice(wl, r, k, kills, events, &seed, 1200);
+                if (fx_kill9(r, "relay", k))
                         rkilled++;
-                } else {
+                else
                         not_killed++;
-                        tap_diag("relay kill %d: it had already exited with %d", k + 1, rc);
-                        h_relay_diag_log(r);
-                }
                 h_relay_free(r);
                 r = h_relay_start(fc.sets.v);
 
@@ -292,15 +280,10 @@ int main(void)
                 if (!h_relay_wait_log(ib, "assigned partitions", 60000))
                         h_relay_diag_log(ib);
                 h_sleep_ms(fx_rand(&seed, 50, 1200));
-                h_relay_signal(ib, SIGKILL);
-                rc = h_relay_wait(ib, 30000);
-                if (rc == 128 + SIGKILL) {
+                if (fx_kill9(ib, "consumer", k))
                         ikilled++;
-                } else {
+                else
                         not_killed++;
-                        tap_diag("consumer kill %d: it had already exited with %d", k + 1, rc);
-                        h_relay_diag_log(ib);
-                }
                 tap_diag("kill %d: relay and consumer, %d of %d events committed, %lld applied",
                          k + 1, h_workload_committed(wl), events,
                          cval(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter"));
@@ -314,7 +297,7 @@ int main(void)
                         joins2++;
                 } else if (k % 2 == 1 && ib2) {
                         h_relay_signal(ib2, SIGTERM);
-                        rc = h_relay_wait(ib2, 60000);
+                        int rc = h_relay_wait(ib2, 60000);
                         if (rc != 0) {
                                 tap_diag("second consumer: exit %d on SIGTERM", rc);
                                 h_relay_diag_log(ib2);

@@ -58,51 +58,17 @@ int main(void)
 
         int64_t t0 = h_now_ms();
         h_workload_t *wl = h_workload_start(&wc);
-        int killed = 0, during_load = 0, in_startup = 0, not_killed = 0;
-        for (int k = 0; k < kills; k++) {
-                /* One kill in four hits the relay just started (by the
-                 * previous round) during its start-up; the others a random
-                 * point in the k-th slice of the load, while it streams. */
-                bool startup = k > 0 && fx_rand(&seed, 0, 3) == 0;
-                if (startup) {
-                        h_sleep_ms(fx_rand(&seed, 0, 80));
-                } else {
-                        int target = (int)((long long)events * k / kills) +
-                                     fx_rand(&seed, 0, events / kills - 1);
-                        int64_t deadline = h_now_ms() + 120000;
-                        while (h_workload_committed(wl) < target && h_now_ms() < deadline)
-                                h_sleep_ms(10);
-                        if (!h_relay_wait_log(r, "streaming from replication slot", 60000))
-                                h_relay_diag_log(r);
-                        h_sleep_ms(fx_rand(&seed, 50, 1500));
-                }
-                bool streaming = fx_log_count(r, "streaming from replication slot") > 0;
-                int committed = h_workload_committed(wl);
-                h_relay_signal(r, SIGKILL);
-                int rc = h_relay_wait(r, 30000);
-                if (rc == 128 + SIGKILL) {
-                        killed++;
-                        during_load += committed < events;
-                        in_startup += !streaming;
-                } else {
-                        /* It had exited on its own: that is a failure. */
-                        not_killed++;
-                        tap_diag("kill %d: the relay had already exited with %d", k + 1, rc);
-                        h_relay_diag_log(r);
-                }
-                tap_diag("kill %d: %s, %d of %d events committed", k + 1,
-                         streaming ? "while streaming" : "during start-up", committed, events);
-                h_relay_free(r);
-                r = h_relay_start(fc.sets.v);
-        }
+        fx_kills_t kl;
+        r = fx_crash_loop(r, fc.sets.v, wl, kills, events, &seed, &kl);
         int committed = 0, rolled_back = 0;
         int failed = h_workload_wait(wl, &committed, &rolled_back);
         int64_t t_written = h_now_ms();
         is_int(failed, 0, "all writers finished");
         is_int(committed, events, "writers committed %d events", events);
-        is_int(not_killed, 0, "every relay was alive when killed");
-        is_int(killed, kills, "%d kill -9 (%d while events were being written, %d during start-up)",
-               kills, during_load, in_startup);
+        is_int(kl.not_killed, 0, "every relay was alive when killed");
+        is_int(kl.killed, kills,
+               "%d kill -9 (%d while events were being written, %d during start-up)", kills,
+               kl.during_load, kl.in_startup);
 
         long long expected = 0;
         long long got = fx_wait_all_in_kafka(fc.c, &wc, 300000, &expected);
@@ -129,12 +95,8 @@ int main(void)
         h_msgs_free(cks, ncks);
         h_kafka_delete_topic(ck_topic);
         free(ck_topic);
-        tap_diag("FIGURES eos-crash-loop: events=%zu kills=%d kills_during_load=%d "
-                 "kills_in_startup=%d duplicates=%zu (%.1f%%) missing=%zu out_of_order=%zu "
-                 "rolled_back=%d written_in=%.1fs all_in_kafka_after=%.1fs",
-                 v.expected, killed, during_load, in_startup, v.duplicates,
-                 v.expected ? 100.0 * (double)v.duplicates / (double)v.expected : 0.0, v.missing,
-                 v.out_of_order, rolled_back, (t_written - t0) / 1000.0, (t_done - t0) / 1000.0);
+        fx_crash_figures("eos-crash-loop", &v, &kl, rolled_back, (t_written - t0) / 1000.0,
+                         (t_done - t0) / 1000.0);
 
         h_relay_free(r);
         fx_case_close(&fc, &wc);

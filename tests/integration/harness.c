@@ -1437,10 +1437,11 @@ static int h_cluster_try_start(h_cluster_t *c, const char *server_opts);
 int h_cluster_start(h_cluster_t *c, const char *server_opts)
 {
         char cmd[4096];
-        /* The test ports lie in the kernel's ephemeral range (32768-60999):
-         * a client socket of any process can hold one for a while (the CI
-         * rehearsal of 2026-12-02 once found 54340 taken: "could not bind
-         * IPv4 address: Address already in use"). Then another port. */
+        /* The default test ports (15432 and up) lie below the kernel's
+         * ephemeral range (32768-60999): when they lay inside it, a client
+         * socket of another process once held 54340 ("could not bind IPv4
+         * address: Address already in use"). A port given by the user may
+         * still be taken by another service: then another port. */
         for (int attempt = 0; attempt < 3; attempt++) {
                 snprintf(cmd, sizeof(cmd), "grep -q \"Address already in use\" %s/postgresql.log",
                          c->dir);
