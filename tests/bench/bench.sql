@@ -46,9 +46,10 @@ LANGUAGE sql AS $$
     FROM generate_series(first, last) g;
 $$;
 
--- Write n events for tag, per_tx rows per transaction (per_tx <= 0: all in
--- one transaction). CALL it outside a transaction block.
-CREATE OR REPLACE PROCEDURE bench_write(tag text, n bigint, per_tx bigint)
+-- Write n events for tag with procedure proc (bench_insert or bench_emit),
+-- per_tx events per transaction (per_tx <= 0: all in one transaction).
+-- CALL it outside a transaction block.
+CREATE OR REPLACE PROCEDURE bench_write_with(proc text, tag text, n bigint, per_tx bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     i bigint := 0;
@@ -59,13 +60,14 @@ BEGIN
     END IF;
     WHILE i < n LOOP
         k := least(per_tx, n - i);
-        INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload)
-            SELECT gen_random_uuid(), tag, 'order-' || g, 'OrderPlaced', bench_payload(g)
-            FROM generate_series(i + 1, i + k) g;
+        EXECUTE format('CALL %I($1, $2, $3)', proc) USING tag, i + 1, i + k;
         COMMIT;
         i := i + k;
     END LOOP;
 END $$;
+
+CREATE OR REPLACE PROCEDURE bench_write(tag text, n bigint, per_tx bigint)
+LANGUAGE plpgsql AS $$ BEGIN CALL bench_write_with('bench_insert', tag, n, per_tx); END $$;
 
 -- One event whose payload is about size_bytes of JSON (a single string).
 CREATE OR REPLACE PROCEDURE bench_write_big(tag text, size_bytes int)
@@ -80,23 +82,14 @@ $$;
 -- messages (outbox.source = messages, prefix 'outbox') instead of rows: the
 -- body of README's "Logical decoding messages", built as text the way an
 -- application would. No table is written.
+CREATE OR REPLACE PROCEDURE bench_emit(tag text, first bigint, last bigint)
+LANGUAGE sql AS $$
+    SELECT pg_logical_emit_message(true, 'outbox',
+               format('{"id": "%s", "aggregatetype": "%s", "aggregateid": "order-%s", '
+                      '"type": "OrderPlaced", "payload": %s}',
+                      gen_random_uuid(), tag, g, bench_payload(g)))
+    FROM generate_series(first, last) g;
+$$;
+
 CREATE OR REPLACE PROCEDURE bench_write_msg(tag text, n bigint, per_tx bigint)
-LANGUAGE plpgsql AS $$
-DECLARE
-    i bigint := 0;
-    k bigint;
-BEGIN
-    IF per_tx <= 0 THEN
-        per_tx := n;
-    END IF;
-    WHILE i < n LOOP
-        k := least(per_tx, n - i);
-        PERFORM pg_logical_emit_message(true, 'outbox',
-                    format('{"id": "%s", "aggregatetype": "%s", "aggregateid": "order-%s", '
-                           '"type": "OrderPlaced", "payload": %s}',
-                           gen_random_uuid(), tag, g, bench_payload(g)))
-            FROM generate_series(i + 1, i + k) g;
-        COMMIT;
-        i := i + k;
-    END LOOP;
-END $$;
+LANGUAGE plpgsql AS $$ BEGIN CALL bench_write_with('bench_emit', tag, n, per_tx); END $$;
