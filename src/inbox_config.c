@@ -465,3 +465,21 @@ void relay_inbox_config_print_help(FILE *out)
                 fprintf(out, " kafka.%s=%s", fixed[i].name, fixed[i].value);
         fprintf(out, "\n");
 }
+
+bool relay_inbox_config_keydoc(size_t i, relay_inbox_keydoc_t *out)
+{
+        if (i >= NKEYS)
+                return false;
+        *out = (relay_inbox_keydoc_t){keys[i].name, keys[i].def, keys[i].desc};
+        return true;
+}
+
+bool relay_inbox_config_fixed(size_t i, const char **name, const char **value, const char **why)
+{
+        if (i >= sizeof(fixed) / sizeof(fixed[0]))
+                return false;
+        *name = fixed[i].name;
+        *value = fixed[i].value;
+        *why = fixed[i].why;
+        return true;
+}

@@ -17,6 +17,7 @@
 #include "relay/inbox.h"
 #include "relay/inbox_config.h"
 #include "relay/log.h"
+#include "relay/manual.h"
 #include "relay_version.h"
 
 #define PROG "outbox-inbox"
@@ -42,7 +43,8 @@ static void usage(FILE *out)
                 "  -c, --config FILE   read key = value lines\n"
                 "  -s, --set KEY=VALUE set one key (after the file)\n"
                 "  -h, --help          this help\n"
-                "  -V, --version       version\n\n");
+                "  -V, --version       version\n"
+                "      --man           print the manual page (roff)\n\n");
         relay_inbox_config_print_help(out);
         fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT, 1 Kafka fatal error, 2 bad "
                      "configuration,\n3 inbox_accept() or the handler does not prepare, 4 stopped "
@@ -62,6 +64,7 @@ int main(int argc, char **argv)
                 {"set", required_argument, NULL, 's'},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, 'V'},
+                {"man", no_argument, NULL, 'M'},
                 {NULL, 0, NULL, 0},
         };
         const char *file = NULL;
@@ -83,6 +86,10 @@ int main(int argc, char **argv)
                         break;
                 case 'h':
                         usage(stdout);
+                        free(sets);
+                        return 0;
+                case 'M':
+                        relay_manual_print_inbox_man(stdout);
                         free(sets);
                         return 0;
                 case 'V':

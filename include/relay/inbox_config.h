@@ -92,4 +92,20 @@ int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err,
 /** @brief The keys, their defaults and meaning, for --help. */
 void relay_inbox_config_print_help(FILE *out);
 
+/** One key for the documentation; strings borrowed from static tables. */
+typedef struct {
+        const char *name;
+        const char *def; /* "" for none */
+        const char *desc;
+} relay_inbox_keydoc_t;
+
+/** @brief The i-th key in alphabetical order; false past the last. */
+bool relay_inbox_config_keydoc(size_t i, relay_inbox_keydoc_t *out);
+
+/**
+ * @brief The i-th kafka.* property the inbox fixes (name without "kafka.",
+ *        its value, why); false past the last. Strings borrowed.
+ */
+bool relay_inbox_config_fixed(size_t i, const char **name, const char **value, const char **why);
+
 #endif

@@ -27,4 +27,7 @@ void relay_manual_print_man(FILE *out);
  */
 void relay_manual_print_example(FILE *out);
 
+/** outbox-inbox(1) as roff, from outbox-inbox's key table. */
+void relay_manual_print_inbox_man(FILE *out);
+
 #endif
