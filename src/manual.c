@@ -267,6 +267,38 @@ static void roff_sentence(FILE *out, const char *s)
         fputs(".\n", out);
 }
 
+/*
+ * One key's entry: name, description, the values it takes (may be ""), its
+ * default (none_word when empty) and its environment variable (may be NULL).
+ */
+static void man_key(FILE *out, const char *name, const char *desc, const char *values,
+                    const char *def, const char *none_word, const char *env)
+{
+        fputs(".TP\n\\fB", out);
+        roff(out, name);
+        fputs("\\fR\n", out);
+        roff(out, desc);
+        fputs(".\n.br\n", out);
+        if (values[0] != '\0') {
+                fputs("Values: ", out);
+                roff_sentence(out, values);
+                fputs(".br\n", out);
+        }
+        fputs("Default: ", out);
+        if (def[0] != '\0') {
+                fputs("\\fB", out);
+                roff(out, def);
+                fputs("\\fR", out);
+        } else {
+                fputs(none_word, out);
+        }
+        if (env) {
+                fputs(". Environment: ", out);
+                roff(out, env);
+        }
+        fputs(".\n", out);
+}
+
 static void man_keys(FILE *out)
 {
         relay_config_keydoc_t d;
@@ -283,29 +315,8 @@ static void man_keys(FILE *out)
                 "log.level = debug, librdkafka's statistics (events per request, round trips) are "
                 "logged. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
                 "with \".\" written as \"_\".");
-        for (size_t i = 0; relay_config_keydoc(i, &d); i++) {
-                fputs(".TP\n\\fB", out);
-                roff(out, d.name);
-                fputs("\\fR\n", out);
-                roff(out, d.desc);
-                fputs(".\n.br\n", out);
-                if (d.values[0] != '\0') {
-                        fputs("Values: ", out);
-                        roff_sentence(out, d.values);
-                        fputs(".br\n", out);
-                }
-                fputs("Default: ", out);
-                if (d.def[0] != '\0') {
-                        fputs("\\fB", out);
-                        roff(out, d.def);
-                        fputs("\\fR", out);
-                } else {
-                        fputs("empty", out);
-                }
-                fputs(". Environment: ", out);
-                roff(out, d.env);
-                fputs(".\n", out);
-        }
+        for (size_t i = 0; relay_config_keydoc(i, &d); i++)
+                man_key(out, d.name, d.desc, d.values, d.def, "empty", d.env);
 }
 
 void relay_manual_print_man(FILE *out)
@@ -420,12 +431,20 @@ void relay_manual_print_man(FILE *out)
               out);
 }
 
+typedef struct {
+        const char *tag, *desc;
+} tp_row_t;
+
+static void roff_tps(FILE *out, const tp_row_t *rows, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                roff_tp(out, rows[i].tag, rows[i].desc);
+}
+
 /* outbox-inbox(1): its keys come from inbox_config.c's table. */
 void relay_manual_print_inbox_man(FILE *out)
 {
-        static const struct {
-                const char *tag, *desc;
-        } inbox_options[] = {
+        static const tp_row_t inbox_options[] = {
                 {"-c, --config FILE", "Read \"key = value\" lines (\"#\" comments) from FILE."},
                 {"-s, --set KEY=VALUE", "Set one key; applied after the file, in order."},
                 {"-h, --help", "Print the options and keys, then exit."},
@@ -472,25 +491,12 @@ void relay_manual_print_inbox_man(FILE *out)
                   "thread. Offsets are committed asynchronously every 200 ms and when idle, "
                   "synchronously when partitions are revoked and at stop.");
         fputs(".SH OPTIONS\n", out);
-        for (size_t i = 0; i < COUNT(inbox_options); i++)
-                roff_tp(out, inbox_options[i].tag, inbox_options[i].desc);
+        roff_tps(out, inbox_options, COUNT(inbox_options));
         fputs(".SH CONFIGURATION\n", out);
         roff_line(out, "Layers: defaults < --config file < --set. Unknown keys and bad values "
                        "are refused with their origin (exit 2). The keys:");
-        for (size_t i = 0; relay_inbox_config_keydoc(i, &d); i++) {
-                fputs(".TP\n\\fB", out);
-                roff(out, d.name);
-                fputs("\\fR\n", out);
-                roff(out, d.desc);
-                fputs(".\n.br\nDefault: ", out);
-                if (d.def[0] != '\0') {
-                        fputs("\\fB", out);
-                        roff(out, d.def);
-                        fputs("\\fR\n", out);
-                } else {
-                        fputs("none\n", out);
-                }
-        }
+        for (size_t i = 0; relay_inbox_config_keydoc(i, &d); i++)
+                man_key(out, d.name, d.desc, "", d.def, "none", NULL);
         roff_tp(out, "kafka.<property>",
                 "Any librdkafka consumer property, without \"kafka.\"; kafka.bootstrap.servers is "
                 "required. Defaults: group.id = outbox-inbox, client.id = outbox-inbox, "
@@ -522,8 +528,7 @@ void relay_manual_print_inbox_man(FILE *out)
                   "doubling up to reconnect.backoff.max.ms. Retries hold back the partition's "
                   "later messages: keep their total under max.poll.interval.ms.");
         fputs(".SH EXIT STATUS\n", out);
-        for (size_t i = 0; i < COUNT(inbox_exits); i++)
-                roff_tp(out, inbox_exits[i].tag, inbox_exits[i].desc);
+        roff_tps(out, inbox_exits, COUNT(inbox_exits));
         fputs(".SH SIGNALS\n", out);
         roff_tp(out, "SIGTERM, SIGINT",
                 "Finish the message at hand, commit the offsets, leave the group and exit 0. A "
