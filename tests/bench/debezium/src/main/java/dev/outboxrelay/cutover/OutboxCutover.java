@@ -17,7 +17,7 @@
  * Usage: java -cp CLASSPATH dev.outboxrelay.cutover.OutboxCutover CONNECTOR_JSON WORKER_PROPERTIES
  * WORKER_PROPERTIES: bootstrap.servers, offset.storage.file.filename,
  * offset.flush.interval.ms, cutover.events (a file that gets "<id> <lsn>" for
- * each acknowledged event: its id header and the change's LSN from the
+ * each event before it is sent: its id header and the change's LSN from the
  * record's source offset), producer.<key> for the producer.
  * Prints "CUTOVER streaming <ms>", "CUTOVER sent N" after each acknowledged
  * batch, and "CUTOVER stopped" when SIGTERM closed the engine in time.
@@ -123,12 +123,26 @@ public final class OutboxCutover {
 
         EngineHost.Handler handler = (List<ChangeEvent<SourceRecord, SourceRecord>> records,
                 DebeziumEngine.RecordCommitter<ChangeEvent<SourceRecord, SourceRecord>> committer) -> {
+            // Logged before the sends: whatever reaches Kafka has its line,
+            // even when the process is killed in the middle of the batch.
+            StringBuilder lines = new StringBuilder();
+            for (ChangeEvent<SourceRecord, SourceRecord> ev : records) {
+                SourceRecord r = ev.value();
+                if (r != null) {
+                    Header id = r.headers().lastWithName("id");
+                    lines.append(id == null ? "-" : String.valueOf(id.value())).append(' ')
+                            .append(r.sourceOffset().get("lsn")).append('\n');
+                }
+            }
+            synchronized (sentTotal) {
+                events.print(lines);
+                events.flush();
+            }
             List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
             for (ChangeEvent<SourceRecord, SourceRecord> ev : records) {
                 SourceRecord r = ev.value();
                 sent.add(r == null ? null : producer.send(wire.convert(r)));
             }
-            StringBuilder lines = new StringBuilder();
             for (int i = 0; i < records.size(); i++) {
                 Future<RecordMetadata> f = sent.get(i);
                 if (f != null) {
@@ -137,18 +151,11 @@ public final class OutboxCutover {
                     } catch (java.util.concurrent.ExecutionException e) {
                         throw new io.debezium.DebeziumException(e.getCause());
                     }
-                    SourceRecord r = records.get(i).value();
-                    Header id = r.headers().lastWithName("id");
-                    Object lsn = r.sourceOffset().get("lsn");
-                    lines.append(id == null ? "-" : String.valueOf(id.value())).append(' ')
-                            .append(lsn).append('\n');
                 }
                 committer.markProcessed(records.get(i));
             }
             committer.markBatchFinished();
             synchronized (sentTotal) {
-                events.print(lines);
-                events.flush();
                 sentTotal[0] += records.size();
                 System.out.println("CUTOVER sent " + sentTotal[0]);
                 System.out.flush();
