@@ -29,6 +29,10 @@
  *    and its events keep their commit order (first copies);
  *  - the relay created no slot and no publication: it used Debezium's.
  *
+ * The first run then rolls back (README): Debezium started again with its
+ * configuration and offsets unchanged resumes from the slot, i.e. after the
+ * relay: none of the events before is sent again, every event after once.
+ *
  * Three runs: connect-string and connect-json with the graceful stop (the
  * engine commits its offsets as it closes, so only the transaction in
  * flight comes twice), and connect-string with Debezium killed (SIGKILL: a
@@ -57,8 +61,10 @@
 /* The runs: profile, and whether Debezium is killed rather than stopped. */
 static const struct {
         const char *profile;
-        bool kill9;
-} runs[] = {{"connect-string", false}, {"connect-json", false}, {"connect-string", true}};
+        bool kill9;    /* Debezium killed rather than stopped */
+        bool rollback; /* then back to Debezium */
+} runs[] = {{"connect-string", false, true}, {"connect-json", false, false},
+            {"connect-string", true, false}};
 
 /* --- the writer: one connection, so commits (and their changes) follow each other in the WAL */
 
@@ -75,7 +81,7 @@ static void *write_loop(void *arg)
 {
         struct writer *w = arg;
         PGconn *c = h_pg_connect(w->db);
-        long n = 0;
+        long n = atomic_load(&w->committed);
         for (unsigned tx = 0; !atomic_load(&w->stop); tx++) {
                 long k = 1 + tx % 8;
                 /* The id ends in the event number: the check maps ids back to it. */
@@ -144,7 +150,7 @@ static long count_rows(PGconn *c, const char *sql)
         return n;
 }
 
-static void run(PGconn *c, const char *db, const char *profile_name, bool kill9)
+static void run(PGconn *c, const char *db, const char *profile_name, bool kill9, bool rollback)
 {
         char profile[64]; /* the label of every line */
         snprintf(profile, sizeof(profile), "%s, %s", profile_name, kill9 ? "killed" : "graceful stop");
@@ -449,6 +455,82 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9)
                NAGG);
         is_int(out_of_order, 0, "%s: each aggregate's events in commit order", profile);
 
+        /* 6. Rolling back: Debezium again, configuration and offsets
+         *    unchanged, resumes from the slot, i.e. after the relay. */
+        if (rollback) {
+                int64_t end[PARTS] = {0};
+                for (size_t i = 0; i < nmsg; i++)
+                        if (msgs[i].partition < PARTS && msgs[i].offset + 1 > end[msgs[i].partition])
+                                end[msgs[i].partition] = msgs[i].offset + 1;
+                f = fopen(worker, "w");
+                if (!f)
+                        tap_bail("could not write %s", worker);
+                fprintf(f,
+                        "bootstrap.servers=%s\noffset.storage.file.filename=%s\n"
+                        "offset.flush.interval.ms=%d\ncutover.events=%s.2\n",
+                        h_kafka_bootstrap(), offsets, CUT_FLUSH_MS, events);
+                fclose(f);
+                h_relay_t *back = h_debezium_start("dev.outboxrelay.cutover.OutboxCutover", jargs);
+                if (!h_relay_wait_log(back, "CUTOVER streaming", 90000)) {
+                        h_relay_diag_log(back);
+                        tap_bail("%s: Debezium did not stream again within 90 s", profile);
+                }
+                atomic_store(&w.stop, false);
+                if (pthread_create(&w.thread, NULL, write_loop, &w) != 0)
+                        tap_bail("could not start the writer");
+                h_kafka_wait_count(topic, (int64_t)nmsg + 1000, 60000);
+                atomic_store(&w.stop, true);
+                pthread_join(w.thread, NULL);
+                long total2 = atomic_load(&w.committed);
+                int64_t got2 = h_kafka_wait_count(topic, (int64_t)nmsg + (total2 - total), 60000);
+                h_relay_signal(back, SIGTERM);
+                h_relay_wait(back, 60000);
+                h_msg_t *m2;
+                size_t n2 = h_kafka_consume_all(topic, &m2);
+                int *seen2 = calloc((size_t)total2 + 1, sizeof(int));
+                long old_again = 0, bad2 = 0, twice2 = 0, missing2 = 0, split2 = 0, after2 = 0;
+                for (size_t i = 0; seen2 && i < n2; i++) {
+                        if (m2[i].partition >= PARTS || m2[i].offset < end[m2[i].partition])
+                                continue;
+                        long n = event_number(&m2[i]);
+                        after2++;
+                        if (n < 1 || n > total2) {
+                                bad2++;
+                        } else if (n <= total) {
+                                old_again++;
+                        } else {
+                                if (seen2[n]++)
+                                        twice2++;
+                                int a = (int)(n * 31 % NAGG);
+                                if (agg_part[a] >= 0 && agg_part[a] != m2[i].partition)
+                                        split2++;
+                        }
+                }
+                for (long n = total + 1; seen2 && n <= total2; n++)
+                        if (!seen2[n])
+                                missing2++;
+                char *pubops = h_pg_value(c,
+                                          "SELECT concat_ws(',', CASE WHEN pubinsert THEN 'insert' END, "
+                                          "CASE WHEN pubupdate THEN 'update' END, CASE WHEN pubdelete "
+                                          "THEN 'delete' END, CASE WHEN pubtruncate THEN 'truncate' END) "
+                                          "FROM pg_publication WHERE pubname = '%s'", pub);
+                tap_diag("%s: rollback: Debezium sent %ld messages for %ld new events (%lld in Kafka); "
+                         "its publication now publishes %s", profile, after2, total2 - total,
+                         (long long)got2, pubops ? pubops : "(none)");
+                free(pubops);
+                is_int(old_again + bad2 + twice2 + missing2 + split2, 0,
+                       "%s: rolled back, Debezium resumes after the relay: none of the %ld events "
+                       "before sent again, all %ld after sent once, on their partitions",
+                       profile, total, total2 - total);
+                h_msgs_free(m2, n2);
+                free(seen2);
+                if (!tap_failed)
+                        h_relay_free(back);
+                char ev2[300];
+                snprintf(ev2, sizeof(ev2), "%s.2", events);
+                unlink(ev2);
+        }
+
         if (!tap_failed) {
                 h_relay_free(dbz);
                 unlink(events);
@@ -479,7 +561,7 @@ int main(void)
         const char *only = getenv("RELAY_TEST_CUTOVER_PROFILES");
         for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
                 if (!only || strstr(only, runs[i].profile))
-                        run(c, db, runs[i].profile, runs[i].kill9);
+                        run(c, db, runs[i].profile, runs[i].kill9, runs[i].rollback);
         PQfinish(c);
         h_pg_drop_db(db);
         free(db);
