@@ -4,13 +4,15 @@
  * outbox table into Kafka as a Kafka Connect worker would (tests/bench/
  * debezium's OutboxCutover: the connector JSON's converters, Kafka's default
  * partitioner, file offsets flushed every CUT_FLUSH_MS) while a writer
- * commits events for NAGG aggregates; Debezium is stopped gracefully
- * (SIGTERM) with the writer still going; `outbox-relay check` on the same
- * connector JSON fails Debezium's publication (it publishes updates, deletes
- * and truncates) and names the ALTER PUBLICATION that fixes it, then passes
- * once it ran; the relay starts with --debezium-config on that JSON
- * (Debezium's slot and publication, the matching format.profile) and takes
- * over; the writer goes on, then stops, and the relay catches up.
+ * commits events for NAGG aggregates; `outbox-relay check` on the same
+ * connector JSON sees Debezium's slot in use (a warning); Debezium is
+ * stopped gracefully (SIGTERM) with the writer still going; check then
+ * fails Debezium's publication (it publishes updates, deletes and
+ * truncates) and names the ALTER PUBLICATION that fixes it, and once that
+ * ran passes, showing the slot free at Debezium's confirmed position; the
+ * relay starts with --debezium-config on that JSON (Debezium's slot and
+ * publication, the matching format.profile) and takes over; the writer goes
+ * on, then stops, and the relay catches up.
  *
  * What Kafka holds is then checked against what was committed:
  *  - no event id missing across the switch;
@@ -34,8 +36,8 @@
  * relay: none of the events before is sent again, every event after once.
  *
  * Three runs: connect-string and connect-json with the graceful stop (the
- * engine commits its offsets as it closes, so only the transaction in
- * flight comes twice), and connect-string with Debezium killed (SIGKILL: a
+ * engine commits its offsets as it closes, so mostly only the transaction
+ * in flight comes twice), and connect-string with Debezium killed (SIGKILL: a
  * crash; what it sent since its last periodic offset commit, up to
  * offset.flush.interval.ms of events, comes twice). The same checks hold
  * for all three. RELAY_TEST_CUTOVER_PROFILES=connect-json runs the runs of
@@ -58,7 +60,6 @@
 #define BEFORE 4000    /* events Debezium sends before it is stopped (at least) */
 #define AFTER 3000     /* events the relay sends after the switch (at least) */
 
-/* The runs: profile, and whether Debezium is killed rather than stopped. */
 static const struct {
         const char *profile;
         bool kill9;    /* Debezium killed rather than stopped */
