@@ -447,6 +447,20 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         } else {
                                 rc = set(c, "outbox.table", v, path, k, err, errlen);
                         }
+                } else if (strcmp(k, "flush.lsn.source") == 0) {
+                        /* The relay starts where the slot says: only with
+                         * true (Debezium's default) is that where Debezium
+                         * stopped. */
+                        if (strcmp(v, "true") == 0)
+                                note(notes, noteslen, k);
+                        else
+                                rc = refuse(err, errlen, path, k, v,
+                                            "Debezium did not confirm its position to the slot, "
+                                            "so the slot's confirmed_flush_lsn is not where it "
+                                            "stopped and the relay, which starts there, would "
+                                            "resend or skip events; let Debezium run with true "
+                                            "until the slot holds its position, then remove the "
+                                            "key (README, Cutover from Debezium)");
                 } else if (strcmp(k, "topic.prefix") == 0) {
                         const char *x = lookup(&p, "extended.headers.enabled");
                         if (!x || strcmp(x, "false") != 0)

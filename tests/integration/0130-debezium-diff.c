@@ -33,16 +33,13 @@
  * compared).
  *
  * Needs java and mvn: the Debezium side is built with Maven from
- * tests/bench/debezium (its classes under tests/bench/work/debezium), once.
+ * tests/bench/debezium (its classes under tests/bench/work/debezium), once
+ * (h_debezium_build).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -80,98 +77,6 @@ static const char *const pay_ctl[NKIND] = {
 static bool unsupported_pair(int k, int p)
 {
         return k >= 2 && p == 0;
-}
-
-static char *root_dir(void)
-{
-        const char *sql = h_env("RELAY_SQL_DIR");
-        char *r = strdup(sql);
-        char *slash = r ? strrchr(r, '/') : NULL;
-        if (!slash)
-                tap_bail("RELAY_SQL_DIR has no parent: %s", sql);
-        *slash = '\0';
-        return r;
-}
-
-static time_t mtime(const char *path)
-{
-        struct stat st;
-        return stat(path, &st) == 0 ? st.st_mtime : 0;
-}
-
-/* Build tests/bench/debezium when its class is missing or older than its source. */
-static void build_debezium(const char *root)
-{
-        char cls[1024], src[1024], cmd[2048];
-        snprintf(cls, sizeof(cls), "%s/tests/bench/work/debezium/classes/dev/outboxrelay/diff/OutboxDiff.class", root);
-        snprintf(src, sizeof(src), "%s/tests/bench/debezium/src/main/java/dev/outboxrelay/diff/OutboxDiff.java", root);
-        if (mtime(cls) != 0 && mtime(cls) >= mtime(src))
-                return;
-        snprintf(cmd, sizeof(cmd), "mvn -B -q -f '%s/tests/bench/debezium/pom.xml' package >&2", root);
-        tap_diag("building the Debezium side: %s", cmd);
-        if (system(cmd) != 0)
-                tap_bail("the Debezium side did not build with Maven (needs mvn and a JDK; see above)");
-}
-
-static pid_t start_java(const char *root, const char *props, const char *log)
-{
-        char cp[2048];
-        snprintf(cp, sizeof(cp), "%s/tests/bench/work/debezium/classes:%s/tests/bench/work/debezium/libs/*",
-                 root, root);
-        pid_t pid = fork();
-        if (pid < 0)
-                tap_bail("fork: %s", strerror(errno));
-        if (pid == 0) {
-                int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-                if (fd >= 0) {
-                        dup2(fd, 1);
-                        dup2(fd, 2);
-                }
-                execlp("java", "java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", cp,
-                       "dev.outboxrelay.diff.OutboxDiff", props, (char *)NULL);
-                _exit(127);
-        }
-        return pid;
-}
-
-static char *slurp(const char *path)
-{
-        FILE *f = fopen(path, "r");
-        if (!f)
-                return strdup("");
-        size_t cap = 4096, n = 0;
-        char *b = malloc(cap);
-        size_t r;
-        while (b && (r = fread(b + n, 1, cap - n - 1, f)) > 0) {
-                n += r;
-                if (cap - n < 2) {
-                        char *g = realloc(b, cap * 2);
-                        if (!g)
-                                break;
-                        b = g;
-                        cap *= 2;
-                }
-        }
-        fclose(f);
-        if (b)
-                b[n] = '\0';
-        return b;
-}
-
-static bool wait_file(const char *path, const char *needle, pid_t pid, int timeout_ms)
-{
-        int64_t deadline = h_now_ms() + timeout_ms;
-        while (h_now_ms() < deadline) {
-                char *s = slurp(path);
-                bool found = s && strstr(s, needle);
-                free(s);
-                if (found)
-                        return true;
-                if (waitpid(pid, NULL, WNOHANG) == pid)
-                        return false;
-                h_sleep_ms(100);
-        }
-        return false;
 }
 
 /* Bytes for a diagnostic line: printable ASCII as is, the rest as \xNN. */
@@ -315,13 +220,12 @@ static int compare(const char *dtopic, const char *rtopic, bool timestamps, size
 
 int main(void)
 {
-        char *root = root_dir();
-        build_debezium(root);
+        h_debezium_build();
 
         char *db = h_pg_create_db("dbzdiff");
         char *sfx = h_unique_name("x");
         PGconn *c = h_pg_connect(db);
-        char topic[256], props[512], log[512];
+        char topic[256], props[512];
 
         for (int k = 0; k < NKIND; k++)
                 h_pg_exec(c,
@@ -347,7 +251,6 @@ int main(void)
 
         /* Debezium: streaming before the first row, from a slot of its own. */
         snprintf(props, sizeof(props), "/tmp/relay-dbzdiff-%s.properties", sfx);
-        snprintf(log, sizeof(log), "/tmp/relay-dbzdiff-%s.log", sfx);
         FILE *f = fopen(props, "w");
         if (!f)
                 tap_bail("could not write %s", props);
@@ -398,13 +301,11 @@ int main(void)
                 sfx, sfx, h_env("RELAY_TEST_PGHOST"), h_env("RELAY_TEST_PGPORT"),
                 h_env("RELAY_TEST_PGUSER"), db, h_kafka_bootstrap());
         fclose(f);
-        pid_t java = start_java(root, props, log);
-        bool streaming = wait_file(log, "DIFF streaming", java, 90000);
+        const char *jargs[] = {props, NULL};
+        h_relay_t *java = h_debezium_start("dev.outboxrelay.diff.OutboxDiff", jargs);
+        bool streaming = h_relay_wait_log(java, "DIFF streaming", 90000);
         if (!streaming) {
-                char *s = slurp(log);
-                tap_diag("Debezium's log:\n%s", s ? s : "");
-                free(s);
-                kill(java, SIGKILL);
+                h_relay_diag_log(java);
                 tap_bail("Debezium did not start streaming within 90 s");
         }
         ok(streaming, "Debezium 3.6.1 streams");
@@ -454,9 +355,9 @@ int main(void)
                 }
         is_int(dbz_short, 0, "Debezium wrote %d events to each of its %d topics", ROWS,
                NKIND * NPROF);
-        kill(java, SIGTERM);
-        int st = 0;
-        waitpid(java, &st, 0);
+        h_relay_signal(java, SIGTERM);
+        if (h_relay_wait(java, 60000) < 0)
+                tap_diag("Debezium did not stop within 60 s of SIGTERM");
 
         /* The relay: one run per table and profile, each from a copy of a slot
          * made before the first row, four at a time. */
@@ -546,15 +447,14 @@ int main(void)
 
         unlink(props);
         if (!tap_failed)
-                unlink(log);
+                h_relay_free(java); /* and its log */
         else
-                tap_diag("Debezium's log: %s", log);
+                tap_diag("Debezium's log: %s", h_relay_log_path(java));
         PQfinish(c);
         h_pg_drop_db(db);
         free(conninfo);
         free(base);
         free(sfx);
         free(db);
-        free(root);
         return done_testing();
 }

@@ -1236,6 +1236,11 @@ int h_relay_run_cmd(const char *cmd, const char *const *opts, const char *const 
         return rc;
 }
 
+const char *h_relay_log_path(const h_relay_t *r)
+{
+        return r->log_path;
+}
+
 char *h_relay_log(const h_relay_t *r)
 {
         char *s = h_read_file(r->log_path, NULL);
@@ -1310,6 +1315,92 @@ void h_relay_free(h_relay_t *r)
         free(r->log_path);
         free(r->out_path);
         free(r);
+}
+
+/* --- the Debezium side (tests/bench/debezium) ---------------------------- */
+
+/* The repository root: RELAY_SQL_DIR's parent. Caller frees. */
+static char *h_root_dir(void)
+{
+        char *r = h_xstrdup(h_env("RELAY_SQL_DIR"));
+        char *slash = strrchr(r, '/');
+        if (!slash)
+                tap_bail("RELAY_SQL_DIR has no parent: %s", r);
+        *slash = '\0';
+        return r;
+}
+
+/* The newest modification time of a file under dir (0 when none). */
+static time_t h_newest(const char *dir)
+{
+        char *cmd = h_format("find '%s' -type f -printf '%%T@\\n' | sort -n | tail -n 1", dir);
+        FILE *f = popen(cmd, "r");
+        char line[64] = "";
+        if (f) {
+                if (!fgets(line, sizeof(line), f))
+                        line[0] = '\0';
+                pclose(f);
+        }
+        free(cmd);
+        return (time_t)strtoll(line, NULL, 10);
+}
+
+void h_debezium_build(void)
+{
+        char *root = h_root_dir();
+        char *jar = h_format("%s/tests/bench/work/debezium/debezium-outbox-bench-1.jar", root);
+        char *src = h_format("%s/tests/bench/debezium", root);
+        struct stat st;
+
+        if (stat(jar, &st) != 0 || st.st_mtime < h_newest(src)) {
+                char *cmd = h_format("mvn -B -q -f '%s/pom.xml' package >&2", src);
+                tap_diag("building the Debezium side: %s", cmd);
+                if (system(cmd) != 0)
+                        tap_bail("the Debezium side did not build with Maven (needs mvn and a JDK; "
+                                 "see above)");
+                free(cmd);
+        }
+        free(jar);
+        free(src);
+        free(root);
+}
+
+h_relay_t *h_debezium_start(const char *main_class, const char *const *args)
+{
+        char *root = h_root_dir();
+        char *cp = h_format("%s/tests/bench/work/debezium/classes:%s/tests/bench/work/debezium/libs/*",
+                            root, root);
+        const char *path = getenv("PATH");
+        char *java = NULL;
+        const char *opts[16];
+        size_t n = 0;
+
+        /* execv() wants a path: java as the shell would find it. */
+        for (const char *p = path ? path : "/usr/bin"; p && *p && !java;) {
+                const char *end = strchr(p, ':');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                char *cand = h_format("%.*s/java", (int)len, p);
+                if (access(cand, X_OK) == 0)
+                        java = cand;
+                else
+                        free(cand);
+                p = end ? end + 1 : NULL;
+        }
+        if (!java)
+                tap_bail("java not found in PATH (tests/env/install-deps installs a JDK)");
+        opts[n++] = "-XX:+UseSerialGC";
+        opts[n++] = "-XX:TieredStopAtLevel=1";
+        opts[n++] = "-cp";
+        opts[n++] = cp;
+        opts[n++] = main_class;
+        for (size_t i = 0; args && args[i] && n + 1 < sizeof(opts) / sizeof(opts[0]); i++)
+                opts[n++] = args[i];
+        opts[n] = NULL;
+        h_relay_t *r = h_proc_start(java, NULL, opts, NULL);
+        free(java);
+        free(cp);
+        free(root);
+        return r;
 }
 
 /* --- throwaway PostgreSQL clusters -------------------------------------- */

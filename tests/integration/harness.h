@@ -232,11 +232,29 @@ bool h_relay_wait_log(h_relay_t *r, const char *needle, int timeout_ms);
 /** Whole log so far (caller frees). */
 char *h_relay_log(const h_relay_t *r);
 
+/** The log file's path (borrowed; removed by h_relay_free() unless
+ *  RELAY_TEST_KEEP_RELAY_LOGS is set). */
+const char *h_relay_log_path(const h_relay_t *r);
+
 /** Print the log as TAP diagnostics (for failures). */
 void h_relay_diag_log(const h_relay_t *r);
 
 /** SIGKILL if still running, reap, remove the log; accepts NULL. */
 void h_relay_free(h_relay_t *r);
+
+/* --- the Debezium side (tests/bench/debezium) ---------------------------- */
+
+/** Build tests/bench/debezium with Maven (its classes and jars under
+ *  tests/bench/work/debezium) when its jar is missing or older than a file
+ *  of the project; bails when it does not build. */
+void h_debezium_build(void);
+
+/**
+ * Start "java ... -cp <the Debezium side> main_class args..." (args
+ * NULL-terminated, at most 10) as h_proc_start() does: its standard output
+ * and error go to its log, and the h_relay_* calls apply to it.
+ */
+h_relay_t *h_debezium_start(const char *main_class, const char *const *args);
 
 /* --- HTTP (the relay's endpoint) ----------------------------------------- */
 

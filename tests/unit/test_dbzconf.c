@@ -81,6 +81,7 @@ int main(void)
                 {"debezium.source.table.include.list=public.outbox,public.other\n", "one outbox table"},
                 {"debezium.format.value=avro\n", "json"},
                 {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
+                {"{\"flush.lsn.source\": \"false\"}", "confirmed_flush_lsn"},
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 const char *tmp = "/tmp/relay-test-dbzconf.conf";
@@ -89,6 +90,20 @@ int main(void)
                         tap_bail("relay_config_new");
                 rc = relay_dbzconf_load(c, tmp, notes, sizeof(notes), err, sizeof(err));
                 ok(rc == RELAY_EINVAL && strstr(err, bad[i][1]), "refused, naming %s: %s", bad[i][1], err);
+                relay_config_free(c);
+                remove(tmp);
+        }
+        /* flush.lsn.source=true (Debezium's default) changes nothing here. */
+        {
+                const char *tmp = "/tmp/relay-test-dbzconf.json";
+                write_tmp(tmp, "{\"config\": {\"flush.lsn.source\": \"true\"}}");
+                if (relay_config_new(&c) != 0)
+                        tap_bail("relay_config_new");
+                notes[0] = '\0';
+                rc = relay_dbzconf_load(c, tmp, notes, sizeof(notes), err, sizeof(err));
+                ok(rc == 0 && strstr(notes, "flush.lsn.source"),
+                   "flush.lsn.source=true is accepted and listed without effect: %s",
+                   rc ? err : notes);
                 relay_config_free(c);
                 remove(tmp);
         }

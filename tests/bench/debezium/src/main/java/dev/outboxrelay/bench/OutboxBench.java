@@ -17,25 +17,16 @@
  */
 package dev.outboxrelay.bench;
 
+import dev.outboxrelay.engine.EngineHost;
+
 import io.debezium.engine.ChangeEvent;
 import io.debezium.engine.DebeziumEngine;
-import io.debezium.embedded.Connect;
 
-import java.io.FileInputStream;
-import java.io.InputStream;
-import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-
-import javax.management.MBeanServer;
-import javax.management.ObjectName;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -73,19 +64,8 @@ public final class OutboxBench {
             System.err.println("usage: OutboxBench PROPERTIES_FILE");
             System.exit(2);
         }
-        Properties all = new Properties();
-        try (InputStream in = new FileInputStream(args[0])) {
-            all.load(in);
-        }
-        Properties engineProps = new Properties();
-        Properties producerProps = new Properties();
-        for (String k : all.stringPropertyNames()) {
-            if (k.startsWith("engine.")) {
-                engineProps.setProperty(k.substring(7), all.getProperty(k));
-            } else if (k.startsWith("producer.")) {
-                producerProps.setProperty(k.substring(9), all.getProperty(k));
-            }
-        }
+        EngineHost.Props props = EngineHost.load(args[0]);
+        Properties producerProps = props.producer;
         producerProps.putIfAbsent(ProducerConfig.ACKS_CONFIG, "all");
         producerProps.putIfAbsent(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         producerProps.putIfAbsent(ProducerConfig.LINGER_MS_CONFIG, "5");
@@ -94,100 +74,53 @@ public final class OutboxBench {
         producerProps.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
 
         final KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps);
-        final CountDownLatch done = new CountDownLatch(1);
-        final int[] exitCode = {0};
         final long[] stats = new long[3]; // batches, records, ns spent waiting for acks
 
         // Connect format: no converters, each event's value is the SourceRecord
         // as the EventRouter left it.
-        DebeziumEngine<ChangeEvent<SourceRecord, SourceRecord>> engine = DebeziumEngine.create(Connect.class)
-                .using(engineProps)
-                .notifying((List<ChangeEvent<SourceRecord, SourceRecord>> records,
-                        DebeziumEngine.RecordCommitter<ChangeEvent<SourceRecord, SourceRecord>> committer) -> {
-                    List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
-                    for (ChangeEvent<SourceRecord, SourceRecord> ev : records) {
-                        SourceRecord r = ev.value();
-                        if (r == null || r.value() == null) {
-                            sent.add(null); // a tombstone: Debezium Server skips it unless told otherwise
-                            continue;
-                        }
-                        RecordHeaders headers = new RecordHeaders();
-                        for (Header h : r.headers()) {
-                            headers.add(h.key(), jsonHeader(h.value()));
-                        }
-                        sent.add(producer.send(new ProducerRecord<>(r.topic(), null, null,
-                                simpleString(r.key()), simpleString(r.value()), headers)));
-                    }
-                    long w0 = System.nanoTime();
-                    for (int i = 0; i < records.size(); i++) {
-                        Future<RecordMetadata> f = sent.get(i);
-                        if (f != null) {
-                            try {
-                                f.get();
-                            } catch (java.util.concurrent.ExecutionException e) {
-                                throw new io.debezium.DebeziumException(e.getCause());
-                            }
-                        }
-                        committer.markProcessed(records.get(i));
-                    }
-                    committer.markBatchFinished();
-                    synchronized (stats) {
-                        stats[0]++;
-                        stats[1] += records.size();
-                        stats[2] += System.nanoTime() - w0;
-                    }
-                })
-                .using((boolean success, String message, Throwable error) -> {
-                    if (!success) {
-                        System.err.println("BENCH engine failed: " + message);
-                        if (error != null) {
-                            error.printStackTrace();
-                        }
-                        exitCode[0] = 1;
-                    }
-                    done.countDown();
-                })
-                .build();
-
-        ExecutorService executor = Executors.newSingleThreadExecutor();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            try {
-                engine.close();
-                done.await(30, TimeUnit.SECONDS);
-                executor.shutdown();
-                executor.awaitTermination(10, TimeUnit.SECONDS);
-            } catch (Exception e) {
-                e.printStackTrace();
+        EngineHost.Handler handler = (List<ChangeEvent<SourceRecord, SourceRecord>> records,
+                DebeziumEngine.RecordCommitter<ChangeEvent<SourceRecord, SourceRecord>> committer) -> {
+            List<Future<RecordMetadata>> sent = new ArrayList<>(records.size());
+            for (ChangeEvent<SourceRecord, SourceRecord> ev : records) {
+                SourceRecord r = ev.value();
+                if (r == null || r.value() == null) {
+                    sent.add(null); // a tombstone: Debezium Server skips it unless told otherwise
+                    continue;
+                }
+                RecordHeaders headers = new RecordHeaders();
+                for (Header h : r.headers()) {
+                    headers.add(h.key(), jsonHeader(h.value()));
+                }
+                sent.add(producer.send(new ProducerRecord<>(r.topic(), null, null,
+                        simpleString(r.key()), simpleString(r.value()), headers)));
             }
+            long w0 = System.nanoTime();
+            for (int i = 0; i < records.size(); i++) {
+                Future<RecordMetadata> f = sent.get(i);
+                if (f != null) {
+                    try {
+                        f.get();
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        throw new io.debezium.DebeziumException(e.getCause());
+                    }
+                }
+                committer.markProcessed(records.get(i));
+            }
+            committer.markBatchFinished();
+            synchronized (stats) {
+                stats[0]++;
+                stats[1] += records.size();
+                stats[2] += System.nanoTime() - w0;
+            }
+        };
+        int code = EngineHost.run("BENCH", props.engine, handler, stopped -> {
             producer.close();
             synchronized (stats) {
                 System.out.println("BENCH batches " + stats[0] + " records " + stats[1]
                         + " ack_wait_ms " + stats[2] / 1000000);
             }
-            System.out.flush();
-        }));
-        executor.execute(engine);
-
-        // Report when streaming starts: the connector's own metric, as in
-        // Debezium's PostgresEndToEndPerf.
-        String server = engineProps.getProperty("topic.prefix", "bench");
-        ObjectName metrics = new ObjectName(
-                "debezium.postgres:type=connector-metrics,context=streaming,server=" + server);
-        MBeanServer mbs = ManagementFactory.getPlatformMBeanServer();
-        while (done.getCount() > 0) {
-            try {
-                if (mbs.isRegistered(metrics) && Boolean.TRUE.equals(mbs.getAttribute(metrics, "Connected"))) {
-                    System.out.println("BENCH streaming " + System.currentTimeMillis());
-                    System.out.flush();
-                    break;
-                }
-            } catch (Exception e) {
-                // not there yet
-            }
-            Thread.sleep(5);
-        }
-        done.await();
+        });
         producer.close();
-        System.exit(exitCode[0]);
+        System.exit(code);
     }
 }
