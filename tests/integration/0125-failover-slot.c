@@ -13,14 +13,18 @@
  * writer bumps aggregate versions (1-3 per transaction) through the same
  * kind of conninfo; once the standby has a synchronized copy of the slot,
  * the primary is killed (immediate stop: a crash) and the standby promoted
- * while the writer keeps writing. The relay must come back on its own, from
- * the synchronized slot (no slot created), and Kafka must then hold every
- * event the new primary's outbox holds (none lost), no event it does not
- * hold (an event of a transaction the promotion lost), and each
- * aggregate's versions in order; duplicates are counted and reported
- * (at-least-once). The writer's commits that the crash lost with the
- * asynchronous standby are reported, not failed: they are the database's
- * loss, and their events must not be in Kafka.
+ * while the writer keeps writing. Twice: first the relay keeps running and
+ * must come back on its own; then it is killed with the primary and a new
+ * one started after the promotion (it resumes from the copy's position).
+ * Either way it must resume from the synchronized slot (no slot created),
+ * and Kafka must then hold every event the new primary's outbox holds (none
+ * lost), no event it does not hold (an event of a transaction the promotion
+ * lost), and each aggregate's versions in order; duplicates are counted and
+ * reported (at-least-once). The writer's commits that the crash lost with
+ * the asynchronous standby are not failed, as they are the database's loss;
+ * their events must not be in Kafka. Before that, on the environment's own
+ * server (no synchronized_standby_slots): a relay creates its slot with
+ * failover and warns that nothing keeps it behind the standbys.
  *
  * On older servers: slot.failover = true is refused at start (exit 3, the
  * message naming PostgreSQL 17), the slot is not created, and check reports
@@ -283,9 +287,17 @@ static int count_log(h_relay_t *r, const char *needle)
         return n;
 }
 
-static void promotion(void)
+/*
+ * One failover. restart: the relay is killed (SIGKILL) with the primary and
+ * a new one started after the promotion, so it resumes from the position
+ * of the standby's copy; otherwise the relay keeps running and finds the
+ * new primary by itself, resuming from the position it confirmed last.
+ */
+static void promotion(bool restart)
 {
         const char *db = "fo";
+        const char *m = restart ? "relay restarted" : "relay kept running";
+        tap_diag("--- a promotion, %s ---", m);
         char *slot = h_unique_name("slot_fo");
         char *aggtype = h_unique_name("fo");
         char topic[256], cmd[2048], sql[512];
@@ -389,15 +401,18 @@ static void promotion(void)
 
         /* check reports the flag and synchronized_standby_slots. */
         char *out = NULL, *err = NULL;
-        (void)h_relay_run_cmd("check", NULL, sets, 30000, &out, &err);
+        if (!restart)
+                (void)h_relay_run_cmd("check", NULL, sets, 30000, &out, &err);
         char *l1 = check_line(out, "postgres.slot.failover");
         char *l2 = check_line(out, "postgres.synchronized_standby_slots");
-        if (!ok(l1 && strncmp(l1, "ok ", 3) == 0 && strstr(l1, "has failover enabled") && l2 &&
-                    strncmp(l2, "ok ", 3) == 0,
-                "check reports the slot's failover flag and synchronized_standby_slots"))
-                tap_diag("check said:\n%s\n%s", out ? out : "", err ? err : "");
-        else
-                tap_diag("%s\n# %s", l1, l2);
+        if (!restart) { /* once is enough */
+                if (!ok(l1 && strncmp(l1, "ok ", 3) == 0 && strstr(l1, "has failover enabled") &&
+                            l2 && strncmp(l2, "ok ", 3) == 0,
+                        "check reports the slot's failover flag and synchronized_standby_slots"))
+                        tap_diag("check said:\n%s\n%s", out ? out : "", err ? err : "");
+                else
+                        tap_diag("%s\n# %s", l1, l2);
+        }
         free(l1);
         free(l2);
         free(out);
@@ -448,6 +463,10 @@ static void promotion(void)
         p = NULL;
 
         /* --- the primary crashes, the standby is promoted, under load -------- */
+        if (restart) {
+                h_relay_signal(r, SIGKILL);
+                h_relay_wait(r, 10000);
+        }
         int before = atomic_load(&w.committed);
         snprintf(cmd, sizeof(cmd), "%s/pg_ctl stop -D %s/data -m immediate -w >/dev/null 2>&1",
                  h_env("RELAY_TEST_PGBIN"), h_cluster_dir(pc));
@@ -466,14 +485,18 @@ static void promotion(void)
         free(synced_at);
 
         PGconn *np = connect_port(sport, db);
+        if (restart) {
+                h_relay_free(r);
+                r = h_relay_start(sets);
+        }
         snprintf(sql, sizeof(sql),
                  "SELECT count(*) = 1 FROM pg_replication_slots WHERE slot_name = '%s' AND active",
                  slot);
         int64_t resume_ms = wait_true(np, 60000, sql);
         if (!ok(resume_ms >= 0,
-                "the relay streams from the new primary's slot %lld ms after the promotion "
-                "ended, %lld ms after the crash",
-                (long long)resume_ms, (long long)(h_now_ms() - t_crash)))
+                "%s: the relay streams from the new primary's slot %lld ms after the "
+                "promotion ended, %lld ms after the crash",
+                m, (long long)resume_ms, (long long)(h_now_ms() - t_crash)))
                 h_relay_diag_log(r);
         int64_t deadline = h_now_ms() + 30000;
         while (atomic_load(&w.committed) < before + AFTER_PROMOTION && h_now_ms() < deadline)
@@ -494,8 +517,9 @@ static void promotion(void)
         char *flags = h_pg_value(np, "%s", sql);
         is_str(flags, "true true", "the new primary's slot is the synchronized one (synced, failover)");
         free(flags);
-        ok(count_log(r, "created replication slot") == 0,
-           "the relay created no slot (it resumed from the synchronized one)");
+        ok(count_log(r, "created replication slot") == 0 &&
+                   count_log(r, "enabled failover") == (restart ? 0 : 1),
+           "%s: the relay created no slot (it resumed from the synchronized one)", m);
         char *end = h_pg_value(np, "SELECT pg_current_wal_lsn()");
         bool confirmed = h_pg_wait_confirmed(np, slot, end, 60000) >= 0;
         ok(confirmed, "the slot is confirmed past the last event (%s)", end);
@@ -558,16 +582,18 @@ static void promotion(void)
          * the crash: committed on the old primary but not yet on the
          * asynchronous standby (fewer rows), or committed with the answer
          * lost in the crash (more rows). */
-        tap_diag("the new primary's outbox holds %zu events (the writer saw %d commits succeed); "
+        tap_diag("%s: the new primary's outbox holds %zu events (the writer saw %d commits succeed); "
                  "Kafka holds %zu messages: %zu duplicates, %zu lost, %zu not in the outbox, %zu "
                  "out of order",
-                 nrows, committed, nmsg, dups, lost, phantoms, out_of_order);
-        is_int((long long)lost, 0LL, "no event lost: every row of the new primary's outbox is in Kafka");
+                 m, nrows, committed, nmsg, dups, lost, phantoms, out_of_order);
+        is_int((long long)lost, 0LL,
+               "%s: no event lost: every row of the new primary's outbox is in Kafka", m);
         is_int((long long)phantoms, 0LL,
-               "Kafka holds no event of a transaction the promotion lost");
-        is_int((long long)out_of_order, 0LL, "each aggregate's versions arrive in commit order");
-        is_int((long long)bad, 0LL, "every message has its id header");
-        tap_diag("duplicates: %zu of %zu events (%.2f %%)", dups, nrows,
+               "%s: Kafka holds no event of a transaction the promotion lost", m);
+        is_int((long long)out_of_order, 0LL, "%s: each aggregate's versions arrive in commit order",
+               m);
+        is_int((long long)bad, 0LL, "%s: every message has its id header", m);
+        tap_diag("%s: duplicates: %zu of %zu events (%.2f %%)", m, dups, nrows,
                  nrows ? 100.0 * (double)dups / (double)nrows : 0.0);
 
         h_relay_signal(r, SIGTERM);
@@ -595,7 +621,8 @@ int main(void)
                      "older (RELAY_TEST_PGVERSION), tests/run runs it on 17 and 18");
         } else {
                 unguarded();
-                promotion();
+                promotion(false);
+                promotion(true);
         }
         return done_testing();
 }
