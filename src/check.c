@@ -588,7 +588,7 @@ static void pg_slot_failover(ctx_t *x, bool exists, bool flag, bool synced)
         else
                 add(x, "postgres.slot.failover", RELAY_CHECK_OK, NULL,
                     "replication slot \"%s\" has failover enabled%s", slot,
-                    synced ? " (synchronized from a former primary)" : "");
+                    synced ? " (synced: a copy made by a standby's slot sync worker)" : "");
         /* Without synchronized_standby_slots the relay may get transactions
          * no standby has: a promotion loses them from the database though
          * Kafka has their events, and the relay's confirmed position may
