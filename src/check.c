@@ -556,17 +556,82 @@ static void pg_publication(ctx_t *x)
                     s->outbox_table.schema, s->outbox_table.name);
 }
 
+/*
+ * The slot's failover flag (PostgreSQL 17+), when it matters: slot.failover
+ * is set, or the slot has the flag anyway. exists: the slot exists, flag its
+ * failover column (unused otherwise).
+ */
+static void pg_slot_failover(ctx_t *x, bool exists, bool flag, bool synced)
+{
+        const char *slot = x->set->slot_name;
+        bool want = x->set->slot_failover;
+        int v = PQserverVersion(x->conn);
+        if (v < 170000) {
+                if (want)
+                        add(x, "postgres.slot.failover", RELAY_CHECK_FAIL,
+                            "set slot.failover = false, or upgrade PostgreSQL to 17 or later",
+                            "slot.failover = true needs PostgreSQL 17 or later (failover slots), "
+                            "but the server is PostgreSQL %d.%d",
+                            v / 10000, v % 10000);
+                return;
+        }
+        if (!want && !(exists && flag))
+                return;
+        if (!exists)
+                add(x, "postgres.slot.failover", RELAY_CHECK_OK, NULL,
+                    "the relay creates replication slot \"%s\" with failover enabled", slot);
+        else if (!flag)
+                add(x, "postgres.slot.failover", RELAY_CHECK_OK, NULL,
+                    "replication slot \"%s\" has failover disabled; the relay enables it at its "
+                    "start (slot.failover = true)",
+                    slot);
+        else
+                add(x, "postgres.slot.failover", RELAY_CHECK_OK, NULL,
+                    "replication slot \"%s\" has failover enabled%s", slot,
+                    synced ? " (synced: a copy made by a standby's slot sync worker)" : "");
+        /* Without synchronized_standby_slots the relay may get transactions
+         * no standby has: a promotion loses them from the database though
+         * Kafka has their events, and the relay's confirmed position may
+         * then lie past the new primary's branch point, so its new
+         * transactions there would be skipped. */
+        PGresult *res = q(x, "postgres.slot.failover",
+                          "SELECT current_setting('synchronized_standby_slots')", 0, NULL);
+        if (!res)
+                return;
+        if (PQgetvalue(res, 0, 0)[0] == '\0')
+                add(x, "postgres.synchronized_standby_slots", RELAY_CHECK_WARNING,
+                    "set synchronized_standby_slots to the physical slots of the standbys that "
+                    "may be promoted and reload",
+                    "synchronized_standby_slots is empty: the relay may receive transactions no "
+                    "standby has yet, which a promotion loses from the database after their "
+                    "events reached Kafka, and the relay's position may then lie past the new "
+                    "primary's start, so that it skips the first transactions written there");
+        else
+                add(x, "postgres.synchronized_standby_slots", RELAY_CHECK_OK, NULL,
+                    "synchronized_standby_slots is \"%s\": the relay receives a transaction "
+                    "only once those standbys have it",
+                    PQgetvalue(res, 0, 0));
+        PQclear(res);
+}
+
 static void pg_slot(ctx_t *x)
 {
         const char *slot = x->set->slot_name;
         const char *p[] = {slot};
+        bool v17 = PQserverVersion(x->conn) >= 170000;
         PGresult *res = q(x, "postgres.slot",
-                          "SELECT plugin, database, current_database(), active_pid, wal_status, "
-                          "safe_wal_size, confirmed_flush_lsn, slot_type, temporary, "
-                          "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
-                          "current_setting('max_replication_slots')::int "
-                          "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON "
-                          "s.slot_name = $1",
+                          v17 ? "SELECT plugin, database, current_database(), active_pid, wal_status, "
+                                "safe_wal_size, confirmed_flush_lsn, slot_type, temporary, "
+                                "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
+                                "current_setting('max_replication_slots')::int, failover, synced "
+                                "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON "
+                                "s.slot_name = $1"
+                              : "SELECT plugin, database, current_database(), active_pid, wal_status, "
+                                "safe_wal_size, confirmed_flush_lsn, slot_type, temporary, "
+                                "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
+                                "current_setting('max_replication_slots')::int, false, false "
+                                "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON "
+                                "s.slot_name = $1",
                           1, p);
         if (!res)
                 return;
@@ -586,6 +651,7 @@ static void pg_slot(ctx_t *x)
                             "(%ld of %ld slots in use)",
                             slot, used, max);
                 PQclear(res);
+                pg_slot_failover(x, false, false, false);
                 return;
         }
         const char *plugin = PQgetvalue(res, 0, 0), *db = PQgetvalue(res, 0, 1),
@@ -634,7 +700,9 @@ static void pg_slot(ctx_t *x)
                     "wal_status is \"%s\": the slot holds more WAL than max_wal_size; safe_wal_size "
                     "%s before it is invalidated",
                     wal_status, safe_text);
+        bool failover = is_true(res, 0, 11), synced = is_true(res, 0, 12);
         PQclear(res);
+        pg_slot_failover(x, true, failover, synced);
 }
 
 /* The topics a ${column} template names today: distinct values in the table. */

@@ -187,6 +187,10 @@ static const key_def_t keys[] = {
         {.name = "shutdown.timeout.ms", .type = KT_INT, .def = "30000", .min = 0, .max = MAX_MS,
          .unit = "milliseconds",
          .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},
+        {.name = "slot.failover", .type = KT_ENUM, .def = "false", .choices = booleans,
+         .desc = "create the slot with failover enabled, so a physical standby with "
+                 "sync_replication_slots = on keeps a copy the relay resumes from after a "
+                 "promotion (PostgreSQL 17 or later; an existing slot is altered)"},
         {.name = "slot.name", .type = KT_SLOT, .def = "outbox_relay",
          .desc = "logical replication slot (pgoutput) to stream from"},
         {.name = "slot.recreate", .type = KT_ENUM, .def = "false", .choices = booleans,

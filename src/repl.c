@@ -31,6 +31,9 @@ struct relay_repl {
         const char *nspname;
         const char *relname;
         relay_outbox_source_t source;
+        bool failover; /* slot.failover: the slot is created or altered with FAILOVER */
+        bool failover_altered; /* ensure_slot turned failover on for an existing slot */
+        bool failover_unguarded; /* failover, but synchronized_standby_slots is empty */
         int server_version;
         int proto_version;
         int64_t wal_sender_timeout_ms;
@@ -185,6 +188,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         r->nspname = set->outbox_table.schema;
         r->relname = set->outbox_table.name;
         r->source = set->outbox_source;
+        r->failover = set->slot_failover;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
@@ -279,6 +283,16 @@ fail:
 int relay_repl_server_version(const relay_repl_t *r)
 {
         return r->server_version;
+}
+
+bool relay_repl_failover_altered(const relay_repl_t *r)
+{
+        return r->failover_altered;
+}
+
+bool relay_repl_failover_unguarded(const relay_repl_t *r)
+{
+        return r->failover_unguarded;
 }
 
 int relay_repl_proto_version(const relay_repl_t *r)
@@ -545,6 +559,35 @@ static PGresult *slot_command(relay_repl_t *r, const char *before, const char *a
         return res;
 }
 
+/*
+ * slot.failover = true on a slot made without it (by an older relay, or by
+ * hand): alter it rather than refuse. The operator asked for failover, the
+ * change keeps the slot's position (nothing is sent again or skipped), and
+ * the only alternative, dropping and creating it, would lose the events in
+ * between. A slot made with failover is left so when slot.failover = false:
+ * that key asks for failover, it does not forbid it. The server refuses
+ * while another walsender holds the slot (55006): another relay streams
+ * from it, so this one stands by and tries again.
+ */
+static int alter_failover(relay_repl_t *r, char *err, size_t errlen)
+{
+        PGresult *res = slot_command(r, "ALTER_REPLICATION_SLOT ", " (FAILOVER true)", err, errlen);
+        int rc = 0;
+        if (!res)
+                return RELAY_ENOMEM;
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                char what[160];
+                snprintf(what, sizeof(what),
+                         "could not enable failover on replication slot \"%.64s\"", r->slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = sqlstate_is(res, "55006") ? RELAY_EBUSY : failed_query_code(r);
+        } else {
+                r->failover_altered = true;
+        }
+        PQclear(res);
+        return rc;
+}
+
 int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                            relay_slot_outcome_t *outcome, char *err, size_t errlen)
 {
@@ -559,10 +602,31 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
+        /* Failover slots came with PostgreSQL 17: before it there is nothing
+         * the standby could keep, so asking for one is a setup error, not
+         * something to ignore (the operator counts on it at a promotion). */
+        if (r->failover && r->server_version < 170000) {
+                relay_err_set(err, errlen,
+                              "slot.failover = true needs PostgreSQL 17 or later (failover slots), "
+                              "but the server is PostgreSQL %d.%d; set slot.failover = false or "
+                              "upgrade the server",
+                              r->server_version / 10000, r->server_version % 10000);
+                PQfreemem(slot);
+                return RELAY_ESETUP;
+        }
+        if (r->failover) {
+                char *guard = single_value(r, "SHOW synchronized_standby_slots", err, errlen, &rc);
+                if (rc) {
+                        PQfreemem(slot);
+                        return rc;
+                }
+                r->failover_unguarded = !guard || !*guard;
+                free(guard);
+        }
         snprintf(sql, sizeof(sql),
-                 "SELECT plugin, database, wal_status, current_database() FROM "
+                 "SELECT plugin, database, wal_status, current_database(), %s FROM "
                  "pg_catalog.pg_replication_slots WHERE slot_name = %s",
-                 slot);
+                 r->server_version >= 170000 ? "failover" : "false", slot);
         PQfreemem(slot);
         if ((rc = query(r, sql, &res, err, errlen)))
                 return rc;
@@ -603,6 +667,9 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                         PQclear(res);
                         was_lost = true;
                         goto create;
+                } else if (r->failover && strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
+                        PQclear(res);
+                        return alter_failover(r, err, errlen);
                 }
                 PQclear(res);
                 return rc;
@@ -620,10 +687,13 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                 return RELAY_ESLOTLOST;
         }
 create:
-        /* The legacy syntax is accepted by 14 to 17; no snapshot is exported
+        /* The legacy syntax is accepted by 14 to 18; no snapshot is exported
          * because rows from before the slot are not ours to send (backfill is
-         * a separate feature). */
-        res = slot_command(r, "CREATE_REPLICATION_SLOT ", " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
+         * a separate feature). FAILOVER exists only in the option list (15+
+         * syntax), which 17 and later take, as checked above. */
+        res = slot_command(r, "CREATE_REPLICATION_SLOT ",
+                           r->failover ? " LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)"
+                                       : " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
                            err, errlen);
         if (!res)
                 return RELAY_ENOMEM;

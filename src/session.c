@@ -785,7 +785,20 @@ static int session_start_stream(relay_session_t *s, const relay_session_opts_t *
                                   "says: events written while it was gone are not relayed",
                                   slot);
         else if (outcome == RELAY_SLOT_CREATED)
-                relay_log_info("created replication slot \"%s\"", slot);
+                relay_log_info("created replication slot \"%s\"%s", slot,
+                               set->slot_failover ? " with failover enabled" : "");
+        if (relay_repl_failover_altered(s->repl))
+                relay_log_info("enabled failover on replication slot \"%s\" (slot.failover = true)",
+                               slot);
+        /* Without it the relay may relay transactions no standby has: a
+         * promotion then loses them after their events reached Kafka, and
+         * the relay's position may lie past the new primary's start, so it
+         * would skip the first transactions written there. */
+        if (first && relay_repl_failover_unguarded(s->repl))
+                relay_log_warning("slot.failover = true but the server's synchronized_standby_slots "
+                                  "is empty: after a promotion events may be missing or belong to "
+                                  "lost transactions; set synchronized_standby_slots to the "
+                                  "physical slots of the standbys that may be promoted");
         if (outcome != RELAY_SLOT_EXISTED)
                 *resume = 0; /* a new slot: our old position means nothing to it */
         if ((rc = relay_repl_start(s->repl, *resume, err, errlen)))

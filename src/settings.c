@@ -356,6 +356,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->postgres_conninfo = str(&r, "postgres.conninfo");
         s->kafka_bootstrap_servers = str(&r, "kafka.bootstrap.servers");
         s->slot_name = str(&r, "slot.name");
+        s->slot_failover = boolean(&r, "slot.failover");
         s->slot_recreate = boolean(&r, "slot.recreate");
         s->publication_name = str(&r, "publication.name");
 

@@ -42,6 +42,15 @@ int relay_repl_server_version(const relay_repl_t *r);
 /** @brief The pgoutput protocol version START_REPLICATION asks for (2, 3 or 4). */
 int relay_repl_proto_version(const relay_repl_t *r);
 
+/** @brief Whether relay_repl_ensure_slot() turned failover on for an existing
+ *         slot (slot.failover = true, the slot made without it). */
+bool relay_repl_failover_altered(const relay_repl_t *r);
+
+/** @brief slot.failover = true on a server whose synchronized_standby_slots
+ *         is empty (known after relay_repl_ensure_slot()): nothing keeps the
+ *         slot from running ahead of the standbys. */
+bool relay_repl_failover_unguarded(const relay_repl_t *r);
+
 /** @brief The server's wal_sender_timeout in ms (0 = disabled). */
 int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 
@@ -86,10 +95,13 @@ typedef enum {
  * @brief Make sure the slot exists (pgoutput, this database), creating it
  *        when missing and may_create or recreate is set. With recreate set, a
  *        slot whose WAL was removed (wal_status = lost) is dropped and
- *        created anew.
+ *        created anew. With slot.failover = true the slot is created with
+ *        FAILOVER, and an existing slot without it is altered to have it.
  * @returns 0 and *outcome; RELAY_ESLOTLOST when it is missing and may not be
  *          created, or lost and may not be recreated; RELAY_ESETUP when it
- *          belongs to another plugin or database; RELAY_EIO.
+ *          belongs to another plugin or database, or slot.failover = true on
+ *          a server before PostgreSQL 17; RELAY_EBUSY when the slot must be
+ *          altered while another walsender holds it; RELAY_EIO.
  */
 int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                            relay_slot_outcome_t *outcome, char *err, size_t errlen) RELAY_MUST_CHECK;

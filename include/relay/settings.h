@@ -58,6 +58,7 @@ typedef struct {
         char *kafka_bootstrap_servers; /* for messages only: the producer takes every
                                         * kafka.* pair from the configuration */
         char *slot_name;
+        bool slot_failover; /* create (or alter) the slot with FAILOVER: PostgreSQL 17+ */
         bool slot_recreate;
         char *publication_name;
 

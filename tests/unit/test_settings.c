@@ -62,6 +62,7 @@ static void test_defaults(void)
         is_str(s->kafka_bootstrap_servers, "", "kafka.bootstrap.servers unset reads \"\"");
         is_str(s->slot_name, "outbox_relay", "slot.name");
         ok(!s->slot_recreate, "slot.recreate false");
+        ok(!s->slot_failover, "slot.failover false");
         is_str(s->publication_name, "outbox_pub", "publication.name");
         is_str(s->outbox_table.schema, "public", "outbox.table schema");
         is_str(s->outbox_table.name, "outbox", "outbox.table name");
@@ -102,6 +103,7 @@ static void test_converted(void)
                 "kafka.bootstrap.servers=k1:9092,k2:9092",
                 "slot.name=s1",
                 "slot.recreate=TRUE",
+                "slot.failover=true",
                 "publication.name=p1",
                 "outbox.table=app.events",
                 "outbox.column.id=event_id",
@@ -140,6 +142,7 @@ static void test_converted(void)
         is_str(s->kafka_bootstrap_servers, "k1:9092,k2:9092", "kafka.bootstrap.servers");
         is_str(s->slot_name, "s1", "slot.name");
         ok(s->slot_recreate, "slot.recreate TRUE is true");
+        ok(s->slot_failover, "slot.failover true");
         is_str(s->publication_name, "p1", "publication.name");
         is_str(s->outbox_table.schema, "app", "outbox.table schema");
         is_str(s->outbox_table.name, "events", "outbox.table name");
