@@ -24,6 +24,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "relay/kadmin.h"
+#include "relay/log.h"
 
 /* The outbox table is read (for the topics a ${column} template names)
  * only when it is at most this large on disk; a statement timeout bounds
@@ -180,6 +181,8 @@ static bool pg_connect(ctx_t *x)
         char buf[RELAY_ERRBUF];
 
         x->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
+        if (x->conn)
+                PQsetNoticeProcessor(x->conn, relay_log_server_notice, NULL);
         if (!x->conn) {
                 x->res->oom = true;
                 return false;

@@ -279,6 +279,8 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
                                                                       : OID_BYTEA;
         PQfinish(ib->pg);
         ib->pg = PQconnectdb(cfg->postgres_conninfo);
+        if (ib->pg)
+                PQsetNoticeProcessor(ib->pg, relay_log_server_notice, NULL);
         if (!ib->pg || PQstatus(ib->pg) != CONNECTION_OK) {
                 relay_err_set(err, errlen, "could not connect to PostgreSQL: %s",
                               ib->pg ? PQerrorMessage(ib->pg) : "out of memory");

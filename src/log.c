@@ -224,3 +224,43 @@ void relay_log(relay_log_level_t level, const char *fmt, ...)
         free(big);
         errno = saved_errno;
 }
+
+void relay_log_server_notice(void *arg, const char *message)
+{
+        static const struct {
+                const char *prefix;
+                relay_log_level_t level;
+        } sev[] = {
+                {"WARNING:", RELAY_LOG_WARNING}, {"NOTICE:", RELAY_LOG_INFO},
+                {"INFO:", RELAY_LOG_INFO},       {"LOG:", RELAY_LOG_INFO},
+                {"DEBUG:", RELAY_LOG_DEBUG},
+        };
+        /* Another severity word (lc_messages in another language): a warning,
+         * so that it is not lost below the default level. */
+        relay_log_level_t level = RELAY_LOG_WARNING;
+        char buf[1024];
+        size_t n = 0;
+
+        (void)arg;
+        for (size_t i = 0; i < sizeof(sev) / sizeof(sev[0]); i++) {
+                size_t len = strlen(sev[i].prefix);
+                if (strncmp(message, sev[i].prefix, len) == 0) {
+                        level = sev[i].level;
+                        message += len;
+                        break;
+                }
+        }
+        while (*message == ' ')
+                message++;
+        /* DETAIL and HINT lines join the first one: one log line per notice. */
+        for (; *message != '\0' && n + 3 < sizeof(buf); message++) {
+                if (*message != '\n') {
+                        buf[n++] = *message;
+                } else if (message[1] != '\0') {
+                        buf[n++] = ';';
+                        buf[n++] = ' ';
+                }
+        }
+        buf[n] = '\0';
+        relay_log(level, "PostgreSQL server: %s", buf);
+}

@@ -21,6 +21,7 @@
 
 #include <libpq-fe.h>
 
+#include "relay/log.h"
 #include "relay/lsn.h"
 
 struct relay_repl {
@@ -192,6 +193,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
+        if (r->conn)
+                PQsetNoticeProcessor(r->conn, relay_log_server_notice, NULL);
         free(options);
         options = NULL;
         if (!r->conn)

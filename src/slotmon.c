@@ -22,6 +22,7 @@
 
 #include <libpq-fe.h>
 
+#include "relay/log.h"
 #include "relay/lsn.h"
 
 /* A connection attempt or a query that takes longer than this is abandoned. */
@@ -131,6 +132,8 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
                                       "outbox-relay metrics", NULL};
                 sm->conn = vals[0] ? PQconnectStartParams(keys, vals, 1)
                                    : PQconnectStartParams(keys + 1, vals + 1, 0);
+                if (sm->conn)
+                        PQsetNoticeProcessor(sm->conn, relay_log_server_notice, NULL);
                 if (sm->conn == NULL || PQstatus(sm->conn) == CONNECTION_BAD)
                         return fail(sm, now_ms, "could not connect to read the slot", err, errlen);
                 sm->phase = CONNECTING;

@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "relay/log.h"
 #include "relay/lsn.h"
 
 void relay_status_free(relay_status_t *s)
@@ -69,6 +70,8 @@ int relay_status_read(relay_status_t **out, const relay_settings_t *set, char *e
         if (!s)
                 goto nomem;
         conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
+        if (conn)
+                PQsetNoticeProcessor(conn, relay_log_server_notice, NULL);
         if (!conn)
                 goto nomem;
         if (PQstatus(conn) != CONNECTION_OK) {

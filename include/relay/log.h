@@ -34,6 +34,18 @@ void relay_log_configure(relay_log_level_t level, relay_log_format_t format);
 /** @brief Emit one line at level (dropped below the configured level). */
 void relay_log(relay_log_level_t level, const char *fmt, ...) RELAY_PRINTF(2, 3);
 
+/**
+ * @brief A libpq notice processor (PQsetNoticeProcessor, arg unused): the
+ *        server's NOTICE and WARNING messages on a connection (say
+ *        "terminating connection due to immediate shutdown command") go
+ *        through the sink like every other line, so log.format = json stays
+ *        one JSON object per line. A pass-through of the server's words, not
+ *        a decision, hence allowed below the loop. Install it right after
+ *        PQconnectStart*() to hear the handshake too; a blocking
+ *        PQconnectdb*() has no hook before the handshake.
+ */
+void relay_log_server_notice(void *arg, const char *message);
+
 #define relay_log_debug(...) relay_log(RELAY_LOG_DEBUG, __VA_ARGS__)
 #define relay_log_info(...) relay_log(RELAY_LOG_INFO, __VA_ARGS__)
 #define relay_log_warning(...) relay_log(RELAY_LOG_WARNING, __VA_ARGS__)

@@ -42,6 +42,16 @@ int main(void)
         h_workload_setup(fc.c, &wc);
 
         fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        /* What the server says on an open connection must come through the
+         * log sink, not as a raw line on stderr. A setting the server cannot
+         * apply makes it say something on every connection ("WARNING:
+         * invalid value for parameter ..."); the side connection (slotmon)
+         * starts non-blocking with the sink in place, so it hears that
+         * one. (The replication connection's handshake, made by the blocking
+         * PQconnectdbParams(), still goes to libpq's default: see README.) */
+        fx_sets_add(&fc.sets, "log.format=json");
+        h_pg_exec(fc.c, "ALTER DATABASE %s SET default_text_search_config = 'pg_catalog.bogus'",
+                  fc.db);
         h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         fx_writers_t *ws = fx_writers_start(&wc);
@@ -106,6 +116,11 @@ int main(void)
 
         fx_stop_relay(r, "SIGTERM: exit 0");
         int retries_total = fx_log_count(r, "retrying in");
+
+        int notices =
+                fx_log_count(r, "\"msg\":\"PostgreSQL server: invalid value for parameter");
+        ok(notices > 0, "the server's warnings came through the log sink as JSON lines (%d)",
+           notices);
 
         h_verify_t v;
         h_workload_verify(fc.c, &wc, &v);
