@@ -509,13 +509,25 @@ static void pg_publication(ctx_t *x)
                      "publication does not publish inserts, so the relay would receive no event",
                      "ALTER PUBLICATION %s SET (publish = 'insert')", pub);
         }
+        /* table.op.invalid.behavior = error or fatal must see updates. */
+        bool want_upd = s->invalid_op != RELAY_INVALID_OP_WARN;
+        if (want_upd && !upd) {
+                bad = true;
+                addf(x, "postgres.publication", RELAY_CHECK_FAIL,
+                     "publication does not publish updates, which table.op.invalid.behavior = "
+                     "error or fatal needs to see",
+                     "ALTER PUBLICATION %s SET (publish = 'insert, update')", pub);
+        }
+        if (want_upd)
+                upd = false;
         if (upd || del || trunc) {
                 char what[64] = "";
                 snprintf(what, sizeof(what), "%s%s%s%s%s", upd ? "update" : "",
                          upd && (del || trunc) ? ", " : "", del ? "delete" : "",
                          del && trunc ? ", " : "", trunc ? "truncate" : "");
                 char fix[256];
-                snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert')", pub);
+                snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert%s')", pub,
+                         want_upd ? ", update" : "");
                 bad = true;
                 add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                     "publication \"%s\" publishes %s: the relay would receive and discard every "
@@ -552,8 +564,8 @@ static void pg_publication(ctx_t *x)
         }
         if (!bad)
                 add(x, "postgres.publication", RELAY_CHECK_OK, NULL,
-                    "publication \"%s\" publishes inserts of \"%s.%s\" only", pub,
-                    s->outbox_table.schema, s->outbox_table.name);
+                    "publication \"%s\" publishes inserts%s of \"%s.%s\" only", pub,
+                    want_upd ? " and updates" : "", s->outbox_table.schema, s->outbox_table.name);
 }
 
 static void pg_slot(ctx_t *x)

@@ -73,6 +73,7 @@ static const char *const error_policies[] = {"dlq", "stop", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const outbox_sources[] = {"table", "messages", "both", NULL};
 static const char *const missing_behaviors[] = {"error", "ignore", NULL};
+static const char *const invalid_op_behaviors[] = {"warn", "error", "fatal", NULL};
 /* In relay_format_profile_t order. */
 static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
                                               "connect-json-schema", "debezium-server", NULL};
@@ -210,8 +211,19 @@ static const key_def_t keys[] = {
          .desc = "Debezium's name: more columns, comma-separated column:placement[:alias] with "
                  "placement header (a header named alias), envelope (a field of the value next "
                  "to payload; JSON profiles) or partition (an integer column: the partition)"},
+        {.name = "table.op.invalid.behavior", .type = KT_ENUM, .def = "warn",
+         .choices = invalid_op_behaviors,
+         .desc = "Debezium's name: an UPDATE of an outbox row is skipped with a warning (warn), "
+                 "an error (error), or stops the relay before it (fatal, exit 4); error and "
+                 "fatal need the publication to publish updates (the relay's own then does). "
+                 "DELETEs are always skipped in silence"},
         {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
          .desc = "Kafka topic of each event; ${column} is replaced by that column's value"},
+        {.name = "tracing.span.context.field", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: the text column holding the writer's span context as Java "
+                 "properties (traceparent=00-..., Debezium's default column tracingspancontext); "
+                 "its traceparent (with tracestate and baggage) is sent as the W3C trace "
+                 "headers, before id (empty: no tracing)"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
