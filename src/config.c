@@ -195,6 +195,11 @@ static const key_def_t keys[] = {
                  "stopping (events written in between may be missing)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
+        {.name = "table.expand.json.payload", .type = KT_ENUM, .def = "false", .choices = booleans,
+         .desc = "Debezium's name: a JSON object payload (json, jsonb or text) is sent as the "
+                 "struct Debezium infers from it instead of a string: Struct{...} under "
+                 "connect-string, a JSON object under connect-json, with its inferred schema "
+                 "under connect-json-schema and debezium-server (not with envelope placements)"},
         {.name = "table.field.additional.missing", .type = KT_ENUM, .def = "error",
          .choices = missing_behaviors,
          .desc = "Debezium's name: a table.fields.additional.placement column the table lacks "

@@ -212,6 +212,7 @@ static const struct {
         {"table.fields.additional.placement", "table.fields.additional.placement"},
         {"table.field.additional.missing", "table.field.additional.missing"},
         {"table.op.invalid.behavior", "table.op.invalid.behavior"},
+        {"table.expand.json.payload", "table.expand.json.payload"},
         {"route.by.field", "route.by.field"},
         {"route.topic.regex", "route.topic.regex"},
         {"route.topic.replacement", "route.topic.replacement"},
@@ -490,8 +491,14 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                         note(notes, noteslen, k); /* names Debezium's own span */
                                 continue;
                         }
-                        if ((strcmp(opt, "table.expand.json.payload") == 0 &&
-                             strcmp(v, "false") == 0)) {
+                        if (strcmp(opt, "table.json.payload.null.behavior") == 0 &&
+                            strcmp(v, "ignore") != 0) {
+                                rc = refuse(err, errlen, path, k, v,
+                                            "the relay expands JSON payloads with Debezium's "
+                                            "default, ignore (null members leave no field)");
+                                continue;
+                        }
+                        if (strcmp(opt, "table.json.payload.null.behavior") == 0) {
                                 note(notes, noteslen, k);
                                 continue;
                         }

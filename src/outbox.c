@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relay/expand.h"
 #include "relay/format.h"
 #include "relay/route.h"
 
@@ -609,9 +610,23 @@ static int encode(relay_outbox_t *o, const relay_pgo_insert_t *m, relay_event_t 
                                 goto fail;
                         null = false;
                 } else {
-                        rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
-                                                 o->optional[COL_PAYLOAD], ev->value,
-                                                 ev->value_len, &null);
+                        /* table.expand.json.payload: a string payload holding a
+                         * JSON object becomes the struct the router infers. */
+                        rc = o->set->expand_json_payload && ev->value &&
+                                             (o->kind[COL_PAYLOAD] == RELAY_KIND_JSON ||
+                                              o->kind[COL_PAYLOAD] == RELAY_KIND_STRING)
+                                     ? relay_expand_payload(&o->vbuf, o->venc,
+                                                            o->cols[COL_PAYLOAD].name, ev->value,
+                                                            ev->value_len)
+                                     : 0;
+                        if (rc == 0)
+                                rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
+                                                         o->optional[COL_PAYLOAD], ev->value,
+                                                         ev->value_len, &null);
+                        else if (rc == 1) {
+                                rc = 0;
+                                null = false;
+                        }
                 }
                 if (rc)
                         goto bad;

@@ -416,6 +416,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->format_debezium_topic_prefix = str(&r, "format.debezium.topic_prefix");
         s->route_tombstone_on_empty_payload = boolean(&r, "route.tombstone.on.empty.payload");
         s->event_timestamp_column = str(&r, "table.field.event.timestamp");
+        s->expand_json_payload = boolean(&r, "table.expand.json.payload");
         s->tracing_context_column = str(&r, "tracing.span.context.field");
         if (r.rc == 0 && s->tracing_context_column[0] &&
             !relay_names_is_column(s->tracing_context_column, strlen(s->tracing_context_column)))
@@ -451,6 +452,15 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         }
         if (r.rc == 0)
                 additional(&r, s);
+        if (r.rc == 0 && s->expand_json_payload && s->format_profile == RELAY_PROFILE_RAW)
+                fail(&r, RELAY_EINVAL, "table.expand.json.payload", "true",
+                     "the expanded struct is what a Debezium profile's converter writes: set "
+                     "format.profile (raw sends the payload as stored)");
+        for (size_t i = 0; r.rc == 0 && s->expand_json_payload && i < s->n_additional; i++)
+                if (s->additional[i].placement == RELAY_PLACE_ENVELOPE)
+                        fail(&r, RELAY_EINVAL, "table.expand.json.payload", "true",
+                             "not supported together with envelope placements "
+                             "(table.fields.additional.placement ...:envelope)");
         /* The profiles encode outbox columns as Debezium's connector types
          * them; a logical message has no columns to type. */
         if (r.rc == 0 && s->format_profile != RELAY_PROFILE_RAW &&

@@ -91,6 +91,7 @@ typedef struct {
         size_t n_additional;
         bool additional_missing_ignore; /* table.field.additional.missing = ignore */
         relay_invalid_op_t invalid_op; /* table.op.invalid.behavior */
+        bool expand_json_payload;      /* table.expand.json.payload */
         char *tracing_context_column; /* tracing.span.context.field; "" = no tracing */
         char *event_timestamp_column; /* table.field.event.timestamp; "" = the commit time */
         char *schema_version_column;  /* table.field.event.schema.version; "" = none */

@@ -86,8 +86,12 @@ int main(void)
         const char *bad[][2] = {
                 {"{\"config\": {\"transforms\": \"outbox\", \"transforms.outbox.type\": "
                  "\"io.debezium.transforms.outbox.EventRouter\", "
-                 "\"transforms.outbox.table.expand.json.payload\": \"true\"}}",
-                 "table.expand.json.payload"},
+                 "\"transforms.outbox.table.json.payload.null.behavior\": \"optional_bytes\"}}",
+                 "table.json.payload.null.behavior"},
+                {"{\"config\": {\"transforms\": \"outbox\", \"transforms.outbox.type\": "
+                 "\"io.debezium.transforms.outbox.EventRouter\", "
+                 "\"transforms.outbox.tracing.with.context.field.only\": \"false\"}}",
+                 "tracing.with.context.field.only"},
                 {"{\"plugin.name\": \"decoderbufs\"}", "pgoutput"},
                 {"debezium.source.table.include.list=public.outbox,public.other\n", "one outbox table"},
                 {"debezium.format.value=avro\n", "json"},
