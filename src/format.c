@@ -411,4 +411,3 @@ void relay_format_header_text(const char *v, size_t n, const char **s, size_t *l
                         return;
                 }
 }
-

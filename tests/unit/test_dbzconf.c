@@ -68,6 +68,9 @@ int main(void)
         is_str(relay_config_get(c, "table.fields.additional.placement"), "type:header:eventType",
                "placement");
         is_str(relay_config_get(c, "table.op.invalid.behavior"), "fatal", "table.op.invalid.behavior");
+        is_str(relay_config_get(c, "tracing.span.context.field"), "tracingspancontext",
+               "a tracing.* key turns tracing on with Debezium's default column");
+        is_str(relay_config_get(c, "table.expand.json.payload"), "false", "table.expand.json.payload");
         is_str(relay_config_get(c, "route.topic.regex"), "(?<routedByValue>[A-Za-z]+)(Aggregate)?",
                "route.topic.regex");
         ok(relay_config_validate(c, err, sizeof(err)) == 0 ||
