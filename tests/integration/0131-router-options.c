@@ -16,6 +16,10 @@
  *     warn it logs the update as a warning and goes on. With error, a
  *     publication that does not publish updates is refused at start
  *     (exit 3) and by outbox-relay check.
+ * (d) format.profile=debezium-server, whose id header is a JSON envelope:
+ *     an event Kafka refuses (a timestamp from 2001 into a topic with
+ *     message.timestamp.before.max.ms of an hour) is named by its id in
+ *     the log, not "<unknown>".
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -31,6 +35,7 @@
 #define E2 "8d5c5c6e-0000-4000-8000-000000000002"
 #define E3 "8d5c5c6e-0000-4000-8000-000000000003"
 #define E4 "8d5c5c6e-0000-4000-8000-000000000004"
+#define E5 "8d5c5c6e-0000-4000-8000-000000000005"
 
 static bool header_is(const h_msg_t *m, size_t i, const char *name, const char *value)
 {
@@ -168,10 +173,40 @@ int main(void)
         free(out);
         free(log);
 
+        /* (d) a delivery Kafka refuses, under debezium-server. */
+        char *slot3 = h_unique_name("slot"), *agg3 = h_unique_name("ts");
+        char set_slot3[128], topic_ts[256];
+        snprintf(set_slot3, sizeof(set_slot3), "slot.name=%s", slot3);
+        snprintf(topic_ts, sizeof(topic_ts), "outbox.event.%s", agg3);
+        static const char *const hour[] = {"message.timestamp.before.max.ms", "3600000", NULL};
+        h_kafka_create_topic_config(topic_ts, 1, hour);
+        const char *sets3[] = {set_conn, set_kafka, set_slot3, "format.profile=debezium-server",
+                               "table.field.event.timestamp=created_at", "errors.policy=stop", NULL};
+        relay = h_relay_start(sets3);
+        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000), "(d) relay streams"))
+                h_relay_diag_log(relay);
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at) "
+                  "VALUES ('" E5 "', '%s', 'order-5', 'Created', '{}', '2001-02-03 04:05:06+00')",
+                  agg3);
+        rc = h_relay_wait(relay, 60000);
+        is_int(rc, 4, "(d) errors.policy=stop: exit 4 at the refused event");
+        log = h_relay_log(relay);
+        ok(log && strstr(log, "Kafka rejected event \"" E5 "\"") && !strstr(log, "<unknown>"),
+           "(d) the delivery report names the event's id, not <unknown>");
+        if (!log || !strstr(log, "Kafka rejected event \"" E5 "\"") || strstr(log, "<unknown>"))
+                h_relay_diag_log(relay);
+        free(log);
+        h_relay_free(relay);
+        is_int(h_kafka_count(topic_ts), 0, "(d) nothing reached the topic");
+
         h_pg_exec(c,
                   "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
-                  "slot_name IN ('%s', '%s')",
-                  slot, slot2);
+                  "slot_name IN ('%s', '%s', '%s')",
+                  slot, slot2, slot3);
+        h_kafka_delete_topic(topic_ts);
+        free(slot3);
+        free(agg3);
         PQfinish(c);
         h_pg_drop_db(db);
         h_kafka_delete_topic(topic_a);
