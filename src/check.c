@@ -487,16 +487,18 @@ static void pg_publication(ctx_t *x)
                             "create it beforehand (sql/002_publication.sql) to keep the relay's "
                             "role unprivileged",
                             "publication \"%s\" does not exist; the relay creates it at its first "
-                            "start (inserts of \"%s.%s\" only), as this role owns the table and "
+                            "start (inserts%s of \"%s.%s\" only), as this role owns the table and "
                             "may create in the database",
-                            pub, s->outbox_table.schema, s->outbox_table.name);
+                            pub, s->invalid_op != RELAY_INVALID_OP_WARN ? " and updates" : "",
+                            s->outbox_table.schema, s->outbox_table.name);
                 else
                         addf(x, "postgres.publication", RELAY_CHECK_FAIL,
                              "publication does not exist and this role cannot create it "
                              "(creating needs CREATE on the database and ownership of the table)",
-                             "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert') as "
+                             "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert%s') as "
                              "the table's owner (sql/002_publication.sql)",
-                             pub, s->outbox_table.schema, s->outbox_table.name);
+                             pub, s->outbox_table.schema, s->outbox_table.name,
+                             s->invalid_op != RELAY_INVALID_OP_WARN ? ", update" : "");
                 return;
         }
         bool ins = is_true(res, 0, 0), upd = is_true(res, 0, 1), del = is_true(res, 0, 2),
