@@ -180,11 +180,14 @@ static const key_def_t keys[] = {
          .desc = "Debezium's name: a NULL payload, or a text one that is empty or blank, is sent "
                  "as a tombstone (a NULL value), whatever format.profile"},
         {.name = "route.topic.regex", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name; only its default, (?<routedByValue>.*), is accepted (the "
-                 "whole routing value), as most deployments use it"},
+         .desc = "Debezium's name: a Java regular expression that must match the whole "
+                 "route.by.field value for route.topic.replacement to apply (else the value is "
+                 "the topic); translated to POSIX, constructs it lacks are refused by name "
+                 "(empty: Debezium's (?<routedByValue>.*))"},
         {.name = "route.topic.replacement", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: the topic, ${routedByValue} replaced by the route.by.field "
-                 "column's value (empty: outbox.event.${routedByValue} when route.by.field is set)"},
+         .desc = "Debezium's name: the topic, with route.topic.regex's groups as $1 or ${name} "
+                 "(${routedByValue}: the route.by.field column's value under the default regex; "
+                 "empty: outbox.event.${routedByValue} when route.by.field is set)"},
         {.name = "shutdown.timeout.ms", .type = KT_INT, .def = "30000", .min = 0, .max = MAX_MS,
          .unit = "milliseconds",
          .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},

@@ -3,7 +3,8 @@
  * Connect's RegexRouter applies them (whole-value match, Java replacement
  * syntax). Every expected topic below was produced by Java itself
  * (Pattern.compile(regex).matcher(value), matches() ? replaceFirst(rep) :
- * value, OpenJDK 17's jshell), and the refusals name their construct.
+ * value, OpenJDK 17: tests/unit/fixtures/java/RegexRouterCases.java), and
+ * the refusals name their construct.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
