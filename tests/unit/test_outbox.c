@@ -639,6 +639,19 @@ static void test_debezium_keys(void)
         const char *const both[] = {"route.by.field", "type", "topic.template", "x.${type}", NULL};
         ok(settings_kv(both, err, sizeof(err)) == NULL && strstr(err, "topic.template"),
            "topic.template and route.* together are refused: %s", err);
+        /* ... and for logical decoding messages (outbox.source = messages). */
+        const char *const mre[] = {"outbox.source", "messages", "route.topic.regex",
+                                   "(?<agg>[a-z]+)_v(?<v>[0-9]+)", "route.topic.replacement",
+                                   "${agg}.events.v$2", NULL};
+        set = settings_kv(mre, err, sizeof(err));
+        if (!set || relay_outbox_new(&o, set, err, sizeof(err)) != 0)
+                tap_bail("messages with a regex: %s", err);
+        relay_pgo_message_t mm = message(true, "outbox",
+                                         "{\"id\": \"e-1\", \"aggregatetype\": \"order_v3\", "
+                                         "\"aggregateid\": \"42\", \"type\": \"T\", \"payload\": {}}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0, "a message maps with a regex");
+        is_str(ev.topic, "order.events.v3", "the message's routing value through the regex");
+        done_map(o, set);
         const char *const nogroup[] = {"route.topic.replacement", "x.$2", NULL};
         ok(settings_kv(nogroup, err, sizeof(err)) == NULL && strstr(err, "no group 2"),
            "a reference to a group the regex lacks is refused: %s", err);
