@@ -8,6 +8,10 @@
 -- events: pgoutput filters them out on the server and never sends them (less
 -- traffic), and the relay never has to tell a cleanup from an event.
 --
+-- With table.op.invalid.behavior = error or fatal the relay must see UPDATEs
+-- of outbox rows to report them: publish = 'insert, update' then (the relay
+-- refuses to start otherwise). Never 'delete'.
+--
 -- Create it before the relay creates its replication slot (before the
 -- relay's first start): a slot decodes each change with the catalog as it
 -- was at that change, so for a change written after the slot but before the

@@ -490,16 +490,18 @@ static void pg_publication(ctx_t *x)
                             "create it beforehand (sql/002_publication.sql) to keep the relay's "
                             "role unprivileged",
                             "publication \"%s\" does not exist; the relay creates it at its first "
-                            "start (inserts of \"%s.%s\" only), as this role owns the table and "
+                            "start (inserts%s of \"%s.%s\" only), as this role owns the table and "
                             "may create in the database",
-                            pub, s->outbox_table.schema, s->outbox_table.name);
+                            pub, s->invalid_op != RELAY_INVALID_OP_WARN ? " and updates" : "",
+                            s->outbox_table.schema, s->outbox_table.name);
                 else
                         addf(x, "postgres.publication", RELAY_CHECK_FAIL,
                              "publication does not exist and this role cannot create it "
                              "(creating needs CREATE on the database and ownership of the table)",
-                             "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert') as "
+                             "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert%s') as "
                              "the table's owner (sql/002_publication.sql)",
-                             pub, s->outbox_table.schema, s->outbox_table.name);
+                             pub, s->outbox_table.schema, s->outbox_table.name,
+                             s->invalid_op != RELAY_INVALID_OP_WARN ? ", update" : "");
                 return;
         }
         bool ins = is_true(res, 0, 0), upd = is_true(res, 0, 1), del = is_true(res, 0, 2),
@@ -512,13 +514,25 @@ static void pg_publication(ctx_t *x)
                      "publication does not publish inserts, so the relay would receive no event",
                      "ALTER PUBLICATION %s SET (publish = 'insert')", pub);
         }
+        /* table.op.invalid.behavior = error or fatal must see updates. */
+        bool want_upd = s->invalid_op != RELAY_INVALID_OP_WARN;
+        if (want_upd && !upd) {
+                bad = true;
+                addf(x, "postgres.publication", RELAY_CHECK_FAIL,
+                     "publication does not publish updates, which table.op.invalid.behavior = "
+                     "error or fatal needs to see",
+                     "ALTER PUBLICATION %s SET (publish = 'insert, update')", pub);
+        }
+        if (want_upd)
+                upd = false;
         if (upd || del || trunc) {
                 char what[64] = "";
                 snprintf(what, sizeof(what), "%s%s%s%s%s", upd ? "update" : "",
                          upd && (del || trunc) ? ", " : "", del ? "delete" : "",
                          del && trunc ? ", " : "", trunc ? "truncate" : "");
                 char fix[256];
-                snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert')", pub);
+                snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert%s')", pub,
+                         want_upd ? ", update" : "");
                 bad = true;
                 add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                     "publication \"%s\" publishes %s: the relay would receive and discard every "
@@ -555,8 +569,8 @@ static void pg_publication(ctx_t *x)
         }
         if (!bad)
                 add(x, "postgres.publication", RELAY_CHECK_OK, NULL,
-                    "publication \"%s\" publishes inserts of \"%s.%s\" only", pub,
-                    s->outbox_table.schema, s->outbox_table.name);
+                    "publication \"%s\" publishes inserts%s of \"%s.%s\" only", pub,
+                    want_upd ? " and updates" : "", s->outbox_table.schema, s->outbox_table.name);
 }
 
 /*

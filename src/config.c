@@ -73,6 +73,7 @@ static const char *const error_policies[] = {"dlq", "stop", NULL};
 static const char *const booleans[] = {"false", "true", NULL};
 static const char *const outbox_sources[] = {"table", "messages", "both", NULL};
 static const char *const missing_behaviors[] = {"error", "ignore", NULL};
+static const char *const invalid_op_behaviors[] = {"warn", "error", "fatal", NULL};
 /* In relay_format_profile_t order. */
 static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
                                               "connect-json-schema", "debezium-server", NULL};
@@ -179,11 +180,14 @@ static const key_def_t keys[] = {
          .desc = "Debezium's name: a NULL payload, or a text one that is empty or blank, is sent "
                  "as a tombstone (a NULL value), whatever format.profile"},
         {.name = "route.topic.regex", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name; only its default, (?<routedByValue>.*), is accepted (the "
-                 "whole routing value), as most deployments use it"},
+         .desc = "Debezium's name: a Java regular expression that must match the whole "
+                 "route.by.field value for route.topic.replacement to apply (else the value is "
+                 "the topic); translated to POSIX, constructs it lacks are refused by name "
+                 "(empty: Debezium's (?<routedByValue>.*))"},
         {.name = "route.topic.replacement", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: the topic, ${routedByValue} replaced by the route.by.field "
-                 "column's value (empty: outbox.event.${routedByValue} when route.by.field is set)"},
+         .desc = "Debezium's name: the topic, with route.topic.regex's groups as $1 or ${name} "
+                 "(${routedByValue}: the route.by.field column's value under the default regex; "
+                 "empty: outbox.event.${routedByValue} when route.by.field is set)"},
         {.name = "shutdown.timeout.ms", .type = KT_INT, .def = "30000", .min = 0, .max = MAX_MS,
          .unit = "milliseconds",
          .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},
@@ -198,6 +202,11 @@ static const key_def_t keys[] = {
                  "stopping (events written in between may be missing)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
+        {.name = "table.expand.json.payload", .type = KT_ENUM, .def = "false", .choices = booleans,
+         .desc = "Debezium's name: a JSON object payload (json, jsonb or text) is sent as the "
+                 "struct Debezium infers from it instead of a string: Struct{...} under "
+                 "connect-string, a JSON object under connect-json, with its inferred schema "
+                 "under connect-json-schema and debezium-server (not with envelope placements)"},
         {.name = "table.field.additional.missing", .type = KT_ENUM, .def = "error",
          .choices = missing_behaviors,
          .desc = "Debezium's name: a table.fields.additional.placement column the table lacks "
@@ -214,8 +223,19 @@ static const key_def_t keys[] = {
          .desc = "Debezium's name: more columns, comma-separated column:placement[:alias] with "
                  "placement header (a header named alias), envelope (a field of the value next "
                  "to payload; JSON profiles) or partition (an integer column: the partition)"},
+        {.name = "table.op.invalid.behavior", .type = KT_ENUM, .def = "warn",
+         .choices = invalid_op_behaviors,
+         .desc = "Debezium's name: an UPDATE of an outbox row is skipped with a warning (warn), "
+                 "an error (error), or stops the relay before it (fatal, exit 4); error and "
+                 "fatal need the publication to publish updates (the relay's own then does). "
+                 "DELETEs are always skipped in silence"},
         {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
          .desc = "Kafka topic of each event; ${column} is replaced by that column's value"},
+        {.name = "tracing.span.context.field", .type = KT_STRING, .def = "",
+         .desc = "Debezium's name: the text column holding the writer's span context as Java "
+                 "properties (traceparent=00-..., Debezium's default column tracingspancontext); "
+                 "its traceparent (with tracestate and baggage) is sent as the W3C trace "
+                 "headers, before id (empty: no tracing)"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

@@ -211,6 +211,8 @@ static const struct {
         {"table.field.event.schema.version", "table.field.event.schema.version"},
         {"table.fields.additional.placement", "table.fields.additional.placement"},
         {"table.field.additional.missing", "table.field.additional.missing"},
+        {"table.op.invalid.behavior", "table.op.invalid.behavior"},
+        {"table.expand.json.payload", "table.expand.json.payload"},
         {"route.by.field", "route.by.field"},
         {"route.topic.regex", "route.topic.regex"},
         {"route.topic.replacement", "route.topic.replacement"},
@@ -435,6 +437,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 }
         }
 
+        bool tracing_field = false, tracing_other = false;
         for (size_t i = 0; i < p.n && rc == 0; i++) {
                 const char *k = p.k[i], *v = p.v[i];
                 if (strcmp(k, "slot.name") == 0 || strcmp(k, "publication.name") == 0) {
@@ -482,10 +485,34 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                 }
                         if (done_key)
                                 continue;
-                        if (strcmp(opt, "table.op.invalid.behavior") == 0 ||
-                            strncmp(opt, "tracing.", 8) == 0 ||
-                            (strcmp(opt, "table.expand.json.payload") == 0 &&
-                             strcmp(v, "false") == 0)) {
+                        if (strcmp(opt, "tracing.span.context.field") == 0) {
+                                rc = set(c, "tracing.span.context.field", v, path, k, err, errlen);
+                                tracing_field = true;
+                                continue;
+                        }
+                        if (strcmp(opt, "tracing.with.context.field.only") == 0 &&
+                            strcmp(v, "true") != 0) {
+                                rc = refuse(err, errlen, path, k, v,
+                                            "the relay starts no traces of its own: only rows "
+                                            "with a span context are traced (true)");
+                                continue;
+                        }
+                        if (strncmp(opt, "tracing.", 8) == 0) {
+                                /* Debezium traces with OpenTelemetry on its class path; a
+                                 * tracing key says it does: its default column. */
+                                tracing_other = true;
+                                if (strcmp(opt, "tracing.operation.name") == 0)
+                                        note(notes, noteslen, k); /* names Debezium's own span */
+                                continue;
+                        }
+                        if (strcmp(opt, "table.json.payload.null.behavior") == 0 &&
+                            strcmp(v, "ignore") != 0) {
+                                rc = refuse(err, errlen, path, k, v,
+                                            "the relay expands JSON payloads with Debezium's "
+                                            "default, ignore (null members leave no field)");
+                                continue;
+                        }
+                        if (strcmp(opt, "table.json.payload.null.behavior") == 0) {
                                 note(notes, noteslen, k);
                                 continue;
                         }
@@ -508,6 +535,9 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                     "it matters)");
                 }
         }
+        if (rc == 0 && tracing_other && !tracing_field)
+                rc = set(c, "tracing.span.context.field", "tracingspancontext", path,
+                         "tracing.* (the default tracing.span.context.field)", err, errlen);
         if (rc == 0)
                 rc = profile(c, &p, server, path, err, errlen);
 done:

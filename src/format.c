@@ -394,3 +394,20 @@ int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *d
 {
         return data ? json_value(b, kind, data, len) : puts_(b, "null");
 }
+
+void relay_format_header_text(const char *v, size_t n, const char **s, size_t *len)
+{
+        static const char head[] = "{\"schema\":{", mid[] = "},\"payload\":\"";
+        *s = v;
+        *len = n;
+        if (!v || n < sizeof(head) + sizeof(mid) || memcmp(v, head, sizeof(head) - 1) != 0 ||
+            memcmp(v + n - 2, "\"}", 2) != 0)
+                return;
+        /* The schema holds no string payload: the last "payload" is ours. */
+        for (size_t i = n - 2; i-- > sizeof(head) - 1;)
+                if (i + sizeof(mid) - 1 <= n - 2 && memcmp(v + i, mid, sizeof(mid) - 1) == 0) {
+                        *s = v + i + sizeof(mid) - 1;
+                        *len = n - 2 - (i + sizeof(mid) - 1);
+                        return;
+                }
+}

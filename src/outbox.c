@@ -21,7 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relay/expand.h"
 #include "relay/format.h"
+#include "relay/route.h"
 
 #include <jansson.h>
 
@@ -90,6 +92,10 @@ struct relay_outbox {
         relay_fmtbuf_t kbuf, vbuf, hbuf;
         int ts_col;         /* table.field.event.timestamp's position, -1 if none or absent */
         uint32_t ts_type;   /* its type OID */
+        relay_route_t *route; /* route.topic.regex when not the default; NULL otherwise */
+        int trace_col;        /* tracing.span.context.field's position, -1 if none or absent */
+        char *trace;          /* scratch: the trace headers' values */
+        size_t trace_cap;
         bool context_headers; /* format.debezium.topic_prefix set */
         char run_id[37];      /* the __debezium.context.runId of this mapping */
 };
@@ -104,6 +110,9 @@ static void message_reset(relay_outbox_t *o)
 }
 /* Debezium's context headers (DebeziumHeaderProducer), before the router's. */
 #define NCONTEXT 4
+/* W3C trace context headers from tracing.span.context.field: traceparent,
+ * tracestate, baggage. */
+#define NTRACE 3
 
 void relay_outbox_free(relay_outbox_t *o)
 {
@@ -120,6 +129,8 @@ void relay_outbox_free(relay_outbox_t *o)
         }
         free(o->vnames);
         free(o->segcol);
+        relay_route_free(o->route);
+        free(o->trace);
         free(o->topic);
         free(o->bytes);
         free(o->headers);
@@ -199,7 +210,7 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         o->env_optional = calloc(o->nenv + 1, sizeof(*o->env_optional));
         o->part = (named_col_t){NULL, -1, NULL};
         o->segcol = calloc(set->topic_template.nparts + 1, sizeof(*o->segcol));
-        o->headers = calloc(2 + NCONTEXT + o->nextra, sizeof(relay_header_t));
+        o->headers = calloc(2 + NCONTEXT + NTRACE + o->nextra, sizeof(relay_header_t));
         o->mheaders = calloc(RELAY_EVENT_MAX_HEADERS + 1, sizeof(relay_header_t));
         if (!o->extra || !o->segcol || !o->headers || !o->mheaders || !o->env || !o->env_kind ||
             !o->env_optional)
@@ -222,9 +233,9 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         if (o->encode) {
                 o->xkind = calloc(o->nextra + 1, sizeof(*o->xkind));
                 o->xoptional = calloc(o->nextra + 1, sizeof(*o->xoptional));
-                o->hkind = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hkind));
-                o->hoptional = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hoptional));
-                o->hoff = calloc(2 + NCONTEXT + o->nextra, sizeof(*o->hoff));
+                o->hkind = calloc(2 + NCONTEXT + NTRACE + o->nextra, sizeof(*o->hkind));
+                o->hoptional = calloc(2 + NCONTEXT + NTRACE + o->nextra, sizeof(*o->hoptional));
+                o->hoff = calloc(2 + NCONTEXT + NTRACE + o->nextra, sizeof(*o->hoff));
                 if (!o->xkind || !o->xoptional || !o->hkind || !o->hoptional || !o->hoff)
                         goto nomem;
                 for (int i = 0; i < NCOLS; i++)
@@ -239,6 +250,15 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         }
         for (size_t i = 0; i < set->topic_template.nparts; i++)
                 o->segcol[i] = -1;
+        o->trace_col = -1;
+        if (set->route_regex) {
+                int rc = relay_route_new(&o->route, set->route_regex, set->route_replacement, err,
+                                         errlen);
+                if (rc) {
+                        relay_outbox_free(o);
+                        return rc;
+                }
+        }
         *out = o;
         return 0;
 nomem:
@@ -290,6 +310,9 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
                             ? find_col(rel, o->set->event_timestamp_column)
                             : -1;
         o->ts_type = o->ts_col >= 0 ? relay_pgo_relation_coltype(rel, o->ts_col) : 0;
+        o->trace_col = o->set->tracing_context_column[0]
+                               ? find_col(rel, o->set->tracing_context_column)
+                               : -1;
         int p = o->cols[COL_PAYLOAD].col;
         o->payload_bytea = p >= 0 && relay_pgo_relation_coltype(rel, p) == BYTEAOID;
         if (o->encode) {
@@ -391,6 +414,8 @@ static void first_error(int *first, int rc, char *err, size_t errlen, const char
         }
 }
 
+static int route_topic(relay_outbox_t *o, size_t *tlen, char *err, size_t errlen);
+
 /*
  * The topic is built in o->topic, one template part at a time, with room
  * kept for the terminating NUL. Running out of memory is remembered and
@@ -423,14 +448,19 @@ static int topic_finish(relay_outbox_t *o, size_t tlen, relay_event_t *ev, int *
                 return RELAY_ENOMEM;
         }
         o->topic[tlen] = '\0';
+        int rc;
+        if (o->route && (rc = route_topic(o, &tlen, err, errlen)) == RELAY_ENOMEM)
+                return rc;
         if (relay_names_is_topic(o->topic, tlen)) {
                 ev->topic = o->topic;
                 return 0;
         }
         relay_err_set(msg, sizeof(msg),
-                      "invalid Kafka topic name \"%.*s\" from topic.template: topic names are 1 "
-                      "to %d characters of a-z, A-Z, 0-9, '.', '_' and '-'",
-                      (int)(tlen > 300 ? 300 : tlen), o->topic, RELAY_TOPIC_MAX);
+                      "invalid Kafka topic name \"%.*s\" from %s: topic names are 1 to %d "
+                      "characters of a-z, A-Z, 0-9, '.', '_' and '-'",
+                      (int)(tlen > 300 ? 300 : tlen), o->topic,
+                      o->route ? "route.topic.regex and route.topic.replacement" : "topic.template",
+                      RELAY_TOPIC_MAX);
         first_error(first, RELAY_EMAP, err, errlen, msg);
         return 0;
 }
@@ -632,9 +662,23 @@ static int encode(relay_outbox_t *o, const relay_pgo_insert_t *m, relay_event_t 
                                 goto fail;
                         null = false;
                 } else {
-                        rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
-                                                 o->optional[COL_PAYLOAD], ev->value,
-                                                 ev->value_len, &null);
+                        /* table.expand.json.payload: a string payload holding a
+                         * JSON object becomes the struct the router infers. */
+                        rc = o->set->expand_json_payload && ev->value &&
+                                             (o->kind[COL_PAYLOAD] == RELAY_KIND_JSON ||
+                                              o->kind[COL_PAYLOAD] == RELAY_KIND_STRING)
+                                     ? relay_expand_payload(&o->vbuf, o->venc,
+                                                            o->cols[COL_PAYLOAD].name, ev->value,
+                                                            ev->value_len)
+                                     : 0;
+                        if (rc == 0)
+                                rc = relay_format_append(&o->vbuf, o->venc, o->kind[COL_PAYLOAD],
+                                                         o->optional[COL_PAYLOAD], ev->value,
+                                                         ev->value_len, &null);
+                        else if (rc == 1) {
+                                rc = 0;
+                                null = false;
+                        }
                 }
                 if (rc)
                         goto bad;
@@ -782,6 +826,188 @@ static bool parse_timestamp(const char *s, size_t n, int64_t *ms)
  * refused, so a dead-letter copy carries the id, key, payload and headers
  * that exist; the first problem found is the one returned.
  */
+/* Java's Properties.load() on one logical line's key and value: escapes
+ * (\t \n \r \f \uXXXX, \x -> x) resolved into o->trace at *n. */
+static int prop_unescape(relay_outbox_t *o, size_t *n, const char *s, size_t len)
+{
+        if (grow_buf(&o->trace, &o->trace_cap, *n + 4 * len + 1))
+                return RELAY_ENOMEM;
+        char *d = o->trace + *n;
+        for (size_t i = 0; i < len; i++) {
+                char c = s[i];
+                if (c != '\\' || i + 1 >= len) {
+                        *d++ = c;
+                        continue;
+                }
+                c = s[++i];
+                if (c == 'u' && i + 4 < len) {
+                        unsigned cp = 0;
+                        bool hex = true;
+                        for (int k = 1; k <= 4; k++) {
+                                int v = relay_hexval(s[i + k]);
+                                hex = hex && v >= 0;
+                                cp = cp << 4 | (unsigned)(v < 0 ? 0 : v);
+                        }
+                        if (hex) {
+                                i += 4;
+                                if (cp < 0x80) {
+                                        *d++ = (char)cp;
+                                } else if (cp < 0x800) {
+                                        *d++ = (char)(0xc0 | cp >> 6);
+                                        *d++ = (char)(0x80 | (cp & 0x3f));
+                                } else {
+                                        *d++ = (char)(0xe0 | cp >> 12);
+                                        *d++ = (char)(0x80 | (cp >> 6 & 0x3f));
+                                        *d++ = (char)(0x80 | (cp & 0x3f));
+                                }
+                                continue;
+                        }
+                }
+                *d++ = c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c == 'f' ? '\f' : c;
+        }
+        *n = (size_t)(d - o->trace);
+        return 0;
+}
+
+static bool lower_hex(const char *s, size_t n, bool nonzero)
+{
+        bool any = false;
+        for (size_t i = 0; i < n; i++) {
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+                any = any || s[i] != '0';
+        }
+        return any || !nonzero;
+}
+
+/* OpenTelemetry's W3CTraceContextPropagator accepts it as a parent. */
+static bool valid_traceparent(const char *s, size_t n)
+{
+        if (n < 55 || (n > 55 && s[55] != '-'))
+                return false;
+        if (!lower_hex(s, 2, false) || (s[0] == 'f' && s[1] == 'f') || (n > 55 && s[0] == '0' && s[1] == '0'))
+                return false;
+        return s[2] == '-' && lower_hex(s + 3, 32, true) && s[35] == '-' &&
+               lower_hex(s + 36, 16, true) && s[52] == '-' && lower_hex(s + 53, 2, false);
+}
+
+/*
+ * The tracing column (tracing.span.context.field) holds the application's
+ * span context as java.util.Properties text (Debezium's EventDispatcher
+ * writes it with Properties.store(): a comment line, then traceparent=...,
+ * tracestate=...). Debezium's ActivateTracingSpan extracts it with the W3C
+ * propagator and injects its own span's context; the relay has no span of
+ * its own and passes the application's: traceparent (as version 00, which
+ * is what OpenTelemetry writes), and tracestate and baggage as written,
+ * when the traceparent is valid. Returns the headers made (0 to NTRACE),
+ * values in o->trace; -1 when out of memory.
+ */
+static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_header_t *h)
+{
+        static const char *const keys[NTRACE] = {"traceparent", "tracestate", "baggage"};
+        size_t off[NTRACE], vlen[NTRACE], n = 0;
+        bool have[NTRACE] = {false, false, false};
+        char line[4096];
+        size_t i = 0;
+        while (i < len) {
+                /* One logical line: a trailing odd backslash continues it. */
+                size_t ln = 0;
+                while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\f'))
+                        i++;
+                if (i < len && (s[i] == '#' || s[i] == '!')) {
+                        while (i < len && s[i] != '\n' && s[i] != '\r')
+                                i++;
+                        continue;
+                }
+                for (;;) {
+                        size_t st = i;
+                        while (i < len && s[i] != '\n' && s[i] != '\r')
+                                i++;
+                        size_t bs = 0;
+                        for (size_t k = i; k > st && s[k - 1] == '\\'; k--)
+                                bs++;
+                        size_t take = i - st - (bs % 2);
+                        if (ln + take < sizeof(line)) {
+                                memcpy(line + ln, s + st, take);
+                                ln += take;
+                        }
+                        if (i < len && s[i] == '\r' && i + 1 < len && s[i + 1] == '\n')
+                                i++;
+                        if (i < len)
+                                i++;
+                        if (bs % 2 == 0 || i >= len)
+                                break;
+                        while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\f'))
+                                i++;
+                }
+                /* key: up to an unescaped '=', ':' or blank */
+                size_t k = 0;
+                while (k < ln && line[k] != '=' && line[k] != ':' && line[k] != ' ' &&
+                       line[k] != '\t' && line[k] != '\f')
+                        k += line[k] == '\\' ? 2 : 1;
+                if (k > ln)
+                        k = ln;
+                size_t v = k;
+                while (v < ln && (line[v] == ' ' || line[v] == '\t' || line[v] == '\f'))
+                        v++;
+                if (v < ln && (line[v] == '=' || line[v] == ':'))
+                        v++;
+                while (v < ln && (line[v] == ' ' || line[v] == '\t' || line[v] == '\f'))
+                        v++;
+                size_t kstart = n;
+                if (prop_unescape(o, &n, line, k))
+                        return -1;
+                for (int j = 0; j < NTRACE; j++)
+                        if (n - kstart == strlen(keys[j]) &&
+                            memcmp(o->trace + kstart, keys[j], n - kstart) == 0) {
+                                n = kstart;
+                                off[j] = n;
+                                if (prop_unescape(o, &n, line + v, ln - v))
+                                        return -1;
+                                vlen[j] = n - off[j];
+                                have[j] = true; /* a later line wins, as in Properties */
+                                kstart = SIZE_MAX;
+                                break;
+                        }
+                if (kstart != SIZE_MAX)
+                        n = kstart;
+        }
+        if (!have[0] || !valid_traceparent(o->trace + off[0], vlen[0]))
+                return 0;
+        int nt = 0;
+        o->trace[off[0]] = '0'; /* OpenTelemetry injects version 00 */
+        o->trace[off[0] + 1] = '0';
+        h[nt++] = (relay_header_t){keys[0], o->trace + off[0], 55};
+        for (int j = 1; j < NTRACE; j++)
+                if (have[j] && vlen[j] > 0)
+                        h[nt++] = (relay_header_t){keys[j], o->trace + off[j], vlen[j]};
+        return nt;
+}
+
+/* The routing value in o->topic becomes the topic (route.topic.regex). A
+ * result too long for any topic stays the value, cut: the caller's topic
+ * check refuses it by name. */
+static int route_topic(relay_outbox_t *o, size_t *tlen, char *err, size_t errlen)
+{
+        char out[2 * RELAY_TOPIC_MAX + 2];
+        size_t n;
+        int rc = relay_route_apply(o->route, o->topic, *tlen, out, sizeof(out), &n);
+        if (rc == RELAY_ENOMEM) {
+                relay_err_set(err, errlen, "out of memory");
+                return rc;
+        }
+        if (rc) /* longer than any topic: what fits is refused by the name check */
+                n = sizeof(out) - 1;
+        if (grow_buf(&o->topic, &o->topic_cap, n + 1)) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        memcpy(o->topic, out, n);
+        o->topic[n] = '\0';
+        *tlen = n;
+        return 0;
+}
+
 int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t commit_ts,
                      relay_event_t *ev, char *err, size_t errlen)
 {
@@ -900,6 +1126,23 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                         o->headers[nh].name = names[i];
                         o->headers[nh].value = vals[i];
                         o->headers[nh++].len = strlen(vals[i]);
+                }
+        }
+        /* Debezium's tracing runs before the router adds "id". */
+        const relay_pgo_value_t *trv = value_at(m, o->trace_col);
+        if (trv && trv->kind == 't') {
+                relay_header_t th[NTRACE];
+                int nt = trace_headers(o, trv->data, trv->len, th);
+                if (nt < 0) {
+                        relay_err_set(err, errlen, "out of memory");
+                        return RELAY_ENOMEM;
+                }
+                for (int i = 0; i < nt; i++) {
+                        if (o->encode) {
+                                o->hkind[nh] = RELAY_KIND_STRING;
+                                o->hoptional[nh] = false; /* Schema.STRING_SCHEMA */
+                        }
+                        o->headers[nh++] = th[i];
                 }
         }
         if (ev->id) {
@@ -1033,6 +1276,22 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                 ev->value_len = 0;
         }
         return first;
+}
+
+int relay_outbox_update(const relay_outbox_t *o, const relay_pgo_update_t *u, char *what,
+                        size_t whatlen)
+{
+        if (!relay_outbox_is_outbox(o, u->relid))
+                return 0;
+        int c = o->cols[COL_ID].col;
+        const relay_pgo_value_t *v =
+                c >= 0 && c < u->newtuple.ncols ? &u->newtuple.values[c] : NULL;
+        if (v && v->kind == 't')
+                relay_err_set(what, whatlen, "UPDATE of the outbox row with id \"%.*s\"",
+                              (int)(v->len > 200 ? 200 : v->len), v->data);
+        else
+                relay_err_set(what, whatlen, "UPDATE of an outbox row");
+        return 1;
 }
 
 /* --- logical decoding messages ------------------------------------------ */

@@ -14,6 +14,7 @@
  */
 #include "relay/producer.h"
 
+#include "relay/format.h"
 #include "relay/kadmin.h"
 #include "relay/log.h"
 
@@ -133,10 +134,9 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                         hdrs[ev.nheaders].name = name;
                         hdrs[ev.nheaders].value = val;
                         hdrs[ev.nheaders].len = len;
-                        if (i + 1 == idh) {
-                                ev.id = val;
-                                ev.id_len = len;
-                        }
+                        if (i + 1 == idh) /* its text under debezium-server's JSON */
+                                relay_format_header_text(val, len, &ev.id,
+                                                         &ev.id_len);
                         ev.nheaders++;
                 }
         }
@@ -462,7 +462,10 @@ int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t t
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(ev->nheaders);
         for (size_t i = 0; i < ev->nheaders; i++) {
                 const relay_header_t *h = &ev->headers[i];
-                if (!idh && ev->id && h->value == ev->id && h->len == ev->id_len && i < 127)
+                /* The id header: the row's bytes, or re-encoded by a
+                 * profile (debezium-server's JSON) under its name. */
+                if (!idh && ev->id && i < 127 &&
+                    ((h->value == ev->id && h->len == ev->id_len) || strcmp(h->name, "id") == 0))
                         idh = i + 1;
                 rd_kafka_header_add(hdrs, h->name, -1, h->value, h->value ? (ssize_t)h->len : 0);
         }

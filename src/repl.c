@@ -35,6 +35,7 @@ struct relay_repl {
         bool failover; /* slot.failover: the slot is created or altered with FAILOVER */
         bool failover_altered; /* ensure_slot turned failover on for an existing slot */
         bool failover_unguarded; /* failover, but synchronized_standby_slots is empty */
+        bool need_updates; /* table.op.invalid.behavior = error or fatal */
         int server_version;
         int proto_version;
         int64_t wal_sender_timeout_ms;
@@ -190,6 +191,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         r->relname = set->outbox_table.name;
         r->source = set->outbox_source;
         r->failover = set->slot_failover;
+        r->need_updates = set->invalid_op != RELAY_INVALID_OP_WARN;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
@@ -431,7 +433,8 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         bool partitioned = relkind == 'p';
 
         snprintf(sql, sizeof(sql),
-                 "SELECT pubinsert, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = %s",
+                 "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication WHERE "
+                 "pubname = %s",
                  pub);
         if ((rc = query(r, sql, &res, err, errlen)))
                 goto out;
@@ -456,9 +459,13 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                         relay_err_set(err, errlen, "out of memory");
                         goto out;
                 }
+                /* Updates only when table.op.invalid.behavior must see them:
+                 * deletes never (the outbox is emptied by them, and without
+                 * a replica identity a published DELETE fails). */
                 snprintf(sql, sizeof(sql),
-                         "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert'%s)", qpub,
-                         qn, qr, partitioned ? ", publish_via_partition_root = true" : "");
+                         "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert%s'%s)",
+                         qpub, qn, qr, r->need_updates ? ", update" : "",
+                         partitioned ? ", publish_via_partition_root = true" : "");
                 PQfreemem(qn);
                 PQfreemem(qr);
                 res = PQexec(r->conn, sql);
@@ -491,6 +498,7 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         }
         bool pubinsert = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
         bool pubviaroot = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+        bool pubupdate = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         PQclear(res);
         if (partitioned && !pubviaroot) {
                 relay_err_set(err, errlen,
@@ -506,6 +514,16 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 relay_err_set(err, errlen,
                               "publication \"%s\" does not publish inserts; ALTER PUBLICATION %s "
                               "SET (publish = 'insert')",
+                              r->publication, r->publication);
+                rc = RELAY_ESETUP;
+                goto out;
+        }
+        if (r->need_updates && !pubupdate) {
+                relay_err_set(err, errlen,
+                              "publication \"%s\" does not publish updates, so the relay cannot "
+                              "see an UPDATE of an outbox row as table.op.invalid.behavior = "
+                              "error or fatal asks; ALTER PUBLICATION %s SET (publish = 'insert, "
+                              "update'), or set table.op.invalid.behavior = warn",
                               r->publication, r->publication);
                 rc = RELAY_ESETUP;
                 goto out;

@@ -459,7 +459,35 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 rc = relay_outbox_map_message(s->outbox, &m.message, s->commit_ts, &ev, err,
                                               errlen);
                 return relay_settle_event(s, ev, rc, "outbox message", w->wal_start, err, errlen);
-        case RELAY_PGO_UPDATE:
+        case RELAY_PGO_UPDATE: {
+                /* table.op.invalid.behavior; DELETEs pass in silence below,
+                 * as with Debezium (deleting is how the outbox is emptied). */
+                char what[300];
+                if (s->eos.skipping || !relay_outbox_update(s->outbox, &m.update, what, sizeof(what)))
+                        return 0;
+                s->n.invalid_ops++;
+                switch (s->set->invalid_op) {
+                case RELAY_INVALID_OP_WARN:
+                        relay_log_warning("%s at " RELAY_LSN_FMT " ignored: an outbox row is "
+                                          "never updated (table.op.invalid.behavior = warn)",
+                                          what, RELAY_LSN_ARGS(w->wal_start));
+                        return 0;
+                case RELAY_INVALID_OP_ERROR:
+                        relay_log_error("%s at " RELAY_LSN_FMT " ignored: an outbox row is "
+                                        "never updated (table.op.invalid.behavior = error)",
+                                        what, RELAY_LSN_ARGS(w->wal_start));
+                        return 0;
+                case RELAY_INVALID_OP_FATAL:
+                        break;
+                }
+                relay_err_set(err, errlen,
+                              "%s at " RELAY_LSN_FMT ": an outbox row is never updated, and "
+                              "table.op.invalid.behavior = fatal stops the relay before it; find "
+                              "what updates the table, then restart with "
+                              "table.op.invalid.behavior = warn or error to pass it",
+                              what, RELAY_LSN_ARGS(w->wal_start));
+                return RELAY_EMAP;
+        }
         case RELAY_PGO_DELETE:
         case RELAY_PGO_TRUNCATE:
         case RELAY_PGO_TYPE:

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "relay/route.h"
+
 /* Reading state: the first failure wins, later reads become no-ops. */
 typedef struct {
         const relay_config_t *cfg;
@@ -156,12 +158,6 @@ static void route(reader_t *r, relay_settings_t *s)
 
         if (!by || !rep || !re || !tpl || (!*by && !*rep && !*re))
                 return;
-        if (*re && strcmp(re, def_regex) != 0) {
-                fail(r, RELAY_EINVAL, "route.topic.regex", re,
-                     "only Debezium's default (?<routedByValue>.*) is supported; build the topic "
-                     "with route.topic.replacement or topic.template instead");
-                return;
-        }
         if (strcmp(tpl, "outbox.event.${aggregatetype}") != 0) {
                 fail(r, RELAY_EINVAL, "topic.template", tpl,
                      "route.by.field, route.topic.regex and route.topic.replacement (Debezium's "
@@ -176,6 +172,40 @@ static void route(reader_t *r, relay_settings_t *s)
         }
         if (!*rep)
                 rep = "outbox.event.${routedByValue}";
+        if (!*re)
+                re = def_regex;
+        /* Anything but the default regex with ${routedByValue} references
+         * goes through route.c: the routing value alone is the template,
+         * and the mapping applies the regex to it. */
+        bool simple = strcmp(re, def_regex) == 0;
+        for (const char *p = rep; simple && *p; p++)
+                if ((*p == '$' && strncmp(p, var, sizeof(var) - 1) != 0) || *p == '\\')
+                        simple = false;
+        if (!simple) {
+                relay_route_t *rt = NULL;
+                int rc = relay_route_new(&rt, re, rep, why, sizeof(why));
+                relay_route_free(rt);
+                if (rc) {
+                        fail(r, rc, strcmp(re, def_regex) ? "route.topic.regex" : "route.topic.replacement",
+                             strcmp(re, def_regex) ? re : rep, why);
+                        return;
+                }
+                s->route_regex = strdup(re);
+                s->route_replacement = strdup(rep);
+                if (!s->route_regex || !s->route_replacement) {
+                        fail(r, RELAY_ENOMEM, "route.topic.regex", re, NULL);
+                        return;
+                }
+                snprintf(text, sizeof(text), "${%s}", by);
+                relay_topic_template_t t = {0};
+                if ((rc = relay_names_parse_template(text, &t, why, sizeof(why)))) {
+                        fail(r, rc, "route.by.field", by, why);
+                        return;
+                }
+                relay_names_template_free(&s->topic_template);
+                s->topic_template = t;
+                return;
+        }
         for (const char *p = rep; *p;) {
                 const char *piece = p;
                 size_t len = 1;
@@ -321,8 +351,11 @@ void relay_settings_free(relay_settings_t *s)
         free_list(s->format_not_null, s->n_format_not_null);
         free(s->format_debezium_topic_prefix);
         free(s->event_timestamp_column);
+        free(s->tracing_context_column);
         free(s->schema_version_column);
         free(s->route_by_field);
+        free(s->route_regex);
+        free(s->route_replacement);
         for (size_t i = 0; i < s->n_additional; i++) {
                 free(s->additional[i].column);
                 free(s->additional[i].alias);
@@ -384,12 +417,23 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->format_debezium_topic_prefix = str(&r, "format.debezium.topic_prefix");
         s->route_tombstone_on_empty_payload = boolean(&r, "route.tombstone.on.empty.payload");
         s->event_timestamp_column = str(&r, "table.field.event.timestamp");
+        s->expand_json_payload = boolean(&r, "table.expand.json.payload");
+        s->tracing_context_column = str(&r, "tracing.span.context.field");
+        if (r.rc == 0 && s->tracing_context_column[0] &&
+            !relay_names_is_column(s->tracing_context_column, strlen(s->tracing_context_column)))
+                fail(&r, RELAY_EINVAL, "tracing.span.context.field", s->tracing_context_column,
+                     "not a column name");
         s->schema_version_column = str(&r, "table.field.event.schema.version");
         {
                 static const char *const missing[] = {"error", "ignore", NULL};
                 s->additional_missing_ignore =
                         choice(&r, "table.field.additional.missing", missing,
                                "must be error or ignore") == 1;
+        }
+        {
+                static const char *const ops[] = {"warn", "error", "fatal", NULL};
+                s->invalid_op = (relay_invalid_op_t)choice(&r, "table.op.invalid.behavior", ops,
+                                                           "must be warn, error or fatal");
         }
         if (r.rc == 0 && s->schema_version_column[0] &&
             !relay_names_is_column(s->schema_version_column, strlen(s->schema_version_column)))
@@ -409,6 +453,15 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         }
         if (r.rc == 0)
                 additional(&r, s);
+        if (r.rc == 0 && s->expand_json_payload && s->format_profile == RELAY_PROFILE_RAW)
+                fail(&r, RELAY_EINVAL, "table.expand.json.payload", "true",
+                     "the expanded struct is what a Debezium profile's converter writes: set "
+                     "format.profile (raw sends the payload as stored)");
+        for (size_t i = 0; r.rc == 0 && s->expand_json_payload && i < s->n_additional; i++)
+                if (s->additional[i].placement == RELAY_PLACE_ENVELOPE)
+                        fail(&r, RELAY_EINVAL, "table.expand.json.payload", "true",
+                             "not supported together with envelope placements "
+                             "(table.fields.additional.placement ...:envelope)");
         /* The profiles encode outbox columns as Debezium's connector types
          * them; a logical message has no columns to type. */
         if (r.rc == 0 && s->format_profile != RELAY_PROFILE_RAW &&

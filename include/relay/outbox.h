@@ -34,7 +34,8 @@ typedef struct relay_outbox relay_outbox_t;
 /**
  * @brief Create a mapping from the outbox.* and topic.template settings.
  *        set is borrowed and must outlive the mapping.
- * @returns 0 and *out (caller frees with relay_outbox_free()); RELAY_ENOMEM.
+ * @returns 0 and *out (caller frees with relay_outbox_free()); RELAY_EINVAL
+ *          for a route.topic.regex that settings did not check; RELAY_ENOMEM.
  */
 int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *err,
                      size_t errlen) RELAY_MUST_CHECK;
@@ -70,6 +71,15 @@ bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid);
 int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *insert, int64_t commit_ts,
                      relay_event_t *ev, char *err, size_t errlen) RELAY_MUST_CHECK;
 
+/**
+ * @brief Is u an UPDATE of an outbox row? Debezium's router never makes one
+ *        an event: table.op.invalid.behavior says what the caller does
+ *        (DELETEs are not asked about: the outbox pattern deletes its rows).
+ * @returns 1 and what (the row's id, for the caller's message); 0 when u is
+ *          another table's.
+ */
+int relay_outbox_update(const relay_outbox_t *o, const relay_pgo_update_t *u, char *what,
+                        size_t whatlen);
 /**
  * @brief True when m is an outbox event: outbox.source takes messages, m is
  *        transactional and its prefix is exactly outbox.message.prefix.

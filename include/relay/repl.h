@@ -59,7 +59,10 @@ const char *relay_repl_system_id(const relay_repl_t *r);
 
 /**
  * @brief Make sure the outbox table exists and the publication publishes
- *        its inserts, creating the publication (insert only) when missing.
+ *        its inserts, creating the publication (inserts only; inserts and
+ *        updates when table.op.invalid.behavior is error or fatal, which
+ *        also refuse an existing one that does not publish updates) when
+ *        missing.
  *        With outbox.source = messages there is no table: the publication
  *        only has to exist (created empty when missing).
  * @returns 0 (*created set when it created it); RELAY_ESETUP with the fix;

@@ -27,6 +27,7 @@ typedef struct relay_session relay_session_t;
 /** @brief What a session has done. */
 typedef struct {
         uint64_t events, txns, skipped, dead_lettered;
+        uint64_t invalid_ops; /* UPDATEs of outbox rows (table.op.invalid.behavior) */
 } relay_session_counts_t;
 
 /** @brief How to open a session. */

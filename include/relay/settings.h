@@ -42,6 +42,12 @@ typedef enum {
         RELAY_PLACE_PARTITION /* the Kafka partition (an integer column) */
 } relay_placement_t;
 
+/** @brief table.op.invalid.behavior: what an UPDATE of an outbox row does (Debezium's names). */
+typedef enum {
+        RELAY_INVALID_OP_WARN = 0, /* skipped, a warning */
+        RELAY_INVALID_OP_ERROR,    /* skipped, an error in the log */
+        RELAY_INVALID_OP_FATAL,    /* the relay stops before it */
+} relay_invalid_op_t;
 typedef struct {
         char *column;
         relay_placement_t placement;
@@ -79,9 +85,15 @@ typedef struct {
         relay_format_profile_t format_profile;
         bool route_tombstone_on_empty_payload;
         char *route_by_field; /* route.by.field, else outbox.column.aggregate_type */
+        char *route_regex;       /* NULL: the template is the topic; else the template gives
+                                  * the routing value, and route.h makes it the topic */
+        char *route_replacement; /* with route_regex */
         relay_additional_field_t *additional; /* table.fields.additional.placement, in order */
         size_t n_additional;
         bool additional_missing_ignore; /* table.field.additional.missing = ignore */
+        relay_invalid_op_t invalid_op; /* table.op.invalid.behavior */
+        bool expand_json_payload;      /* table.expand.json.payload */
+        char *tracing_context_column; /* tracing.span.context.field; "" = no tracing */
         char *event_timestamp_column; /* table.field.event.timestamp; "" = the commit time */
         char *schema_version_column;  /* table.field.event.schema.version; "" = none */
         char *format_debezium_topic_prefix; /* "" = no __debezium.context.* headers */

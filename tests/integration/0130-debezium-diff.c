@@ -15,6 +15,13 @@
  * control characters in payloads and a NULL, an empty and a unicode extra
  * header column.
  *
+ * A fifth table, outbox_jexp (jsonb), has a router of its own with
+ * table.expand.json.payload=true on both sides: objects with nested
+ * objects, arrays of strings, of doubles and of alike objects, int32 and
+ * int64 numbers, null members, an empty object, unicode and control
+ * characters become structs (Struct{...}, JSON objects, with the inferred
+ * schema).
+ *
  * The text and bytea tables also go through envelope and partition
  * placements (table.fields.additional.placement=type:envelope:eventType,
  * tenant:envelope, part:partition, the same string on both sides, and
@@ -45,29 +52,36 @@
 #include "harness.h"
 
 #define NPROF 4
-#define NKIND 4
+#define NKIND 5
 #define NBULK 20
 
 static const char *const profiles[NPROF] = {"connect-string", "connect-json",
                                             "connect-json-schema", "debezium-server"};
 static const char *const dpfx[NPROF] = {"dcs", "dcj", "dcjs", "dds"};
 static const char *const rpfx[NPROF] = {"rcs", "rcj", "rcjs", "rds"};
-static const char *const kinds[NKIND] = {"json", "jsonb", "text", "bytea"};
+static const char *const kinds[NKIND] = {"json", "jsonb", "text", "bytea", "jexp"};
+/* The column type of each kind's payload; jexp: jsonb with table.expand.json.payload=true. */
+static const char *const types[NKIND] = {"json", "jsonb", "text", "bytea", "jsonb"};
 
 /* Payload SQL per kind: normal, unicode and escapes, empty, control characters. */
 static const char *const pay_normal[NKIND] = {
         "'{\"total\": 12, \"items\": [1, 2.50, {\"sku\": \"a/b\"}]}'",
         "'{\"total\": 12, \"items\": [1, 2.50, {\"sku\": \"a/b\"}]}'", "'hello'",
-        "'\\x00010203ff'::bytea"};
+        "'\\x00010203ff'::bytea",
+        "'{\"total\": 12, \"items\": [{\"sku\": \"a/b\", \"qty\": 2}, {\"sku\": \"c\", \"qty\": 3}], "
+        "\"tags\": [\"x\", null], \"ok\": true, \"n\": null, \"big\": 12345678901, \"e\": [], "
+        "\"o\": {\"p\": {}, \"x\": [2.50, -0.001, 0.0001, 12345678.9, 15000000000.5, -0.0]}}'"};
 static const char *const pay_unicode[NKIND] = {
         "'{\"name\": \"Zoë \\\"q\\\" \\\\ / \\u00e9 😀\", \"€\": true}'",
         "'{\"name\": \"Zoë \\\"q\\\" \\\\ / \\u00e9 😀\", \"€\": true}'",
-        "'Zoë \"q\" \\ / 😀 €'", "convert_to('Zoë 😀', 'UTF8')"};
-static const char *const pay_empty[NKIND] = {"'{}'", "'[]'", "''", "'\\x'::bytea"};
+        "'Zoë \"q\" \\ / 😀 €'", "convert_to('Zoë 😀', 'UTF8')",
+        "'{\"name\": \"Zoë \\\"q\\\" \\\\ / \\u00e9 😀\", \"€\": true}'"};
+static const char *const pay_empty[NKIND] = {"'{}'", "'[]'", "''", "'\\x'::bytea", "'{}'"};
 static const char *const pay_ctl[NKIND] = {
         "E'{\\n  \"t\": \"a\\\\tb\\\\n\",\\t\"u\": null\\r\\n}'",
         "E'{\\n  \"t\": \"a\\\\tb\\\\n\\\\u0001\",\\t\"u\": null\\r\\n}'",
-        "E'line1\\nline2\\t\\x01\\x1f\\x7f end\\b\\f'", "'\\x0a0d00'::bytea"};
+        "E'line1\\nline2\\t\\x01\\x1f\\x7f end\\b\\f'", "'\\x0a0d00'::bytea",
+        "E'{\\n  \"t\": \"a\\\\tb\\\\n\\\\u0001\",\\t\"u\": null\\r\\n}'"};
 
 #define ROWS (4 + NBULK)
 #define PLACEMENT "tenant:header,type:envelope:eventType,tenant:envelope,part:partition"
@@ -76,7 +90,7 @@ static const char *const pay_ctl[NKIND] = {
  * refuses an envelope placement under connect-string, so that pair is not run. */
 static bool unsupported_pair(int k, int p)
 {
-        return k >= 2 && p == 0;
+        return (k == 2 || k == 3) && p == 0;
 }
 
 /* Bytes for a diagnostic line: printable ASCII as is, the rest as \xNN. */
@@ -233,9 +247,9 @@ int main(void)
                           "NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, "
                           "payload %s, tenant text, created timestamp NOT NULL DEFAULT clock_timestamp(), "
                           "part integer, ver integer)",
-                          kinds[k], kinds[k]);
+                          kinds[k], types[k]);
         h_pg_exec(c, "CREATE PUBLICATION diff_pub FOR TABLE outbox_json, outbox_jsonb, outbox_text, "
-                     "outbox_bytea");
+                     "outbox_bytea, outbox_jexp");
         char *base = h_unique_name("rbase");
         h_pg_exec(c, "SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", base);
         /* The messages carry timestamps from 2001 on (table.field.event.timestamp):
@@ -266,7 +280,7 @@ int main(void)
                 "engine.database.password=\nengine.database.dbname=%s\n"
                 "engine.topic.prefix=diff\n"
                 "engine.table.include.list=public.outbox_json,public.outbox_jsonb,public.outbox_text,"
-                "public.outbox_bytea\n"
+                "public.outbox_bytea,public.outbox_jexp\n"
                 "engine.snapshot.mode=no_data\n"
                 "engine.tombstones.on.delete=false\n"
                 "engine.poll.interval.ms=50\n"
@@ -277,14 +291,17 @@ int main(void)
                 /* Each router's predicate matches only its tables' change topics: a
                  * router also drops records another router already made (a NULL
                  * payload looks like a tombstone to it). */
-                "engine.predicates=isjson,isenv\n"
+                "engine.predicates=isjson,isenv,isexp\n"
                 "engine.predicates.isjson.type=org.apache.kafka.connect.transforms.predicates."
                 "TopicNameMatches\n"
                 "engine.predicates.isjson.pattern=diff\\\\.public\\\\.outbox_jsonb?\n"
                 "engine.predicates.isenv.type=org.apache.kafka.connect.transforms.predicates."
                 "TopicNameMatches\n"
                 "engine.predicates.isenv.pattern=diff\\\\.public\\\\.outbox_(text|bytea)\n"
-                "engine.transforms=outbox,outboxenv\n"
+                "engine.predicates.isexp.type=org.apache.kafka.connect.transforms.predicates."
+                "TopicNameMatches\n"
+                "engine.predicates.isexp.pattern=diff\\\\.public\\\\.outbox_jexp\n"
+                "engine.transforms=outbox,outboxenv,outboxexp\n"
                 "engine.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n"
                 "engine.transforms.outbox.predicate=isjson\n"
                 "engine.transforms.outbox.table.fields.additional.placement=tenant:header\n"
@@ -294,6 +311,11 @@ int main(void)
                 "engine.transforms.outboxenv.table.fields.additional.placement=" PLACEMENT "\n"
                 "engine.transforms.outboxenv.table.field.event.timestamp=created\n"
                 "engine.transforms.outboxenv.table.field.event.schema.version=ver\n"
+                "engine.transforms.outboxexp.type=io.debezium.transforms.outbox.EventRouter\n"
+                "engine.transforms.outboxexp.predicate=isexp\n"
+                "engine.transforms.outboxexp.table.fields.additional.placement=tenant:header\n"
+                "engine.transforms.outboxexp.table.field.event.timestamp=created\n"
+                "engine.transforms.outboxexp.table.expand.json.payload=true\n"
                 "producer.bootstrap.servers=%s\n"
                 "producer.linger.ms=5\n"
                 "diff.profiles=connect-string=dcs,connect-json=dcj,connect-json-schema=dcjs,"
@@ -380,16 +402,20 @@ int main(void)
                         snprintf(set_tpl[p], sizeof(set_tpl[p]),
                                  "route.topic.replacement=%s.outbox.event.${routedByValue}",
                                  rpfx[p]);
+                        bool hdr = k < 2 || k == 4;
                         const char *sets[] = {set_conn, set_kafka, set_slot[p],
                                               "publication.name=diff_pub", set_table,
-                                              k < 2 ? "outbox.headers=tenant"
+                                              hdr ? "outbox.headers=tenant"
                                                     : "table.fields.additional.placement=" PLACEMENT,
-                                              k < 2 ? "table.field.event.schema.version="
+                                              hdr ? "table.field.event.schema.version="
                                                     : "table.field.event.schema.version=ver",
                                               set_prof[p], set_tpl[p],
                                               "format.debezium.topic_prefix=diff",
                                               "route.by.field=aggregatetype",
-                                              "table.field.event.timestamp=created", NULL};
+                                              "table.field.event.timestamp=created",
+                                              k == 4 ? "table.expand.json.payload=true"
+                                                     : "table.expand.json.payload=false",
+                                              NULL};
                         rl[p] = h_relay_start(sets);
                 }
                 for (int p = 0; p < NPROF; p++) {

@@ -67,16 +67,34 @@ int main(void)
         is_str(relay_config_get(c, "table.field.event.timestamp"), "timestamp", "timestamp column");
         is_str(relay_config_get(c, "table.fields.additional.placement"), "type:header:eventType",
                "placement");
+        is_str(relay_config_get(c, "table.op.invalid.behavior"), "fatal", "table.op.invalid.behavior");
+        is_str(relay_config_get(c, "tracing.span.context.field"), "tracingspancontext",
+               "a tracing.* key turns tracing on with Debezium's default column");
+        is_str(relay_config_get(c, "table.expand.json.payload"), "false", "table.expand.json.payload");
+        is_str(relay_config_get(c, "route.topic.regex"), "(?<routedByValue>[A-Za-z]+)(Aggregate)?",
+               "route.topic.regex");
         ok(relay_config_validate(c, err, sizeof(err)) == 0 ||
            strstr(err, "kafka.bootstrap.servers") != NULL,
            "validates but for the bootstrap servers Connect's worker holds: %s", err);
+        if (relay_config_set(c, "kafka.bootstrap.servers", "kafka:9092", "test", err, sizeof(err)) != 0)
+                tap_bail("%s", err);
+        ok(relay_settings_load(&set, c, err, sizeof(err)) == 0, "settings load: %s", err);
+        ok(set && set->invalid_op == RELAY_INVALID_OP_FATAL, "table.op.invalid.behavior = fatal");
+        ok(set && set->route_regex && strcmp(set->route_regex, "(?<routedByValue>[A-Za-z]+)(Aggregate)?") == 0,
+           "the regex reaches the settings");
+        relay_settings_free(set);
+        set = NULL;
         relay_config_free(c);
 
         const char *bad[][2] = {
                 {"{\"config\": {\"transforms\": \"outbox\", \"transforms.outbox.type\": "
                  "\"io.debezium.transforms.outbox.EventRouter\", "
-                 "\"transforms.outbox.table.expand.json.payload\": \"true\"}}",
-                 "table.expand.json.payload"},
+                 "\"transforms.outbox.table.json.payload.null.behavior\": \"optional_bytes\"}}",
+                 "table.json.payload.null.behavior"},
+                {"{\"config\": {\"transforms\": \"outbox\", \"transforms.outbox.type\": "
+                 "\"io.debezium.transforms.outbox.EventRouter\", "
+                 "\"transforms.outbox.tracing.with.context.field.only\": \"false\"}}",
+                 "tracing.with.context.field.only"},
                 {"{\"plugin.name\": \"decoderbufs\"}", "pgoutput"},
                 {"debezium.source.table.include.list=public.outbox,public.other\n", "one outbox table"},
                 {"debezium.format.value=avro\n", "json"},

@@ -109,5 +109,22 @@ int main(void)
         relay_format_encodings(RELAY_PROFILE_CONNECT_JSON, &k, &v, &h);
         ok(k == RELAY_ENC_JSON && v == RELAY_ENC_JSON && h == RELAY_ENC_SIMPLE,
            "connect-json: JsonConverter key and value, SimpleHeaderConverter headers");
+        /* A failed delivery names the event by its id header's text, also
+         * under debezium-server's JSON headers. */
+        {
+                static const char env[] = "{\"schema\":{\"type\":\"string\",\"optional\":false,"
+                                          "\"name\":\"io.debezium.data.Uuid\",\"version\":1},"
+                                          "\"payload\":\"8d5c5c6e-0000-4000-8000-000000000001\"}";
+                const char *t;
+                size_t tl;
+                relay_format_header_text(env, sizeof(env) - 1, &t, &tl);
+                ok(tl == 36 && memcmp(t, "8d5c5c6e-0000-4000-8000-000000000001", 36) == 0,
+                   "the id inside a JSON header");
+                relay_format_header_text("order-1", 7, &t, &tl);
+                ok(tl == 7 && memcmp(t, "order-1", 7) == 0, "a plain header as it is");
+                static const char nul[] = "{\"schema\":{\"type\":\"string\",\"optional\":true},\"payload\":null}";
+                relay_format_header_text(nul, sizeof(nul) - 1, &t, &tl);
+                ok(t == nul && tl == sizeof(nul) - 1, "a null payload: left as it is");
+        }
         return done_testing();
 }

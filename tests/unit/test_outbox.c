@@ -536,6 +536,57 @@ static void test_debezium_keys(void)
         is_int(ev.timestamp_ms, INT64_C(946684800000), "no timestamp column: the commit time");
         done_map(o, set);
 
+        /* tracing.span.context.field: Properties.store() text (a comment line,
+         * '=' escaped in values) becomes the W3C headers, before id. */
+        static const uint32_t text_text[] = {2950, 1043, 1043, 1043, 25, 25};
+        const char *trow[] = {"id-t", "order", "order-42", "T", "{}",
+                              "#Wed Dec 02 06:00:00 UTC 2026\n"
+                              "tracestate=rojo\\=00f067aa0ba902b7,congo\\=t61rcWkgMzE\n"
+                              "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\n"};
+        const char *const trace[] = {"format.profile", "connect-string", "tracing.span.context.field",
+                                     "created", NULL};
+        is_int(map_row(trace, text_text, trow, &ev, &o, &set, d, err, sizeof(err)), 0, "traced row maps");
+        is_int(ev.nheaders, 3, "traceparent, tracestate, id");
+        is_str(ev.headers[0].name, "traceparent", "traceparent first");
+        ok(ev.headers[0].len == 55 &&
+               memcmp(ev.headers[0].value, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 55) == 0,
+           "the writer's traceparent");
+        is_str(ev.headers[1].name, "tracestate", "tracestate next");
+        ok(ev.headers[1].len == 39 &&
+               memcmp(ev.headers[1].value, "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", 39) == 0,
+           "tracestate unescaped as Properties.load() does");
+        is_str(ev.headers[2].name, "id", "then id");
+        done_map(o, set);
+        const char *const trace_server[] = {"format.profile", "debezium-server",
+                                            "tracing.span.context.field", "created", NULL};
+        is_int(map_row(trace_server, text_text, trow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "traced row maps (debezium-server)");
+#define TP "{\"schema\":{\"type\":\"string\",\"optional\":false},\"payload\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}"
+        ok(ev.nheaders == 3 && ev.headers[0].len == sizeof(TP) - 1 &&
+               memcmp(ev.headers[0].value, TP, sizeof(TP) - 1) == 0,
+           "traceparent as Debezium Server's JSON header (Schema.STRING_SCHEMA)");
+        done_map(o, set);
+        const char *const trace_raw[] = {"tracing.span.context.field", "created", NULL};
+        const char *brow[] = {"id-t", "order", "order-42", "T", "{}",
+                              "traceparent = 00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"};
+        is_int(map_row(trace_raw, text_text, brow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "row with an invalid traceparent maps");
+        ok(ev.nheaders == 2 && strcmp(ev.headers[0].name, "id") == 0,
+           "an invalid traceparent (upper-case hex) gives no trace headers");
+        done_map(o, set);
+        const char *crow[] = {"id-t", "order", "order-42", "T", "{}",
+                              "  traceparent : 01-0af7651916cd43dd8448eb211c80319c-\\\n"
+                              "     b7ad6b7169203331-00-future\r\nbaggage=k1\\=v1"};
+        is_int(map_row(trace_raw, text_text, crow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "row with a continued line maps");
+        ok(ev.nheaders == 4 && ev.headers[0].len == 55 &&
+               memcmp(ev.headers[0].value, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", 55) == 0,
+           "a later version's traceparent, continued over two lines, is sent as version 00");
+        ok(ev.nheaders == 4 && strcmp(ev.headers[1].name, "baggage") == 0 && ev.headers[1].len == 5 &&
+               memcmp(ev.headers[1].value, "k1=v1", 5) == 0,
+           "baggage as written");
+        done_map(o, set);
+
         /* A timestamptz column with an offset; a tombstone for a blank payload. */
         const char *row2[] = {"id-2", "order", "order-42", "T", "\\x", "2001-02-03 04:05:06.789999+05:30"};
         const char *const tomb[] = {"route.tombstone.on.empty.payload", "true",
@@ -564,15 +615,46 @@ static void test_debezium_keys(void)
         is_int(map_row(byonly, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "route.by.field alone");
         is_str(ev.topic, "outbox.event.OrderCreated", "Debezium's default replacement");
         done_map(o, set);
-        const char *const badre[] = {"route.topic.regex", "(.*)_v1", NULL};
-        ok(settings_kv(badre, err, sizeof(err)) == NULL && strstr(err, "route.topic.regex"),
-           "another route.topic.regex is refused: %s", err);
+        /* route.topic.regex: the routing value through Java's RegexRouter rules. */
+        const char *const re[] = {"route.by.field", "type", "route.topic.regex",
+                                  "(?<verb>[A-Z][a-z]+)(?<what>[A-Za-z]+)", "route.topic.replacement",
+                                  "evt.${what}.$1", NULL};
+        is_int(map_row(re, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "regex-routed row maps");
+        is_str(ev.topic, "evt.Created.Order", "topic from the regex's groups");
+        done_map(o, set);
+        const char *const nomatch[] = {"route.by.field", "type", "route.topic.regex", "(.*)_v1",
+                                       "route.topic.replacement", "$1", NULL};
+        is_int(map_row(nomatch, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "unmatched value maps");
+        is_str(ev.topic, "OrderCreated", "a value the regex does not match is the topic, as RegexRouter");
+        done_map(o, set);
+        const char *const group[] = {"route.topic.replacement", "x.$1", NULL};
+        is_int(map_row(group, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "$1 with the default regex");
+        is_str(ev.topic, "x.order", "$1 is the whole routing value (the aggregate type)");
+        done_map(o, set);
+        const char *const badre[] = {"route.topic.regex", "(.*?)_v1", NULL};
+        ok(settings_kv(badre, err, sizeof(err)) == NULL && strstr(err, "route.topic.regex") &&
+               strstr(err, "lazy quantifier"),
+           "a construct POSIX lacks is refused by name: %s", err);
         const char *const both[] = {"route.by.field", "type", "topic.template", "x.${type}", NULL};
         ok(settings_kv(both, err, sizeof(err)) == NULL && strstr(err, "topic.template"),
            "topic.template and route.* together are refused: %s", err);
-        const char *const group[] = {"route.topic.replacement", "x.$1", NULL};
-        ok(settings_kv(group, err, sizeof(err)) == NULL && strstr(err, "$1"),
-           "a group reference is refused: %s", err);
+        /* ... and for logical decoding messages (outbox.source = messages). */
+        const char *const mre[] = {"outbox.source", "messages", "route.topic.regex",
+                                   "(?<agg>[a-z]+)_v(?<v>[0-9]+)", "route.topic.replacement",
+                                   "${agg}.events.v$2", NULL};
+        set = settings_kv(mre, err, sizeof(err));
+        if (!set || relay_outbox_new(&o, set, err, sizeof(err)) != 0)
+                tap_bail("messages with a regex: %s", err);
+        relay_pgo_message_t mm = message(true, "outbox",
+                                         "{\"id\": \"e-1\", \"aggregatetype\": \"order_v3\", "
+                                         "\"aggregateid\": \"42\", \"type\": \"T\", \"payload\": {}}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0, "a message maps with a regex");
+        is_str(ev.topic, "order.events.v3", "the message's routing value through the regex");
+        done_map(o, set);
+        const char *const nogroup[] = {"route.topic.replacement", "x.$2", NULL};
+        ok(settings_kv(nogroup, err, sizeof(err)) == NULL && strstr(err, "no group 2"),
+           "a reference to a group the regex lacks is refused: %s", err);
 
         /* table.fields.additional.placement: header alias, envelope, partition. */
         static const uint32_t with_part[] = {2950, 1043, 1043, 1043, 25, 23};
