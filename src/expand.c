@@ -374,15 +374,21 @@ static int emit_number(relay_fmtbuf_t *b, const json_t *j)
         return puts_(b, n);
 }
 
-/* JsonConverter's value: every schema field, null when absent. */
-static int emit_json(relay_fmtbuf_t *b, const xs_t *s, const json_t *j)
+/*
+ * The value as a converter writes it. JsonConverter (text false): JSON,
+ * every schema field, null when absent. StringConverter (text true):
+ * Struct.toString() and List.toString(), Struct{a=1,b=[x, y]}, strings
+ * unquoted and null fields left out.
+ */
+static int emit_value(relay_fmtbuf_t *b, const xs_t *s, const json_t *j, bool text)
 {
         int rc = 0;
         if (!j || json_is_null(j))
                 return puts_(b, "null");
         switch (json_typeof(j)) {
         case JSON_STRING:
-                return jstr(b, json_string_value(j), json_string_length(j));
+                return text ? put(b, json_string_value(j), json_string_length(j))
+                            : jstr(b, json_string_value(j), json_string_length(j));
         case JSON_TRUE:
                 return puts_(b, "true");
         case JSON_FALSE:
@@ -396,72 +402,29 @@ static int emit_json(relay_fmtbuf_t *b, const xs_t *s, const json_t *j)
                 rc = puts_(b, "[");
                 json_array_foreach(j, i, e) {
                         if (!rc && i)
-                                rc = puts_(b, ",");
+                                rc = puts_(b, text ? ", " : ",");
                         if (!rc)
-                                rc = emit_json(b, s ? s->items : NULL, e);
-                }
-                return rc ? rc : puts_(b, "]");
-        }
-        default:
-                rc = puts_(b, "{");
-                for (size_t i = 0; s && !rc && i < s->nf; i++) {
-                        if (i)
-                                rc = puts_(b, ",");
-                        if (!rc)
-                                rc = jstr(b, s->fname[i], strlen(s->fname[i]));
-                        if (!rc)
-                                rc = puts_(b, ":");
-                        if (!rc)
-                                rc = emit_json(b, s->fs[i], json_object_get(j, s->fname[i]));
-                }
-                return rc ? rc : puts_(b, "}");
-        }
-}
-
-/* Struct.toString() and List.toString(): Struct{a=1,b=[x, y]}, nulls left out. */
-static int emit_text(relay_fmtbuf_t *b, const xs_t *s, const json_t *j)
-{
-        int rc = 0;
-        if (!j || json_is_null(j))
-                return puts_(b, "null");
-        switch (json_typeof(j)) {
-        case JSON_STRING:
-                return put(b, json_string_value(j), json_string_length(j));
-        case JSON_TRUE:
-                return puts_(b, "true");
-        case JSON_FALSE:
-                return puts_(b, "false");
-        case JSON_INTEGER:
-        case JSON_REAL:
-                return emit_number(b, j);
-        case JSON_ARRAY: {
-                size_t i;
-                json_t *e;
-                rc = puts_(b, "[");
-                json_array_foreach(j, i, e) {
-                        if (!rc && i)
-                                rc = puts_(b, ", ");
-                        if (!rc)
-                                rc = emit_text(b, s ? s->items : NULL, e);
+                                rc = emit_value(b, s ? s->items : NULL, e, text);
                 }
                 return rc ? rc : puts_(b, "]");
         }
         default: {
                 bool first = true;
-                rc = puts_(b, "Struct{");
+                rc = puts_(b, text ? "Struct{" : "{");
                 for (size_t i = 0; s && !rc && i < s->nf; i++) {
                         const json_t *v = json_object_get(j, s->fname[i]);
-                        if (!v || json_is_null(v))
+                        if (text && (!v || json_is_null(v)))
                                 continue;
                         if (!first)
                                 rc = puts_(b, ",");
                         first = false;
                         if (!rc)
-                                rc = puts_(b, s->fname[i]);
+                                rc = text ? puts_(b, s->fname[i])
+                                          : jstr(b, s->fname[i], strlen(s->fname[i]));
                         if (!rc)
-                                rc = puts_(b, "=");
+                                rc = puts_(b, text ? "=" : ":");
                         if (!rc)
-                                rc = emit_text(b, s->fs[i], v);
+                                rc = emit_value(b, s->fs[i], v, text);
                 }
                 return rc ? rc : puts_(b, "}");
         }
@@ -526,10 +489,10 @@ int relay_expand_payload(relay_fmtbuf_t *b, relay_format_enc_t enc, const char *
                 switch (enc) {
                 case RELAY_ENC_RAW:
                 case RELAY_ENC_SIMPLE:
-                        rc = emit_text(b, s, doc);
+                        rc = emit_value(b, s, doc, true);
                         break;
                 case RELAY_ENC_JSON:
-                        rc = emit_json(b, s, doc);
+                        rc = emit_value(b, s, doc, false);
                         break;
                 case RELAY_ENC_ENVELOPE:
                         rc = puts_(b, "{\"schema\":");
@@ -538,7 +501,7 @@ int relay_expand_payload(relay_fmtbuf_t *b, relay_format_enc_t enc, const char *
                         if (!rc)
                                 rc = puts_(b, ",\"payload\":");
                         if (!rc)
-                                rc = emit_json(b, s, doc);
+                                rc = emit_value(b, s, doc, false);
                         if (!rc)
                                 rc = puts_(b, "}");
                         break;
