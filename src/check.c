@@ -301,24 +301,12 @@ static const char *const col_keys[] = {"outbox.column.id", "outbox.column.aggreg
 
 static bool schema_optional(ctx_t *x, PGresult *res, const char *table);
 
-/* The outbox tables as "a.b", "c.d" (quoted) or a.b, c.d (for SQL). */
-static const char *table_list(const relay_settings_t *s, bool quoted, char *buf, size_t len)
-{
-        size_t l = 0;
-        buf[0] = '\0';
-        for (size_t i = 0; i < s->n_outbox_tables && l < len; i++)
-                l += (size_t)snprintf(buf + l, len - l, "%s%s%s.%s%s", i ? ", " : "",
-                                      quoted ? "\"" : "", s->outbox_tables[i].schema,
-                                      s->outbox_tables[i].name, quoted ? "\"" : "");
-        return buf;
-}
-
-static void pg_table(ctx_t *x, const relay_table_name_t *t)
+static void pg_table(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
         char table[160];
-        snprintf(table, sizeof(table), "%s.%s", t->schema, t->name);
-        const char *p[] = {t->schema, t->name};
+        snprintf(table, sizeof(table), "%s.%s", s->outbox_table.schema, s->outbox_table.name);
+        const char *p[] = {s->outbox_table.schema, s->outbox_table.name};
         PGresult *res = q(x, "outbox.table",
                           "SELECT c.oid, c.relkind FROM pg_catalog.pg_class c JOIN "
                           "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 "
@@ -472,7 +460,6 @@ static bool schema_optional(ctx_t *x, PGresult *res, const char *table)
 static void pg_publication(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
-        char tl[1024];
         const char *pub = s->publication_name;
         const char *p[] = {pub};
         PGresult *res = q(x, "postgres.publication",
@@ -503,17 +490,17 @@ static void pg_publication(ctx_t *x)
                             "create it beforehand (sql/002_publication.sql) to keep the relay's "
                             "role unprivileged",
                             "publication \"%s\" does not exist; the relay creates it at its first "
-                            "start (inserts%s of %s only), as this role owns the table and "
+                            "start (inserts%s of \"%s.%s\" only), as this role owns the table and "
                             "may create in the database",
                             pub, s->invalid_op != RELAY_INVALID_OP_WARN ? " and updates" : "",
-                            table_list(s, true, tl, sizeof(tl)));
+                            s->outbox_table.schema, s->outbox_table.name);
                 else
                         addf(x, "postgres.publication", RELAY_CHECK_FAIL,
                              "publication does not exist and this role cannot create it "
                              "(creating needs CREATE on the database and ownership of the table)",
-                             "CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert%s') as "
+                             "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert%s') as "
                              "the table's owner (sql/002_publication.sql)",
-                             pub, table_list(s, false, tl, sizeof(tl)),
+                             pub, s->outbox_table.schema, s->outbox_table.name,
                              s->invalid_op != RELAY_INVALID_OP_WARN ? ", update" : "");
                 return;
         }
@@ -561,9 +548,8 @@ static void pg_publication(ctx_t *x)
                     "table's changes, which the relay discards",
                     pub);
         }
-        for (size_t i = 0; x->table_exists && i < s->n_outbox_tables; i++) {
-                const relay_table_name_t *t = &s->outbox_tables[i];
-                const char *tp[] = {pub, t->schema, t->name};
+        if (x->table_exists) {
+                const char *tp[] = {pub, s->outbox_table.schema, s->outbox_table.name};
                 res = q(x, "postgres.publication",
                         "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND "
                         "schemaname = $2 AND tablename = $3",
@@ -574,17 +560,17 @@ static void pg_publication(ctx_t *x)
                         bad = true;
                         char fix[512];
                         snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s.%s", pub,
-                                 t->schema, t->name);
+                                 s->outbox_table.schema, s->outbox_table.name);
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                             "publication \"%s\" does not include table \"%s.%s\"", pub,
-                            t->schema, t->name);
+                            s->outbox_table.schema, s->outbox_table.name);
                 }
                 PQclear(res);
         }
         if (!bad)
                 add(x, "postgres.publication", RELAY_CHECK_OK, NULL,
-                    "publication \"%s\" publishes inserts%s of %s only", pub,
-                    want_upd ? " and updates" : "", table_list(s, true, tl, sizeof(tl)));
+                    "publication \"%s\" publishes inserts%s of \"%s.%s\" only", pub,
+                    want_upd ? " and updates" : "", s->outbox_table.schema, s->outbox_table.name);
 }
 
 /*
@@ -1061,20 +1047,7 @@ int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_
         if (pg_connect(&x)) {
                 pg_server(&x);
                 pg_role(&x);
-                /* Every outbox table; the checks that need one table's oid
-                 * (the publication's privileges, the topics today) read the
-                 * first. */
-                bool all = true;
-                unsigned first_oid = 0;
-                for (size_t i = 0; i < set->n_outbox_tables; i++) {
-                        x.table_exists = false;
-                        pg_table(&x, &set->outbox_tables[i]);
-                        all &= x.table_exists;
-                        if (i == 0)
-                                first_oid = x.table_oid;
-                }
-                x.table_exists = all && set->n_outbox_tables > 0;
-                x.table_oid = first_oid;
+                pg_table(&x);
                 pg_publication(&x);
                 pg_slot(&x);
         }

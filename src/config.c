@@ -159,8 +159,7 @@ static const key_def_t keys[] = {
          .desc = "where events come from: table (inserts into outbox.table), messages "
                  "(transactional logical decoding messages with outbox.message.prefix) or both"},
         {.name = "outbox.table", .type = KT_TABLE, .def = "public.outbox",
-         .desc = "the outbox table, schema.table (a bare table name means public); several "
-                 "outbox tables separated by commas, each mapped by the same rules"},
+         .desc = "the outbox table, schema.table (a bare table name means public)"},
         {.name = "postgres.conninfo", .type = KT_CONNINFO, .def = "", .flags = KF_SECRET,
          .desc = "libpq connection string or URI; empty uses the PG* environment variables "
                  "and libpq defaults"},
@@ -687,24 +686,17 @@ static int parse_name(const key_def_t *k, const char *v, char **norm, int64_t *n
 static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                        size_t whylen)
 {
-        relay_table_name_t *t;
-        size_t n;
-        sbuf_t b = {0};
+        relay_table_name_t t;
         int rc;
 
         (void)k, (void)num;
-        if ((rc = relay_names_parse_tables(v, &t, &n, why, whylen)) != 0)
+        if ((rc = relay_names_parse_table(v, &t, why, whylen)) != 0)
                 return rc;
-        /* Store one spelling, schema.table[,schema.table...], for --print-config and the settings. */
-        for (size_t i = 0; i < n; i++) {
-                if (i)
-                        sb_addc(&b, ',');
-                sb_adds(&b, t[i].schema);
-                sb_addc(&b, '.');
-                sb_adds(&b, t[i].name);
-        }
-        relay_names_tables_free(t, n);
-        *norm = sb_finish(&b);
+        /* Store one spelling, schema.table, for --print-config and the settings. */
+        *norm = malloc(strlen(t.schema) + 1 + strlen(t.name) + 1);
+        if (*norm != NULL)
+                sprintf(*norm, "%s.%s", t.schema, t.name);
+        relay_names_table_free(&t);
         return *norm != NULL ? 0 : RELAY_ENOMEM;
 }
 

@@ -97,65 +97,6 @@ int relay_names_parse_table(const char *text, relay_table_name_t *out, char *why
         return 0;
 }
 
-void relay_names_tables_free(relay_table_name_t *t, size_t n)
-{
-        for (size_t i = 0; t && i < n; i++)
-                relay_names_table_free(&t[i]);
-        free(t);
-}
-
-int relay_names_parse_tables(const char *text, relay_table_name_t **out, size_t *n, char *why,
-                             size_t whylen)
-{
-        const char *p = text, *item;
-        size_t len, count = 0;
-        relay_table_name_t *v = NULL;
-        int rc = 0;
-
-        while (rc == 0 && relay_list_next(&p, &item, &len)) {
-                char *one = relay_dupn(item, len);
-                relay_table_name_t *nv = realloc(v, (count + 1) * sizeof(*v));
-                if (!one || !nv) {
-                        free(one);
-                        if (nv)
-                                v = nv;
-                        relay_err_set(why, whylen, "out of memory");
-                        rc = RELAY_ENOMEM;
-                        break;
-                }
-                v = nv;
-                rc = relay_names_parse_table(one, &v[count], why, whylen);
-                free(one);
-                if (rc)
-                        break;
-                for (size_t i = 0; i < count; i++) {
-                        if (strcmp(v[i].schema, v[count].schema) == 0 &&
-                            strcmp(v[i].name, v[count].name) == 0) {
-                                relay_err_set(why, whylen, "names table \"%s.%s\" twice",
-                                              v[i].schema, v[i].name);
-                                relay_names_table_free(&v[count]);
-                                rc = RELAY_EINVAL;
-                                break;
-                        }
-                }
-                if (rc == 0)
-                        count++;
-        }
-        if (rc == 0 && count == 0) {
-                relay_err_set(why, whylen,
-                              "must name at least one table: \"schema.table\", several "
-                              "separated by commas");
-                rc = RELAY_EINVAL;
-        }
-        if (rc) {
-                relay_names_tables_free(v, count);
-                return rc;
-        }
-        *out = v;
-        *n = count;
-        return 0;
-}
-
 void relay_names_template_free(relay_topic_template_t *t)
 {
         if (t == NULL)

@@ -45,11 +45,8 @@ typedef struct {
 
 struct relay_outbox {
         const relay_settings_t *set;
-        uint32_t relid; /* the outbox table the columns below are bound to; 0 before */
+        uint32_t relid; /* 0 until the Relation arrived */
         bool bound;
-        char tschema[128], tname[128]; /* its name, for messages */
-        uint32_t *relids; /* every relation seen that is an outbox table (outbox.table) */
-        size_t nrelids;
 
         named_col_t cols[NCOLS];
         named_col_t *extra; /* outbox.headers, then header placements */
@@ -132,7 +129,6 @@ void relay_outbox_free(relay_outbox_t *o)
         }
         free(o->vnames);
         free(o->segcol);
-        free(o->relids);
         relay_route_free(o->route);
         free(o->trace);
         free(o->topic);
@@ -286,28 +282,11 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
 
         if (o->set->outbox_source == RELAY_SOURCE_MESSAGES)
                 return 0;
-        const char *nsp = relay_pgo_relation_namespace(rel), *name = relay_pgo_relation_name(rel);
-        uint32_t relid = relay_pgo_relation_id(rel);
-        bool listed = false;
-        for (size_t i = 0; !listed && i < o->set->n_outbox_tables; i++)
-                listed = strcmp(name, o->set->outbox_tables[i].name) == 0 &&
-                         strcmp(nsp, o->set->outbox_tables[i].schema) == 0;
-        if (!listed)
+        if (strcmp(relay_pgo_relation_name(rel), o->set->outbox_table.name) != 0 ||
+            strcmp(relay_pgo_relation_namespace(rel), o->set->outbox_table.schema) != 0)
                 return 0;
-        if (!relay_outbox_is_outbox(o, relid)) {
-                uint32_t *v = realloc(o->relids, (o->nrelids + 1) * sizeof(*v));
-                if (!v)
-                        return RELAY_ENOMEM;
-                o->relids = v;
-                o->relids[o->nrelids++] = relid;
-        }
-        /* Several outbox tables may order their columns differently: the
-         * positions below are those of the table bound last, and
-         * relay_outbox_map() binds again when a row of another one comes. */
-        o->relid = relid;
+        o->relid = relay_pgo_relation_id(rel);
         o->bound = true;
-        snprintf(o->tschema, sizeof(o->tschema), "%s", nsp);
-        snprintf(o->tname, sizeof(o->tname), "%s", name);
         for (int i = 0; i < NCOLS; i++)
                 o->cols[i].col = find_col(rel, o->cols[i].name);
         for (size_t i = 0; i < o->nextra; i++)
@@ -352,12 +331,7 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
 
 bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid)
 {
-        if (o->bound && relid == o->relid)
-                return true;
-        for (size_t i = 0; i < o->nrelids; i++)
-                if (o->relids[i] == relid)
-                        return true;
-        return false;
+        return o->bound && relid == o->relid;
 }
 
 static int grow_buf(char **buf, size_t *cap, size_t need)
@@ -410,7 +384,7 @@ static int text_col(relay_outbox_t *o, const relay_pgo_insert_t *m, const named_
                 relay_err_set(err, errlen,
                               "outbox table \"%s.%s\" has no column \"%s\" (%s); add the column "
                               "or set %s to the column that holds it",
-                              o->tschema, o->tname, c->name,
+                              o->set->outbox_table.schema, o->set->outbox_table.name, c->name,
                               what, what);
                 return RELAY_EMAP;
         }
@@ -549,8 +523,8 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
                                       "table.fields.additional.placement puts column \"%s\" in the "
                                       "envelope, but outbox table \"%s.%s\" has no such column; "
                                       "add it, or set table.field.additional.missing = ignore",
-                                      o->env[i].name, o->tschema,
-                                      o->tname);
+                                      o->env[i].name, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name);
                         return RELAY_EMAP;
                 }
                 if (o->env[i].col >= 0 && o->env_kind[i] == RELAY_KIND_UNSUPPORTED)
@@ -614,13 +588,13 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
                         return RELAY_EMAP;
                 }
                 size_t n = strlen(o->set->format_debezium_topic_prefix) +
-                           strlen(o->tschema) + strlen(o->tname) +
+                           strlen(o->set->outbox_table.schema) + strlen(o->set->outbox_table.name) +
                            rv->len + 16;
                 *name = malloc(n);
                 if (!*name)
                         return RELAY_ENOMEM;
                 snprintf(*name, n, "%s.%s.%s.%.*s.Value", o->set->format_debezium_topic_prefix,
-                         o->tschema, o->tname, (int)rv->len,
+                         o->set->outbox_table.schema, o->set->outbox_table.name, (int)rv->len,
                          rv->data);
         }
         relay_fmtbuf_t *b = &o->vbuf;
@@ -1042,10 +1016,6 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         int rc, first = 0;
 
         memset(ev, 0, sizeof(*ev));
-        if (m->relid != o->relid && (rc = relay_outbox_bind(o, m->relation)) < 0) {
-                relay_err_set(err, errlen, "out of memory");
-                return rc;
-        }
         /* PostgreSQL epoch microseconds -> Unix epoch milliseconds. */
         ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
 
@@ -1078,7 +1048,7 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                 relay_err_set(msg, sizeof(msg),
                               "outbox table \"%s.%s\" has no column \"%s\" (%s); add the column "
                               "or set %s",
-                              o->tschema, o->tname,
+                              o->set->outbox_table.schema, o->set->outbox_table.name,
                               o->cols[COL_PAYLOAD].name, col_keys[COL_PAYLOAD],
                               col_keys[COL_PAYLOAD]);
                 first_error(&first, RELAY_EMAP, err, errlen, msg);
@@ -1117,8 +1087,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                                 relay_err_set(msg, sizeof(msg),
                                               "topic.template refers to column \"%s\", which "
                                               "outbox table \"%s.%s\" does not have",
-                                              sg->text, o->tschema,
-                                              o->tname);
+                                              sg->text, o->set->outbox_table.schema,
+                                              o->set->outbox_table.name);
                                 first_error(&first, RELAY_EMAP, err, errlen, msg);
                                 topic_ok = false;
                                 break;
@@ -1243,8 +1213,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                                       "table.fields.additional.placement puts column \"%s\" in "
                                       "the partition, but outbox table \"%s.%s\" has no such "
                                       "integer column; name an integer column",
-                                      o->part.name, o->tschema,
-                                      o->tname);
+                                      o->part.name, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name);
                         first_error(&first, RELAY_EMAP, err, errlen, msg);
                 } else if (pv2->kind == 't' && (!endp || *endp || pn < 0 || pn > INT32_MAX)) {
                         relay_err_set(msg, sizeof(msg),
@@ -1272,8 +1242,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                                       "table.field.event.timestamp names column \"%s\", which "
                                       "outbox table \"%s.%s\" %s; name a timestamp or "
                                       "timestamptz column",
-                                      o->set->event_timestamp_column, o->tschema,
-                                      o->tname,
+                                      o->set->event_timestamp_column, o->set->outbox_table.schema,
+                                      o->set->outbox_table.name,
                                       tv ? "has, but neither as timestamp nor as timestamptz"
                                          : "does not have");
                         first_error(&first, RELAY_EMAP, err, errlen, msg);
@@ -1313,7 +1283,7 @@ int relay_outbox_update(const relay_outbox_t *o, const relay_pgo_update_t *u, ch
 {
         if (!relay_outbox_is_outbox(o, u->relid))
                 return 0;
-        int c = find_col(u->relation, o->cols[COL_ID].name);
+        int c = o->cols[COL_ID].col;
         const relay_pgo_value_t *v =
                 c >= 0 && c < u->newtuple.ncols ? &u->newtuple.values[c] : NULL;
         if (v && v->kind == 't')

@@ -179,16 +179,10 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                   "an aggregate's events may be reordered");
         char source[400];
         int sn = 0;
-        for (size_t i = 0; set->outbox_source != RELAY_SOURCE_MESSAGES &&
-                           i < set->n_outbox_tables && sn >= 0 && (size_t)sn < sizeof(source);
-             i++)
-                sn += snprintf(source + sn, sizeof(source) - (size_t)sn, "%s\"%s.%s\"%s",
-                               i == 0 ? (set->n_outbox_tables > 1 ? "tables " : "table ") : ", ",
-                               set->outbox_tables[i].schema, set->outbox_tables[i].name,
-                               i + 1 == set->n_outbox_tables &&
-                                               set->outbox_source == RELAY_SOURCE_BOTH
-                                       ? " and "
-                                       : "");
+        if (set->outbox_source != RELAY_SOURCE_MESSAGES)
+                sn = snprintf(source, sizeof(source), "table \"%s.%s\"%s", set->outbox_table.schema,
+                              set->outbox_table.name,
+                              set->outbox_source == RELAY_SOURCE_BOTH ? " and " : "");
         if (set->outbox_source != RELAY_SOURCE_TABLE && sn >= 0 && (size_t)sn < sizeof(source))
                 snprintf(source + sn, sizeof(source) - (size_t)sn, "messages with prefix \"%s\"",
                          set->outbox_message_prefix);

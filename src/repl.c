@@ -29,8 +29,8 @@ struct relay_repl {
         /* Borrowed from the settings. */
         const char *slot;
         const char *publication;
-        const relay_table_name_t *tables; /* outbox.table (borrowed from the settings) */
-        size_t ntables;
+        const char *nspname;
+        const char *relname;
         relay_outbox_source_t source;
         bool failover; /* slot.failover: the slot is created or altered with FAILOVER */
         bool failover_altered; /* ensure_slot turned failover on for an existing slot */
@@ -187,8 +187,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                 goto fail;
         r->slot = set->slot_name;
         r->publication = set->publication_name;
-        r->tables = set->outbox_tables;
-        r->ntables = set->n_outbox_tables;
+        r->nspname = set->outbox_table.schema;
+        r->relname = set->outbox_table.name;
         r->source = set->outbox_source;
         r->failover = set->slot_failover;
         r->need_updates = set->invalid_op != RELAY_INVALID_OP_WARN;
@@ -382,149 +382,56 @@ out:
         return rc;
 }
 
-/* A table's schema and name as SQL literals (caller PQfreemem()s both). */
-static int table_literals(relay_repl_t *r, const relay_table_name_t *t, char **nsp, char **rel,
-                          char *err, size_t errlen)
+/* The publication checks; creates it when missing only if may_create. */
+static int publication(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
 {
-        *nsp = PQescapeLiteral(r->conn, t->schema, strlen(t->schema));
-        *rel = PQescapeLiteral(r->conn, t->name, strlen(t->name));
-        if (*nsp && *rel)
-                return 0;
-        PQfreemem(*nsp);
-        PQfreemem(*rel);
-        relay_err_set(err, errlen, "out of memory");
-        return RELAY_ENOMEM;
-}
-
-/*
- * One outbox table: it exists and is a table or a partitioned table. A
- * partitioned outbox works only when the publication sends its partitions'
- * rows as the root's (publish_via_partition_root): otherwise they arrive
- * under each partition's name, which is not outbox.table, and would be
- * ignored; *partitioned says so.
- */
-static int check_table(relay_repl_t *r, const relay_table_name_t *t, bool *partitioned, char *err,
-                       size_t errlen)
-{
-        char sql[1024];
+        char sql[2048];
         PGresult *res;
-        char *nsp, *rel;
-        int rc = table_literals(r, t, &nsp, &rel, err, errlen);
+        int rc;
+        char *nsp, *rel, *pub, *qpub = NULL;
 
-        if (rc)
-                return rc;
+        *created = false;
+        if (r->source == RELAY_SOURCE_MESSAGES)
+                return message_publication(r, may_create, created, err, errlen);
+        nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
+        rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
+        pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
+        if (!nsp || !rel || !pub) {
+                rc = RELAY_ENOMEM;
+                relay_err_set(err, errlen, "out of memory");
+                goto out;
+        }
         snprintf(sql, sizeof(sql),
                  "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
                  "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
                  nsp, rel);
-        PQfreemem(nsp);
-        PQfreemem(rel);
         if ((rc = query(r, sql, &res, err, errlen)))
-                return rc;
+                goto out;
         if (PQntuples(res) == 0) {
                 relay_err_set(err, errlen,
                               "outbox table \"%s.%s\" does not exist in database \"%s\"; create it "
                               "(see sql/001_outbox.sql) or set outbox.table",
-                              t->schema, t->name, PQdb(r->conn));
+                              r->nspname, r->relname, PQdb(r->conn));
                 PQclear(res);
-                return RELAY_ESETUP;
+                rc = RELAY_ESETUP;
+                goto out;
         }
+        /* A partitioned outbox ('p') works only when the publication sends
+         * its partitions' rows as the root's (publish_via_partition_root):
+         * otherwise they arrive under each partition's name, which is not
+         * outbox.table, and would be ignored. */
         char relkind = PQgetvalue(res, 0, 0)[0];
         PQclear(res);
         if (relkind != 'r' && relkind != 'p') {
                 relay_err_set(err, errlen,
                               "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
                               "outbox.table to a table or a partitioned table",
-                              t->schema, t->name, relkind);
-                return RELAY_ESETUP;
+                              r->nspname, r->relname, relkind);
+                rc = RELAY_ESETUP;
+                goto out;
         }
-        *partitioned = relkind == 'p';
-        return 0;
-}
+        bool partitioned = relkind == 'p';
 
-/* CREATE PUBLICATION for every outbox table. */
-static int create_publication(relay_repl_t *r, bool partitioned, char *err, size_t errlen)
-{
-        size_t cap = 256;
-        for (size_t i = 0; i < r->ntables; i++)
-                cap += 2 * (strlen(r->tables[i].schema) + strlen(r->tables[i].name)) + 8;
-        char *sql = malloc(cap);
-        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
-        int rc = 0;
-        size_t n = 0;
-
-        if (!sql || !qpub)
-                goto nomem;
-        n += (size_t)snprintf(sql + n, cap - n, "CREATE PUBLICATION %s FOR TABLE ", qpub);
-        for (size_t i = 0; i < r->ntables; i++) {
-                char *qn = PQescapeIdentifier(r->conn, r->tables[i].schema,
-                                              strlen(r->tables[i].schema));
-                char *qr = PQescapeIdentifier(r->conn, r->tables[i].name, strlen(r->tables[i].name));
-                if (qn && qr)
-                        n += (size_t)snprintf(sql + n, cap - n, "%s%s.%s", i ? ", " : "", qn, qr);
-                PQfreemem(qn);
-                PQfreemem(qr);
-                if (!qn || !qr)
-                        goto nomem;
-        }
-        /* Updates only when table.op.invalid.behavior must see them: deletes
-         * never (the outbox is emptied by them, and without a replica
-         * identity a published DELETE fails). */
-        snprintf(sql + n, cap - n, " WITH (publish = 'insert%s'%s)",
-                 r->need_updates ? ", update" : "",
-                 partitioned ? ", publish_via_partition_root = true" : "");
-        PGresult *res = PQexec(r->conn, sql);
-        /* Another relay created it between our look and our CREATE: check
-         * the one that won as if it had been there (42710, or 23505 when both
-         * inserts raced into the catalog). */
-        if (sqlstate_is(res, "42710") || sqlstate_is(res, "23505")) {
-                rc = RELAY_EAGAIN;
-        } else if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-                char what[256];
-                snprintf(what, sizeof(what),
-                         "could not create publication \"%.64s\" (create it as in "
-                         "sql/002_publication.sql, or grant CREATE on the database)",
-                         r->publication);
-                result_error(err, errlen, what, res, r->conn);
-                rc = failed_query_code(r);
-        }
-        PQclear(res);
-        free(sql);
-        PQfreemem(qpub);
-        return rc;
-nomem:
-        free(sql);
-        PQfreemem(qpub);
-        relay_err_set(err, errlen, "out of memory");
-        return RELAY_ENOMEM;
-}
-
-/* The publication checks; creates it when missing only if may_create. */
-static int publication(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
-{
-        char sql[2048];
-        PGresult *res;
-        int rc = 0;
-        char *pub;
-        bool partitioned = false;
-        const relay_table_name_t *part_table = NULL;
-
-        *created = false;
-        if (r->source == RELAY_SOURCE_MESSAGES)
-                return message_publication(r, may_create, created, err, errlen);
-        for (size_t i = 0; i < r->ntables; i++) {
-                bool p;
-                if ((rc = check_table(r, &r->tables[i], &p, err, errlen)))
-                        return rc;
-                if (p && !part_table)
-                        part_table = &r->tables[i];
-                partitioned |= p;
-        }
-        pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
-        if (!pub) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
         snprintf(sql, sizeof(sql),
                  "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication WHERE "
                  "pubname = %s",
@@ -542,25 +449,64 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         }
         if (PQntuples(res) == 0) {
                 PQclear(res);
-                rc = create_publication(r, partitioned, err, errlen);
-                PQfreemem(pub);
-                if (rc == RELAY_EAGAIN)
+                char *qn = PQescapeIdentifier(r->conn, r->nspname, strlen(r->nspname));
+                char *qr = PQescapeIdentifier(r->conn, r->relname, strlen(r->relname));
+                qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+                if (!qn || !qr || !qpub) {
+                        PQfreemem(qn);
+                        PQfreemem(qr);
+                        rc = RELAY_ENOMEM;
+                        relay_err_set(err, errlen, "out of memory");
+                        goto out;
+                }
+                /* Updates only when table.op.invalid.behavior must see them:
+                 * deletes never (the outbox is emptied by them, and without
+                 * a replica identity a published DELETE fails). */
+                snprintf(sql, sizeof(sql),
+                         "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert%s'%s)",
+                         qpub, qn, qr, r->need_updates ? ", update" : "",
+                         partitioned ? ", publish_via_partition_root = true" : "");
+                PQfreemem(qn);
+                PQfreemem(qr);
+                res = PQexec(r->conn, sql);
+                /* Another relay created it between our look and our CREATE:
+                 * check the one that won as if it had been there (42710, or
+                 * 23505 when both inserts raced into the catalog). */
+                if (sqlstate_is(res, "42710") || sqlstate_is(res, "23505")) {
+                        PQclear(res);
+                        PQfreemem(nsp);
+                        PQfreemem(rel);
+                        PQfreemem(pub);
+                        PQfreemem(qpub);
                         return publication(r, may_create, created, err, errlen);
-                *created = rc == 0;
-                return rc;
+                }
+                if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                        char what[256];
+                        snprintf(what, sizeof(what),
+                                 "could not create publication \"%.64s\" (create it as in "
+                                 "sql/002_publication.sql, or grant CREATE on the database)",
+                                 r->publication);
+                        result_error(err, errlen, what, res, r->conn);
+                        PQclear(res);
+                        rc = failed_query_code(r);
+                        goto out;
+                }
+                *created = true;
+                PQclear(res);
+                rc = 0;
+                goto out;
         }
         bool pubinsert = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
         bool pubviaroot = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
         bool pubupdate = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         PQclear(res);
-        if (part_table && !pubviaroot) {
+        if (partitioned && !pubviaroot) {
                 relay_err_set(err, errlen,
                               "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
                               "sends its rows under each partition's name, which the relay would "
                               "not recognise; ALTER PUBLICATION %s SET (publish_via_partition_root "
                               "= true) before events are written (see sql/002_publication.sql)",
-                              part_table->schema, part_table->name, r->publication,
-                              r->publication);
+                              r->nspname, r->relname, r->publication, r->publication);
                 rc = RELAY_ESETUP;
                 goto out;
         }
@@ -582,31 +528,26 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 rc = RELAY_ESETUP;
                 goto out;
         }
-        for (size_t i = 0; rc == 0 && i < r->ntables; i++) {
-                const relay_table_name_t *t = &r->tables[i];
-                char *nsp, *rel;
-                if ((rc = table_literals(r, t, &nsp, &rel, err, errlen)))
-                        break;
-                snprintf(sql, sizeof(sql),
-                         "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = %s AND "
-                         "schemaname = %s AND tablename = %s",
-                         pub, nsp, rel);
-                PQfreemem(nsp);
-                PQfreemem(rel);
-                if ((rc = query(r, sql, &res, err, errlen)))
-                        break;
-                if (PQntuples(res) == 0) {
-                        relay_err_set(err, errlen,
-                                      "publication \"%s\" does not include table \"%s.%s\"; ALTER "
-                                      "PUBLICATION %s ADD TABLE %s.%s",
-                                      r->publication, t->schema, t->name, r->publication,
-                                      t->schema, t->name);
-                        rc = RELAY_ESETUP;
-                }
-                PQclear(res);
+        snprintf(sql, sizeof(sql),
+                 "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = %s AND schemaname = "
+                 "%s AND tablename = %s",
+                 pub, nsp, rel);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                goto out;
+        if (PQntuples(res) == 0) {
+                relay_err_set(err, errlen,
+                              "publication \"%s\" does not include table \"%s.%s\"; ALTER "
+                              "PUBLICATION %s ADD TABLE %s.%s",
+                              r->publication, r->nspname, r->relname, r->publication, r->nspname,
+                              r->relname);
+                rc = RELAY_ESETUP;
         }
+        PQclear(res);
 out:
+        PQfreemem(nsp);
+        PQfreemem(rel);
         PQfreemem(pub);
+        PQfreemem(qpub);
         return rc;
 }
 

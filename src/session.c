@@ -799,11 +799,9 @@ static int session_start_stream(relay_session_t *s, const relay_session_opts_t *
         if ((rc = relay_repl_ensure_publication(s->repl, &created, err, errlen)))
                 return rc;
         if (created)
-                relay_log_info("created publication \"%s\" for %s \"%s.%s\"%s (inserts%s)",
-                               set->publication_name, set->n_outbox_tables > 1 ? "tables" : "table",
-                               set->outbox_table.schema, set->outbox_table.name,
-                               set->n_outbox_tables > 1 ? " and the other outbox tables" : "",
-                               set->invalid_op != RELAY_INVALID_OP_WARN ? " and updates" : " only");
+                relay_log_info("created publication \"%s\" for table \"%s.%s\" (inserts only)",
+                               set->publication_name, set->outbox_table.schema,
+                               set->outbox_table.name);
         relay_slot_outcome_t outcome;
         if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, o->recreate_slot, &outcome, err,
                                          errlen)))

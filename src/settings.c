@@ -120,14 +120,13 @@ static char **list(reader_t *r, const char *key, size_t *count)
         return items;
 }
 
-static void tables(reader_t *r, const char *key, relay_table_name_t **out, size_t *n)
+static void table(reader_t *r, const char *key, relay_table_name_t *out)
 {
         const char *v = get(r, key);
         char why[RELAY_ERRBUF];
         int rc;
 
-        if (v != NULL && r->rc == 0 &&
-            (rc = relay_names_parse_tables(v, out, n, why, sizeof(why))) != 0)
+        if (v != NULL && r->rc == 0 && (rc = relay_names_parse_table(v, out, why, sizeof(why))) != 0)
                 fail(r, rc, key, v, why);
 }
 
@@ -341,7 +340,7 @@ void relay_settings_free(relay_settings_t *s)
         free(s->slot_name);
         free(s->publication_name);
         free(s->outbox_message_prefix);
-        relay_names_tables_free(s->outbox_tables, s->n_outbox_tables);
+        relay_names_table_free(&s->outbox_table);
         free(s->outbox_column.id);
         free(s->outbox_column.aggregate_type);
         free(s->outbox_column.aggregate_id);
@@ -402,9 +401,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                      "the prefix must not be empty: every message of every extension would "
                      "match; use the prefix your application passes to "
                      "pg_logical_emit_message(), e.g. outbox");
-        tables(&r, "outbox.table", &s->outbox_tables, &s->n_outbox_tables);
-        if (s->n_outbox_tables > 0)
-                s->outbox_table = s->outbox_tables[0];
+        table(&r, "outbox.table", &s->outbox_table);
         s->outbox_column.id = str(&r, "outbox.column.id");
         s->outbox_column.aggregate_type = str(&r, "outbox.column.aggregate_type");
         s->outbox_column.aggregate_id = str(&r, "outbox.column.aggregate_id");

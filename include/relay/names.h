@@ -88,18 +88,6 @@ int relay_names_parse_table(const char *text, relay_table_name_t *out, char *why
 void relay_names_table_free(relay_table_name_t *t);
 
 /**
- * @brief Parse a comma-separated list of tables (each as
- *        relay_names_parse_table()): at least one, none twice. *out (caller
- *        frees with relay_names_tables_free) gets *n entries. RELAY_EINVAL
- *        with why, or RELAY_ENOMEM.
- */
-int relay_names_parse_tables(const char *text, relay_table_name_t **out, size_t *n, char *why,
-                             size_t whylen) RELAY_MUST_CHECK;
-
-/** @brief Free a list from relay_names_parse_tables(); accepts NULL. */
-void relay_names_tables_free(relay_table_name_t *t, size_t n);
-
-/**
  * @brief Parse a topic template: Kafka topic characters, with ${column}
  *        references (relay_names_is_column() names). Literal text is checked
  *        here; the length and the values substituted for the columns are

@@ -70,9 +70,7 @@ typedef struct {
 
         relay_outbox_source_t outbox_source;
         char *outbox_message_prefix; /* non-empty */
-        relay_table_name_t *outbox_tables; /* outbox.table: one or more */
-        size_t n_outbox_tables;
-        relay_table_name_t outbox_table; /* the first of outbox_tables (borrowed from it) */
+        relay_table_name_t outbox_table;
         struct {
                 char *id;
                 char *aggregate_type;
