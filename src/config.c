@@ -76,6 +76,7 @@ static const char *const missing_behaviors[] = {"error", "ignore", NULL};
 /* In relay_format_profile_t order. */
 static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
                                               "connect-json-schema", "debezium-server", NULL};
+static const char *const snapshot_modes[] = {"never", "initial", NULL};
 static const char *const delivery_modes[] = {"at-least-once", "exactly-once", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
@@ -192,6 +193,14 @@ static const key_def_t keys[] = {
         {.name = "slot.recreate", .type = KT_ENUM, .def = "false", .choices = booleans,
          .desc = "when the slot was dropped or invalidated, create it anew instead of "
                  "stopping (events written in between may be missing)"},
+        {.name = "snapshot.filter", .type = KT_STRING, .def = "",
+         .desc = "snapshot.mode = initial: a condition on the outbox table's columns, as in a "
+                 "WHERE clause (e.g. sent_at IS NULL), that the backfilled rows must meet; "
+                 "empty: every row"},
+        {.name = "snapshot.mode", .type = KT_ENUM, .def = "never", .choices = snapshot_modes,
+         .desc = "never (only rows inserted after the slot was created) or initial (when the "
+                 "relay creates the slot, first relay the rows the outbox table already holds, "
+                 "from the snapshot of the slot's creation)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
         {.name = "table.field.additional.missing", .type = KT_ENUM, .def = "error",

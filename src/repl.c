@@ -36,6 +36,7 @@ struct relay_repl {
         int64_t wal_sender_timeout_ms;
         char system_id[32]; /* IDENTIFY_SYSTEM's systemid: names the database cluster */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
+        char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
 };
 
 /* PostgreSQL's messages end with a newline; keep ours one line. */
@@ -145,7 +146,7 @@ static int64_t parse_pg_duration_ms(const char *s)
  * silently drop the user's (e.g. -c logical_decoding_work_mem=...). Caller
  * frees; NULL when out of memory.
  */
-static char *session_options(const char *conninfo)
+char *relay_repl_session_options(const char *conninfo)
 {
         const char *user = NULL;
         PQconninfoOption *parsed = NULL;
@@ -173,7 +174,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
          * predictable text format (after the user's own options). */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
                               "application_name", NULL};
-        char *options = session_options(set->postgres_conninfo);
+        char *options = relay_repl_session_options(set->postgres_conninfo);
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "database", "UTF8", options, "outbox-relay", NULL};
         relay_repl_t *r = calloc(1, sizeof(*r));
@@ -545,7 +546,7 @@ static PGresult *slot_command(relay_repl_t *r, const char *before, const char *a
         return res;
 }
 
-int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool defer_create,
                            relay_slot_outcome_t *outcome, char *err, size_t errlen)
 {
         bool was_lost = false;
@@ -620,6 +621,10 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                 return RELAY_ESLOTLOST;
         }
 create:
+        if (defer_create) {
+                *outcome = was_lost ? RELAY_SLOT_RECREATED : RELAY_SLOT_CREATED;
+                return 0;
+        }
         /* The legacy syntax is accepted by 14 to 17; no snapshot is exported
          * because rows from before the slot are not ours to send (backfill is
          * a separate feature). */
@@ -662,6 +667,106 @@ int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *
                 rc = RELAY_EPROTO;
         }
         PQclear(res);
+        return rc;
+}
+
+int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snaplen,
+                                    relay_lsn_t *consistent, char *err, size_t errlen)
+{
+        char sql[256];
+        char *q;
+        PGresult *res;
+        int rc = 0;
+
+        /* Slot names are [a-z0-9_]{1,63}: room for the suffix and a pid. */
+        snprintf(r->backfill_slot, sizeof(r->backfill_slot), "%.40s_backfill_%d", r->slot,
+                 PQbackendPID(r->conn));
+        if (!(q = PQescapeIdentifier(r->conn, r->backfill_slot, strlen(r->backfill_slot)))) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        /* The legacy syntax is accepted by 14 to 18. The snapshot lives until
+         * this connection's next command. */
+        snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput "
+                                   "EXPORT_SNAPSHOT", q);
+        PQfreemem(q);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3 ||
+            PQgetisnull(res, 0, 2)) {
+                char what[160];
+                snprintf(what, sizeof(what), "could not create temporary replication slot \"%.64s\"",
+                         r->backfill_slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        } else if (relay_lsn_parse(PQgetvalue(res, 0, 1), consistent) != 0) {
+                relay_err_set(err, errlen, "CREATE_REPLICATION_SLOT returned an invalid LSN \"%s\"",
+                              PQgetvalue(res, 0, 1));
+                rc = RELAY_EPROTO;
+        } else {
+                snprintf(snapshot, snaplen, "%s", PQgetvalue(res, 0, 2));
+        }
+        PQclear(res);
+        if (rc)
+                r->backfill_slot[0] = '\0';
+        return rc;
+}
+
+int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char *err,
+                            size_t errlen)
+{
+        char sql[512];
+        char *src = PQescapeLiteral(r->conn, r->backfill_slot, strlen(r->backfill_slot));
+        char *dst = PQescapeLiteral(r->conn, r->slot, strlen(r->slot));
+        char *qsrc = PQescapeIdentifier(r->conn, r->backfill_slot, strlen(r->backfill_slot));
+        PGresult *res = NULL;
+        int rc = 0;
+
+        if (!src || !dst || !qsrc) {
+                relay_err_set(err, errlen, "out of memory");
+                rc = RELAY_ENOMEM;
+                goto out;
+        }
+        /* The copy keeps the temporary slot's restart and confirmed
+         * positions: the stream starts exactly where the snapshot ends.
+         * "false" makes it permanent (by default it would be temporary like
+         * its source). */
+        snprintf(sql, sizeof(sql),
+                 "SELECT pg_catalog.pg_copy_logical_replication_slot(%s, %s, false)", src, dst);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+                rc = 0;
+        } else if (sqlstate_is(res, "42710")) {
+                /* Another relay backfilled and created it first: it streams
+                 * from its own snapshot's end; our backfill only doubled
+                 * rows, it lost none. */
+                *outcome = RELAY_SLOT_EXISTED;
+        } else {
+                char what[200];
+                snprintf(what, sizeof(what),
+                         "could not create replication slot \"%.64s\" from \"%.64s\"", r->slot,
+                         r->backfill_slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+                goto out;
+        }
+        PQclear(res);
+        /* Dropped with the connection anyway; dropped now so it holds no WAL. */
+        snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", qsrc);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                char what[160];
+                snprintf(what, sizeof(what), "could not drop temporary replication slot \"%.64s\"",
+                         r->backfill_slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        } else {
+                r->backfill_slot[0] = '\0';
+        }
+out:
+        PQclear(res);
+        PQfreemem(src);
+        PQfreemem(dst);
+        PQfreemem(qsrc);
         return rc;
 }
 

@@ -332,6 +332,7 @@ void relay_settings_free(relay_settings_t *s)
         free(s->http_listen);
         free(s->eos_transactional_id);
         free(s->eos_checkpoint_topic);
+        free(s->snapshot_filter);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
         free(s);
 }
@@ -417,6 +418,22 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                      "outbox.source = messages or both set format.profile = raw (or "
                      "outbox.source = table)");
 
+        {
+                static const char *const modes[] = {"never", "initial", NULL};
+                s->snapshot_initial = choice(&r, "snapshot.mode", modes,
+                                             "must be never or initial") == 1;
+        }
+        s->snapshot_filter = str(&r, "snapshot.filter");
+        /* A logical message is gone once decoded: there is no table to read. */
+        if (r.rc == 0 && s->outbox_source == RELAY_SOURCE_MESSAGES && s->snapshot_initial)
+                fail(&r, RELAY_EINVAL, "snapshot.mode", "initial",
+                     "with outbox.source = messages there is no outbox table to backfill from; "
+                     "set snapshot.mode = never, or outbox.source = table or both");
+        if (r.rc == 0 && s->outbox_source == RELAY_SOURCE_MESSAGES && s->snapshot_filter[0])
+                fail(&r, RELAY_EINVAL, "snapshot.filter", s->snapshot_filter,
+                     "with outbox.source = messages there is no outbox table to filter; leave "
+                     "snapshot.filter empty");
+
         s->errors_policy = (relay_errors_policy_t)choice(&r, "errors.policy", policies,
                                                          "must be dlq or stop");
         s->errors_retries = relay_config_get_int(cfg, "errors.retries");
@@ -434,6 +451,13 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->eos_transactional_id = str(&r, "eos.transactional.id");
         s->eos_commit_interval_ms = relay_config_get_int(cfg, "eos.commit.interval.ms");
         s->eos_checkpoint_topic = str(&r, "eos.checkpoint.topic");
+
+        /* The backfill's events are produced before the stream starts, outside
+         * any Kafka transaction and with no checkpoint to cover them. */
+        if (r.rc == 0 && s->exactly_once && s->snapshot_initial)
+                fail(&r, RELAY_EINVAL, "snapshot.mode", "initial",
+                     "the backfill is not supported with delivery.mode = exactly-once yet; run "
+                     "the backfill once with delivery.mode = at-least-once, then switch");
 
         s->status_interval_ms = relay_config_get_int(cfg, "status.interval.ms");
         s->shutdown_timeout_ms = relay_config_get_int(cfg, "shutdown.timeout.ms");

@@ -61,6 +61,9 @@ typedef struct {
         bool slot_recreate;
         char *publication_name;
 
+        bool snapshot_initial; /* snapshot.mode = initial: backfill when creating the slot */
+        char *snapshot_filter; /* "" = every row */
+
         relay_outbox_source_t outbox_source;
         char *outbox_message_prefix; /* non-empty */
         relay_table_name_t outbox_table;
