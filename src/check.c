@@ -454,11 +454,146 @@ static bool schema_optional(ctx_t *x, PGresult *res, const char *table)
         return true;
 }
 
+/*
+ * outbox.source = messages: pgoutput needs a publication to start, any
+ * publication; the relay creates an empty one when it is missing. Tables in
+ * it only cost decoding that the relay throws away.
+ */
+static void pg_message_publication(ctx_t *x)
+{
+        const char *pub = x->set->publication_name;
+        const char *p[] = {pub};
+        PGresult *res = q(x, "postgres.publication",
+                          "SELECT puballtables, (SELECT count(*) FROM "
+                          "pg_catalog.pg_publication_tables t WHERE t.pubname = p.pubname) FROM "
+                          "pg_catalog.pg_publication p WHERE pubname = $1",
+                          1, p);
+        if (!res)
+                return;
+        if (PQntuples(res) == 1) {
+                bool all = is_true(res, 0, 0);
+                long tables = strtol(PQgetvalue(res, 0, 1), NULL, 10);
+                PQclear(res);
+                if (all || tables > 0)
+                        add(x, "postgres.publication", RELAY_CHECK_WARNING,
+                            "use a publication of no tables for outbox.source = messages (CREATE "
+                            "PUBLICATION name, without FOR)",
+                            "publication \"%s\" publishes %s: the walsender decodes and sends "
+                            "their changes, which the relay discards (it reads messages only)",
+                            pub, all ? "all tables" : "tables");
+                else
+                        add(x, "postgres.publication", RELAY_CHECK_OK, NULL,
+                            "publication \"%s\" exists (no tables: messages need none)", pub);
+                return;
+        }
+        PQclear(res);
+        res = q(x, "postgres.publication",
+                "SELECT has_database_privilege(current_database(), 'CREATE')", 0, NULL);
+        if (!res)
+                return;
+        bool can_create = PQntuples(res) == 1 && is_true(res, 0, 0);
+        PQclear(res);
+        if (can_create)
+                add(x, "postgres.publication", RELAY_CHECK_WARNING,
+                    "create it beforehand (CREATE PUBLICATION name, without FOR) to keep the "
+                    "relay's role unprivileged",
+                    "publication \"%s\" does not exist; the relay creates it empty at its first "
+                    "start, as this role may create in the database",
+                    pub);
+        else
+                addf(x, "postgres.publication", RELAY_CHECK_FAIL,
+                     "publication does not exist and this role cannot create it (creating needs "
+                     "CREATE on the database)",
+                     "CREATE PUBLICATION %s (no tables: outbox.source = messages needs none)", pub);
+}
+
+/* What the message source needs beyond the server checks: nothing to read,
+ * but say where events come from, as the table checks do for the table. */
+static void pg_messages(ctx_t *x)
+{
+        const relay_settings_t *s = x->set;
+        add(x, "outbox.source", RELAY_CHECK_OK, NULL,
+            "events %sfrom transactional logical decoding messages with prefix \"%s\" "
+            "(pg_logical_emit_message(true, '%s', body), or outbox_emit() of "
+            "sql/005_outbox_emit.sql)",
+            s->outbox_source == RELAY_SOURCE_BOTH ? "from the outbox table and " : "",
+            s->outbox_message_prefix, s->outbox_message_prefix);
+}
+
+/* snapshot.mode = initial: the backfill reads the table with the filter. */
+static void pg_snapshot(ctx_t *x)
+{
+        const relay_settings_t *s = x->set;
+        if (!x->table_exists)
+                return; /* outbox.table says why */
+        char oid[16];
+        snprintf(oid, sizeof(oid), "%u", x->table_oid);
+        const char *op[] = {oid};
+        PGresult *res = q(x, "snapshot.mode", "SELECT has_table_privilege($1::oid, 'SELECT')", 1,
+                          op);
+        if (!res)
+                return;
+        bool may = PQntuples(res) == 1 && is_true(res, 0, 0);
+        PQclear(res);
+        if (!may) {
+                addf(x, "snapshot.mode", RELAY_CHECK_FAIL,
+                     "snapshot.mode = initial reads the outbox table once, and this role may not",
+                     "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never",
+                     s->outbox_table.schema, s->outbox_table.name, PQuser(x->conn));
+                return;
+        }
+        if (!*s->snapshot_filter) {
+                add(x, "snapshot.mode", RELAY_CHECK_OK, NULL,
+                    "snapshot.mode = initial: the rows of \"%s.%s\" are backfilled when the "
+                    "relay creates the slot",
+                    s->outbox_table.schema, s->outbox_table.name);
+                return;
+        }
+        /* Planned, not run; the extended protocol takes one statement only. */
+        char *qs = PQescapeIdentifier(x->conn, s->outbox_table.schema,
+                                      strlen(s->outbox_table.schema));
+        char *qt = PQescapeIdentifier(x->conn, s->outbox_table.name, strlen(s->outbox_table.name));
+        size_t n = strlen(s->snapshot_filter) + 512;
+        char *sql = malloc(n);
+        if (!qs || !qt || !sql) {
+                PQfreemem(qs);
+                PQfreemem(qt);
+                free(sql);
+                x->res->oom = true;
+                return;
+        }
+        snprintf(sql, n, "EXPLAIN SELECT 1 FROM %s.%s WHERE (%s\n)", qs, qt, s->snapshot_filter);
+        PQfreemem(qs);
+        PQfreemem(qt);
+        res = PQexecParams(x->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+        free(sql);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+                char buf[256];
+                const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+                add(x, "snapshot.filter", RELAY_CHECK_FAIL,
+                    "set snapshot.filter to a condition on the table's columns, as in a WHERE "
+                    "clause (e.g. sent_at IS NULL), or empty for every row",
+                    "snapshot.filter \"%s\" does not work on table \"%s.%s\": %s",
+                    s->snapshot_filter, s->outbox_table.schema, s->outbox_table.name,
+                    primary ? primary : one_line(PQresultErrorMessage(res), buf, sizeof(buf)));
+        } else {
+                add(x, "snapshot.filter", RELAY_CHECK_OK, NULL,
+                    "snapshot.mode = initial: the rows of \"%s.%s\" where (%s) are backfilled "
+                    "when the relay creates the slot",
+                    s->outbox_table.schema, s->outbox_table.name, s->snapshot_filter);
+        }
+        PQclear(res);
+}
+
 static void pg_publication(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
         const char *pub = s->publication_name;
         const char *p[] = {pub};
+        if (s->outbox_source == RELAY_SOURCE_MESSAGES) {
+                pg_message_publication(x);
+                return;
+        }
         PGresult *res = q(x, "postgres.publication",
                           "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
                           "FROM pg_catalog.pg_publication WHERE pubname = $1",
@@ -573,18 +708,26 @@ static void pg_slot(ctx_t *x)
         if (PQgetisnull(res, 0, 7)) {
                 long used = strtol(PQgetvalue(res, 0, 9), NULL, 10);
                 long max = strtol(PQgetvalue(res, 0, 10), NULL, 10);
-                if (used >= max)
+                /* The backfill's temporary slot and the copy exist together
+                 * for a moment. */
+                long need = x->set->snapshot_initial ? 2 : 1;
+                if (used + need > max)
                         add(x, "postgres.slot", RELAY_CHECK_FAIL,
                             "raise max_replication_slots and restart PostgreSQL, or drop an unused slot",
-                            "replication slot \"%s\" does not exist and cannot be created: all %ld "
-                            "slots (max_replication_slots) are in use",
-                            slot, max);
+                            "replication slot \"%s\" does not exist and cannot be created: %ld of "
+                            "%ld slots (max_replication_slots) are in use, and creating it needs "
+                            "%ld free%s",
+                            slot, used, max, need,
+                            need > 1 ? " (snapshot.mode = initial: a temporary slot and its copy)"
+                                     : "");
                 else
                         add(x, "postgres.slot", RELAY_CHECK_OK, NULL,
                             "replication slot \"%s\" does not exist yet; the relay creates it "
-                            "(pgoutput) at its first start and relays events committed from then on "
-                            "(%ld of %ld slots in use)",
-                            slot, used, max);
+                            "(pgoutput) at its first start and relays events committed from then on"
+                            "%s (%ld of %ld slots in use)",
+                            slot,
+                            x->set->snapshot_initial ? ", after the rows already in the table" : "",
+                            used, max);
                 PQclear(res);
                 return;
         }
@@ -665,6 +808,12 @@ static void pg_topics(ctx_t *x)
                 }
                 t[n] = '\0';
                 x->topics[x->ntopics++] = t;
+                return;
+        }
+        if (x->set->outbox_source == RELAY_SOURCE_MESSAGES) {
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by the messages' fields, which cannot be "
+                         "listed before the messages are written");
                 return;
         }
         if (!x->conn || PQstatus(x->conn) != CONNECTION_OK || !x->table_exists) {
@@ -962,8 +1111,13 @@ int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_
         if (pg_connect(&x)) {
                 pg_server(&x);
                 pg_role(&x);
-                pg_table(&x);
+                if (set->outbox_source != RELAY_SOURCE_MESSAGES)
+                        pg_table(&x);
+                if (set->outbox_source != RELAY_SOURCE_TABLE)
+                        pg_messages(&x);
                 pg_publication(&x);
+                if (set->snapshot_initial)
+                        pg_snapshot(&x);
                 pg_slot(&x);
         }
         pg_topics(&x);
