@@ -147,8 +147,9 @@ static int describe(relay_backfill_t *b, const char *qtable, char *err, size_t e
                         types[i] = (uint32_t)PQftype(res, i);
                         typmods[i] = PQfmod(res, i);
                 }
-                b->rel = relay_pgo_relation_new((uint32_t)PQftable(res, 0), set->outbox_table.schema,
-                                                set->outbox_table.name, ncols, names, types, typmods);
+                b->rel = relay_pgo_relation_new((uint32_t)PQftable(res, 0),
+                                                set->outbox_table.schema, set->outbox_table.name,
+                                                ncols, names, types, typmods);
         }
         free(names);
         free(types);

@@ -810,9 +810,8 @@ relay_pgo_relation_t *relay_pgo_relation_new(uint32_t relid, const char *nspname
                 return NULL;
         for (int i = 0; i < ncols; i++)
                 strbytes += strlen(names[i]) + 1;
-        relay_pgo_relation_t *rel =
-                malloc(offsetof(struct relay_pgo_relation, cols) + (size_t)ncols * sizeof(struct col) +
-                       strbytes);
+        relay_pgo_relation_t *rel = malloc(offsetof(struct relay_pgo_relation, cols) +
+                                           (size_t)ncols * sizeof(struct col) + strbytes);
         if (rel == NULL)
                 return NULL;
         char *s = (char *)&rel->cols[ncols];

@@ -694,7 +694,8 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
         if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3 ||
             PQgetisnull(res, 0, 2)) {
                 char what[160];
-                snprintf(what, sizeof(what), "could not create temporary replication slot \"%.64s\"",
+                snprintf(what, sizeof(what),
+                         "could not create temporary replication slot \"%.64s\"",
                          r->backfill_slot);
                 result_error(err, errlen, what, res, r->conn);
                 rc = failed_query_code(r);
