@@ -28,7 +28,8 @@
 struct relay_backfill {
         PGconn *conn;
         const relay_settings_t *set; /* borrowed */
-        relay_pgo_relation_t *rel;
+        size_t table;               /* outbox.table's table being read */
+        relay_pgo_relation_t *rel;  /* of that table */
         PGresult *batch;            /* the current FETCH, row next_row next */
         int next_row;
         bool done;
@@ -80,6 +81,7 @@ static int table_error(relay_backfill_t *b, const PGresult *res, bool filtered, 
                        size_t errlen)
 {
         const relay_settings_t *set = b->set;
+        const relay_table_name_t *t = &set->outbox_tables[b->table];
         const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
         char what[512];
 
@@ -99,8 +101,8 @@ static int table_error(relay_backfill_t *b, const PGresult *res, bool filtered, 
                               "could not read table \"%s.%s\" for the backfill: %s; grant it with "
                               "GRANT SELECT ON %s.%s TO %s (snapshot.mode = initial reads the "
                               "table once)",
-                              set->outbox_table.schema, set->outbox_table.name, msg,
-                              set->outbox_table.schema, set->outbox_table.name,
+                              t->schema, t->name, msg,
+                              t->schema, t->name,
                               PQuser(b->conn) ? PQuser(b->conn) : "...");
                 return RELAY_ESETUP;
         }
@@ -109,12 +111,12 @@ static int table_error(relay_backfill_t *b, const PGresult *res, bool filtered, 
                               "snapshot.filter \"%s\" does not work on table \"%s.%s\": %s; set "
                               "snapshot.filter to a condition on the table's columns, as in a "
                               "WHERE clause (e.g. sent_at IS NULL), or empty for every row",
-                              set->snapshot_filter, set->outbox_table.schema,
-                              set->outbox_table.name, msg);
+                              set->snapshot_filter, t->schema,
+                              t->name, msg);
                 return RELAY_ESETUP;
         }
         snprintf(what, sizeof(what), "could not read table \"%s.%s\" for the backfill",
-                 set->outbox_table.schema, set->outbox_table.name);
+                 t->schema, t->name);
         pg_message(err, errlen, what, msg);
         return RELAY_ESETUP;
 }
@@ -128,6 +130,10 @@ static int describe(relay_backfill_t *b, const char *qtable, char *err, size_t e
         PGresult *res = NULL;
         int rc = RELAY_ENOMEM;
 
+        relay_pgo_relation_free(b->rel);
+        b->rel = NULL;
+        free(b->values);
+        b->values = NULL;
         if (!(sql = malloc(n)))
                 goto nomem;
         snprintf(sql, n, "SELECT * FROM %s LIMIT 0", qtable);
@@ -147,8 +153,8 @@ static int describe(relay_backfill_t *b, const char *qtable, char *err, size_t e
                         types[i] = (uint32_t)PQftype(res, i);
                         typmods[i] = PQfmod(res, i);
                 }
-                b->rel = relay_pgo_relation_new((uint32_t)PQftable(res, 0),
-                                                set->outbox_table.schema, set->outbox_table.name,
+                const relay_table_name_t *t = &set->outbox_tables[b->table];
+                b->rel = relay_pgo_relation_new((uint32_t)PQftable(res, 0), t->schema, t->name,
                                                 ncols, names, types, typmods);
         }
         free(names);
@@ -177,6 +183,16 @@ static int declare(relay_backfill_t *b, const char *qtable, char *err, size_t er
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
+        if (b->table > 0) {
+                PGresult *res = PQexec(b->conn, "CLOSE relay_backfill");
+                int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : table_error(b, res, false,
+                                                                                   err, errlen);
+                PQclear(res);
+                if (rc) {
+                        free(sql);
+                        return rc;
+                }
+        }
         snprintf(sql, n,
                  "DECLARE relay_backfill NO SCROLL CURSOR FOR SELECT * FROM %s%s%s%s "
                  "ORDER BY pg_catalog.age(xmin) DESC, ctid",
@@ -190,6 +206,31 @@ static int declare(relay_backfill_t *b, const char *qtable, char *err, size_t er
         return rc;
 }
 
+/* Start reading table i of outbox.table: its relation and cursor. */
+static int open_table(relay_backfill_t *b, size_t i, char *err, size_t errlen)
+{
+        const relay_table_name_t *t = &b->set->outbox_tables[i];
+        char *qs = PQescapeIdentifier(b->conn, t->schema, strlen(t->schema));
+        char *qt = PQescapeIdentifier(b->conn, t->name, strlen(t->name));
+        char *qtable = qs && qt ? malloc(strlen(qs) + strlen(qt) + 2) : NULL;
+        int rc;
+
+        b->table = i;
+        b->done = false;
+        if (!qtable) {
+                relay_err_set(err, errlen, "out of memory");
+                rc = RELAY_ENOMEM;
+        } else {
+                sprintf(qtable, "%s.%s", qs, qt);
+                if ((rc = describe(b, qtable, err, errlen)) == 0)
+                        rc = declare(b, qtable, err, errlen);
+        }
+        PQfreemem(qs);
+        PQfreemem(qt);
+        free(qtable);
+        return rc;
+}
+
 int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, const char *snapshot,
                         char *err, size_t errlen)
 {
@@ -198,7 +239,7 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "UTF8", options, "outbox-relay backfill", NULL};
         relay_backfill_t *b = calloc(1, sizeof(*b));
-        char *qs = NULL, *qt = NULL, *lsnap = NULL, *qtable = NULL, sql[256];
+        char *lsnap = NULL, sql[256];
         int rc = RELAY_ENOMEM;
 
         *out = NULL;
@@ -217,25 +258,18 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
                 rc = RELAY_EIO;
                 goto fail;
         }
-        const relay_table_name_t *t = &set->outbox_table;
-        if (!(qs = PQescapeIdentifier(b->conn, t->schema, strlen(t->schema))) ||
-            !(qt = PQescapeIdentifier(b->conn, t->name, strlen(t->name))) ||
-            !(lsnap = PQescapeLiteral(b->conn, snapshot, strlen(snapshot))) ||
-            !(qtable = malloc(strlen(qs) + strlen(qt) + 2)))
+        if (!(lsnap = PQescapeLiteral(b->conn, snapshot, strlen(snapshot))))
                 goto nomem;
-        sprintf(qtable, "%s.%s", qs, qt);
         if ((rc = command(b, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                           "could not begin the backfill transaction", err, errlen)))
                 goto fail;
+        /* Every table in the one snapshot: one transaction, a cursor each. */
         snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT %s", lsnap);
         if ((rc = command(b, sql, "could not import the slot's snapshot for the backfill", err,
                           errlen)) ||
-            (rc = describe(b, qtable, err, errlen)) || (rc = declare(b, qtable, err, errlen)))
+            (rc = open_table(b, 0, err, errlen)))
                 goto fail;
-        PQfreemem(qs);
-        PQfreemem(qt);
         PQfreemem(lsnap);
-        free(qtable);
         *out = b;
         return 0;
 nomem:
@@ -243,10 +277,7 @@ nomem:
         rc = RELAY_ENOMEM;
 fail:
         free(options);
-        PQfreemem(qs);
-        PQfreemem(qt);
         PQfreemem(lsnap);
-        free(qtable);
         relay_backfill_free(b);
         return rc;
 }
@@ -261,6 +292,11 @@ int relay_backfill_next(relay_backfill_t *b, relay_pgo_insert_t *row, char *err,
         if (b->batch && b->next_row >= PQntuples(b->batch)) {
                 PQclear(b->batch);
                 b->batch = NULL;
+        }
+        while (!b->batch && b->done && b->table + 1 < b->set->n_outbox_tables) {
+                int rc = open_table(b, b->table + 1, err, errlen);
+                if (rc)
+                        return rc;
         }
         if (!b->batch) {
                 char sql[64];
@@ -278,8 +314,11 @@ int relay_backfill_next(relay_backfill_t *b, relay_pgo_insert_t *row, char *err,
                 }
                 if (PQntuples(b->batch) < FETCH_ROWS)
                         b->done = true;
-                if (PQntuples(b->batch) == 0)
-                        return 0;
+                if (PQntuples(b->batch) == 0) {
+                        PQclear(b->batch);
+                        b->batch = NULL;
+                        return relay_backfill_next(b, row, err, errlen); /* the next table */
+                }
                 if (PQnfields(b->batch) != relay_pgo_relation_ncols(b->rel)) {
                         relay_err_set(err, errlen,
                                       "the backfill's rows have %d columns, the table %d",

@@ -28,8 +28,8 @@ struct relay_repl {
         /* Borrowed from the settings. */
         const char *slot;
         const char *publication;
-        const char *nspname;
-        const char *relname;
+        const relay_table_name_t *tables; /* outbox.table's */
+        size_t ntables;
         relay_outbox_source_t source;
         int server_version;
         int proto_version;
@@ -183,8 +183,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                 goto fail;
         r->slot = set->slot_name;
         r->publication = set->publication_name;
-        r->nspname = set->outbox_table.schema;
-        r->relname = set->outbox_table.name;
+        r->tables = set->outbox_tables;
+        r->ntables = set->n_outbox_tables;
         r->source = set->outbox_source;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
@@ -364,56 +364,111 @@ out:
         return rc;
 }
 
+/* Table i of outbox.table exists and is a table: its relkind in *kind. */
+static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, char *err,
+                      size_t errlen)
+{
+        char sql[1024];
+        PGresult *res;
+        int rc;
+        char *nsp = PQescapeLiteral(r->conn, t->schema, strlen(t->schema));
+        char *rel = PQescapeLiteral(r->conn, t->name, strlen(t->name));
+
+        if (!nsp || !rel) {
+                PQfreemem(nsp);
+                PQfreemem(rel);
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        snprintf(sql, sizeof(sql),
+                 "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
+                 "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+                 nsp, rel);
+        PQfreemem(nsp);
+        PQfreemem(rel);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                return rc;
+        if (PQntuples(res) == 0) {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" does not exist in database \"%s\"; create it "
+                              "(see sql/001_outbox.sql) or set outbox.table",
+                              t->schema, t->name, PQdb(r->conn));
+                PQclear(res);
+                return RELAY_ESETUP;
+        }
+        *kind = PQgetvalue(res, 0, 0)[0];
+        PQclear(res);
+        if (*kind != 'r' && *kind != 'p') {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
+                              "outbox.table to a table or a partitioned table",
+                              t->schema, t->name, *kind);
+                return RELAY_ESETUP;
+        }
+        return 0;
+}
+
+/* CREATE PUBLICATION for every outbox table, inserts only. */
+static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, size_t errlen)
+{
+        size_t n = 256;
+        for (size_t i = 0; i < r->ntables; i++)
+                n += 2 * (strlen(r->tables[i].schema) + strlen(r->tables[i].name)) + 8;
+        char *sql = malloc(n);
+        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+        PGresult *res = NULL;
+        if (!sql || !qpub)
+                goto out;
+        size_t l = (size_t)snprintf(sql, n, "CREATE PUBLICATION %s FOR TABLE ", qpub);
+        for (size_t i = 0; i < r->ntables; i++) {
+                const relay_table_name_t *t = &r->tables[i];
+                char *qn = PQescapeIdentifier(r->conn, t->schema, strlen(t->schema));
+                char *qr = PQescapeIdentifier(r->conn, t->name, strlen(t->name));
+                if (qn && qr)
+                        l += (size_t)snprintf(sql + l, n - l, "%s%s.%s", i ? ", " : "", qn, qr);
+                PQfreemem(qn);
+                PQfreemem(qr);
+                if (!qn || !qr)
+                        goto out;
+        }
+        snprintf(sql + l, n - l, " WITH (publish = 'insert'%s)",
+                 viaroot ? ", publish_via_partition_root = true" : "");
+        res = PQexec(r->conn, sql);
+out:
+        if (!res)
+                relay_err_set(err, errlen, "out of memory");
+        free(sql);
+        PQfreemem(qpub);
+        return res;
+}
+
 /* The publication checks; creates it when missing only if may_create. */
 static int publication(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
 {
         char sql[2048];
         PGresult *res;
         int rc;
-        char *nsp, *rel, *pub, *qpub = NULL;
+        char *pub;
+        const relay_table_name_t *parted = NULL; /* a partitioned one, for the message */
 
         *created = false;
         if (r->source == RELAY_SOURCE_MESSAGES)
                 return message_publication(r, may_create, created, err, errlen);
-        nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
-        rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
-        pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
-        if (!nsp || !rel || !pub) {
-                rc = RELAY_ENOMEM;
-                relay_err_set(err, errlen, "out of memory");
-                goto out;
-        }
-        snprintf(sql, sizeof(sql),
-                 "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
-                 "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
-                 nsp, rel);
-        if ((rc = query(r, sql, &res, err, errlen)))
-                goto out;
-        if (PQntuples(res) == 0) {
-                relay_err_set(err, errlen,
-                              "outbox table \"%s.%s\" does not exist in database \"%s\"; create it "
-                              "(see sql/001_outbox.sql) or set outbox.table",
-                              r->nspname, r->relname, PQdb(r->conn));
-                PQclear(res);
-                rc = RELAY_ESETUP;
-                goto out;
-        }
         /* A partitioned outbox ('p') works only when the publication sends
          * its partitions' rows as the root's (publish_via_partition_root):
          * otherwise they arrive under each partition's name, which is not
          * outbox.table, and would be ignored. */
-        char relkind = PQgetvalue(res, 0, 0)[0];
-        PQclear(res);
-        if (relkind != 'r' && relkind != 'p') {
-                relay_err_set(err, errlen,
-                              "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
-                              "outbox.table to a table or a partitioned table",
-                              r->nspname, r->relname, relkind);
-                rc = RELAY_ESETUP;
-                goto out;
+        for (size_t i = 0; i < r->ntables; i++) {
+                char kind;
+                if ((rc = table_kind(r, &r->tables[i], &kind, err, errlen)))
+                        return rc;
+                if (kind == 'p' && !parted)
+                        parted = &r->tables[i];
         }
-        bool partitioned = relkind == 'p';
-
+        if (!(pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication)))) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
         snprintf(sql, sizeof(sql),
                  "SELECT pubinsert, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = %s",
                  pub);
@@ -430,31 +485,16 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         }
         if (PQntuples(res) == 0) {
                 PQclear(res);
-                char *qn = PQescapeIdentifier(r->conn, r->nspname, strlen(r->nspname));
-                char *qr = PQescapeIdentifier(r->conn, r->relname, strlen(r->relname));
-                qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
-                if (!qn || !qr || !qpub) {
-                        PQfreemem(qn);
-                        PQfreemem(qr);
+                if (!(res = create_publication(r, parted != NULL, err, errlen))) {
                         rc = RELAY_ENOMEM;
-                        relay_err_set(err, errlen, "out of memory");
                         goto out;
                 }
-                snprintf(sql, sizeof(sql),
-                         "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert'%s)", qpub,
-                         qn, qr, partitioned ? ", publish_via_partition_root = true" : "");
-                PQfreemem(qn);
-                PQfreemem(qr);
-                res = PQexec(r->conn, sql);
                 /* Another relay created it between our look and our CREATE:
                  * check the one that won as if it had been there (42710, or
                  * 23505 when both inserts raced into the catalog). */
                 if (sqlstate_is(res, "42710") || sqlstate_is(res, "23505")) {
                         PQclear(res);
-                        PQfreemem(nsp);
-                        PQfreemem(rel);
                         PQfreemem(pub);
-                        PQfreemem(qpub);
                         return publication(r, may_create, created, err, errlen);
                 }
                 if (PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -476,13 +516,13 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         bool pubinsert = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
         bool pubviaroot = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
         PQclear(res);
-        if (partitioned && !pubviaroot) {
+        if (parted && !pubviaroot) {
                 relay_err_set(err, errlen,
                               "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
                               "sends its rows under each partition's name, which the relay would "
                               "not recognise; ALTER PUBLICATION %s SET (publish_via_partition_root "
                               "= true) before events are written (see sql/002_publication.sql)",
-                              r->nspname, r->relname, r->publication, r->publication);
+                              parted->schema, parted->name, r->publication, r->publication);
                 rc = RELAY_ESETUP;
                 goto out;
         }
@@ -494,26 +534,36 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 rc = RELAY_ESETUP;
                 goto out;
         }
-        snprintf(sql, sizeof(sql),
-                 "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = %s AND schemaname = "
-                 "%s AND tablename = %s",
-                 pub, nsp, rel);
-        if ((rc = query(r, sql, &res, err, errlen)))
-                goto out;
-        if (PQntuples(res) == 0) {
-                relay_err_set(err, errlen,
-                              "publication \"%s\" does not include table \"%s.%s\"; ALTER "
-                              "PUBLICATION %s ADD TABLE %s.%s",
-                              r->publication, r->nspname, r->relname, r->publication, r->nspname,
-                              r->relname);
-                rc = RELAY_ESETUP;
+        for (size_t i = 0; i < r->ntables && rc == 0; i++) {
+                const relay_table_name_t *t = &r->tables[i];
+                char *nsp = PQescapeLiteral(r->conn, t->schema, strlen(t->schema));
+                char *rel = PQescapeLiteral(r->conn, t->name, strlen(t->name));
+                if (nsp && rel)
+                        snprintf(sql, sizeof(sql),
+                                 "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = "
+                                 "%s AND schemaname = %s AND tablename = %s",
+                                 pub, nsp, rel);
+                PQfreemem(nsp);
+                PQfreemem(rel);
+                if (!nsp || !rel) {
+                        relay_err_set(err, errlen, "out of memory");
+                        rc = RELAY_ENOMEM;
+                        break;
+                }
+                if ((rc = query(r, sql, &res, err, errlen)))
+                        break;
+                if (PQntuples(res) == 0) {
+                        relay_err_set(err, errlen,
+                                      "publication \"%s\" does not include table \"%s.%s\"; ALTER "
+                                      "PUBLICATION %s ADD TABLE %s.%s",
+                                      r->publication, t->schema, t->name, r->publication,
+                                      t->schema, t->name);
+                        rc = RELAY_ESETUP;
+                }
+                PQclear(res);
         }
-        PQclear(res);
 out:
-        PQfreemem(nsp);
-        PQfreemem(rel);
         PQfreemem(pub);
-        PQfreemem(qpub);
         return rc;
 }
 

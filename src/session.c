@@ -772,7 +772,6 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                             size_t errlen)
 {
         const relay_settings_t *set = s->set;
-        const relay_table_name_t *t = &set->outbox_table;
         char snapshot[128];
         relay_lsn_t consistent;
         relay_backfill_t *b = NULL;
@@ -790,9 +789,12 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 return rc;
         }
         int64_t started = relay_now_ms(), last_log = started;
-        relay_log_info("backfilling table \"%s.%s\"%s%s%s: the rows committed before " RELAY_LSN_FMT
+        char tables[512];
+        relay_log_info("backfilling table%s %s%s%s%s: the rows committed before " RELAY_LSN_FMT
                        ", where the new slot's stream begins",
-                       t->schema, t->name, *set->snapshot_filter ? " where (" : "",
+                       set->n_outbox_tables > 1 ? "s" : "",
+                       relay_settings_tables(set, tables, sizeof(tables)),
+                       *set->snapshot_filter ? " where (" : "",
                        set->snapshot_filter, *set->snapshot_filter ? ")" : "",
                        RELAY_LSN_ARGS(consistent));
         s->txn_lsn = 0;
@@ -884,10 +886,12 @@ static int session_start_stream(relay_session_t *s, const relay_session_opts_t *
 
         if ((rc = relay_repl_ensure_publication(s->repl, &created, err, errlen)))
                 return rc;
-        if (created)
-                relay_log_info("created publication \"%s\" for table \"%s.%s\" (inserts only)",
-                               set->publication_name, set->outbox_table.schema,
-                               set->outbox_table.name);
+        if (created) {
+                char tables[512];
+                relay_log_info("created publication \"%s\" for table%s %s (inserts only)",
+                               set->publication_name, set->n_outbox_tables > 1 ? "s" : "",
+                               relay_settings_tables(set, tables, sizeof(tables)));
+        }
         relay_slot_outcome_t outcome;
         if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, o->recreate_slot,
                                          set->snapshot_initial, &outcome, err, errlen)))

@@ -14,7 +14,8 @@
  *     missing table column, Kafka unreachable;
  *   - outbox.source = messages without a table: the table is not checked,
  *     a missing publication is a warning (created empty); snapshot.mode =
- *     initial: a filter the server refuses and a role without SELECT fail.
+ *     initial: a filter the server refuses and a role without SELECT fail;
+ *     two outbox tables: both checked, the publication must include both.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -418,6 +419,24 @@ static void case_messages_and_snapshot(void)
                          n_sel));
         is_int(COUNT(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'", slot), 0,
                "check did not create slot \"%s\"", slot);
+
+        /* Two outbox tables: each is checked, and the publication must have both. */
+        h_pg_create_outbox(c, "outbox2");
+        const char *s_two[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                               "outbox.table=outbox,outbox2", NULL};
+        const char *n_two[] = {"does not include table \"public.outbox2\"",
+                               "ALTER PUBLICATION outbox_pub ADD TABLE public.outbox2", NULL};
+        out = expect_line("two tables, one not published", s_two, 3, "fail", "postgres.publication",
+                          n_two);
+        const char *n_two_t[] = {"outbox table \"public.outbox2\" exists", NULL};
+        line = find_line(out, "ok", "outbox.table", n_two_t);
+        ok(line != NULL, "two tables: the second table is checked too");
+        free(line);
+        free(out);
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub ADD TABLE outbox2");
+        const char *n_two_ok[] = {"inserts of \"public.outbox\", \"public.outbox2\" only", NULL};
+        free(expect_line("two tables, both published", s_two, 0, "ok", "postgres.publication",
+                         n_two_ok));
 
         PQfinish(c);
         h_pg_drop_db(db);
