@@ -25,8 +25,9 @@
  *    commit order across the partitions.
  * E. Two outbox tables in one publication (outbox.table = outbox,
  *    app.events; another schema, another column order): 3 000 and 2 000
- *    rows backfilled (filtered rows left out), 200 and 300 streamed; each
- *    table's events exactly once, in order.
+ *    rows backfilled (filtered rows left out), 200 and 300 streamed, then
+ *    one transaction writing the two tables by turns; each table's events
+ *    exactly once, in order.
  * C. Bad settings: a filter the server refuses stops the relay at start
  *    (exit 3) naming snapshot.filter and leaving no slot; snapshot.mode =
  *    initial with outbox.source = messages is refused (exit 2).
@@ -459,6 +460,16 @@ int main(void)
                 g_table = "outbox";
                 h_pg_exec(ec, "SET test.aggtype = '%s'", agg1);
                 insert_rows(ec, want1, 200);
+                /* One transaction writing both tables by turns: the mapping
+                 * switches tables at every row. */
+                h_pg_exec(ec, "BEGIN");
+                for (int i = 0; i < 40; i++) {
+                        g_table = i % 2 ? "app.events" : "outbox";
+                        h_pg_exec(ec, "SET LOCAL test.aggtype = '%s'", i % 2 ? agg2 : agg1);
+                        insert_rows(ec, i % 2 ? want2 : want1, 1);
+                }
+                h_pg_exec(ec, "COMMIT");
+                g_table = "outbox";
                 char *ewal = h_pg_value(ec, "SELECT pg_current_wal_lsn()");
                 long t1 = total_of(want1), t2 = total_of(want2);
                 ok(h_kafka_wait_count(topic, t1, 60000) >= t1 &&
