@@ -58,8 +58,9 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 const char *relay_repl_system_id(const relay_repl_t *r);
 
 /**
- * @brief Make sure the outbox table exists and the publication publishes
- *        its inserts, creating the publication (insert only) when missing.
+ * @brief Make sure every outbox table (outbox.table lists one or more)
+ *        exists and the publication publishes their inserts, creating the
+ *        publication (insert only, all of them) when missing.
  *        With outbox.source = messages there is no table: the publication
  *        only has to exist (created empty when missing).
  * @returns 0 (*created set when it created it); RELAY_ESETUP with the fix;
