@@ -3,9 +3,13 @@
 -- LOGIN REPLICATION is all the relay needs to stream: a logical replication
 -- connection may create and use a slot with the REPLICATION attribute alone,
 -- and pgoutput reads the outbox rows from the WAL with the publication's
--- rights, not the role's. So no SELECT on the outbox table is needed (no
--- initial snapshot is taken: only new inserts are relayed), and no write
--- privilege at all: the relay never touches the table.
+-- rights, not the role's. So no SELECT on the outbox table is needed (with
+-- the default snapshot.mode = never only new inserts are relayed), and no
+-- write privilege at all: the relay never touches the table.
+--
+-- snapshot.mode = initial (the backfill of rows already in the table when
+-- the slot is created) reads the table once, so it also needs
+--     GRANT SELECT ON outbox TO outbox_relay;
 --
 -- Run as a superuser (or a role with CREATEROLE). Idempotent. Set a password
 -- afterwards, e.g. \password outbox_relay in psql, or use another

@@ -51,8 +51,10 @@ typedef struct {
         const relay_settings_t *set;
         PGconn *conn;
         int kafka_timeout_ms;
-        bool table_exists;
-        unsigned table_oid;
+        bool table_exists;  /* the table being checked (tbl), later: all of them */
+        unsigned table_oid; /* tbl's, later: the first table's */
+        const relay_table_name_t *tbl; /* the outbox table being checked */
+        char oids[512];     /* every existing outbox table's oid: "{1,2}" */
         /* Topics the template names today (owned), for the Kafka checks. */
         char **topics;
         size_t ntopics;
@@ -305,8 +307,8 @@ static void pg_table(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
         char table[160];
-        snprintf(table, sizeof(table), "%s.%s", s->outbox_table.schema, s->outbox_table.name);
-        const char *p[] = {s->outbox_table.schema, s->outbox_table.name};
+        snprintf(table, sizeof(table), "%s.%s", x->tbl->schema, x->tbl->name);
+        const char *p[] = {x->tbl->schema, x->tbl->name};
         PGresult *res = q(x, "outbox.table",
                           "SELECT c.oid, c.relkind FROM pg_catalog.pg_class c JOIN "
                           "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 "
@@ -324,6 +326,8 @@ static void pg_table(ctx_t *x)
         char kind[8];
         snprintf(kind, sizeof(kind), "%s", PQgetvalue(res, 0, 1));
         x->table_oid = (unsigned)strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+        size_t ol = strlen(x->oids);
+        snprintf(x->oids + ol, sizeof(x->oids) - ol, "%s%u", ol ? "," : "", x->table_oid);
         PQclear(res);
         if (strcmp(kind, "r") != 0 && strcmp(kind, "p") != 0) {
                 add(x, "outbox.table", RELAY_CHECK_FAIL, "set outbox.table to an ordinary table",
@@ -457,11 +461,153 @@ static bool schema_optional(ctx_t *x, PGresult *res, const char *table)
         return true;
 }
 
+/*
+ * outbox.source = messages: pgoutput needs a publication to start, any
+ * publication; the relay creates an empty one when it is missing. Tables in
+ * it only cost decoding that the relay throws away.
+ */
+static void pg_message_publication(ctx_t *x)
+{
+        const char *pub = x->set->publication_name;
+        const char *p[] = {pub};
+        PGresult *res = q(x, "postgres.publication",
+                          "SELECT puballtables, (SELECT count(*) FROM "
+                          "pg_catalog.pg_publication_tables t WHERE t.pubname = p.pubname) FROM "
+                          "pg_catalog.pg_publication p WHERE pubname = $1",
+                          1, p);
+        if (!res)
+                return;
+        if (PQntuples(res) == 1) {
+                bool all = is_true(res, 0, 0);
+                long tables = strtol(PQgetvalue(res, 0, 1), NULL, 10);
+                PQclear(res);
+                if (all || tables > 0)
+                        add(x, "postgres.publication", RELAY_CHECK_WARNING,
+                            "use a publication of no tables for outbox.source = messages (CREATE "
+                            "PUBLICATION name, without FOR)",
+                            "publication \"%s\" publishes %s: the walsender decodes and sends "
+                            "their changes, which the relay discards (it reads messages only)",
+                            pub, all ? "all tables" : "tables");
+                else
+                        add(x, "postgres.publication", RELAY_CHECK_OK, NULL,
+                            "publication \"%s\" exists (no tables: messages need none)", pub);
+                return;
+        }
+        PQclear(res);
+        res = q(x, "postgres.publication",
+                "SELECT has_database_privilege(current_database(), 'CREATE')", 0, NULL);
+        if (!res)
+                return;
+        bool can_create = PQntuples(res) == 1 && is_true(res, 0, 0);
+        PQclear(res);
+        if (can_create)
+                add(x, "postgres.publication", RELAY_CHECK_WARNING,
+                    "create it beforehand (CREATE PUBLICATION name, without FOR) to keep the "
+                    "relay's role unprivileged",
+                    "publication \"%s\" does not exist; the relay creates it empty at its first "
+                    "start, as this role may create in the database",
+                    pub);
+        else
+                addf(x, "postgres.publication", RELAY_CHECK_FAIL,
+                     "publication does not exist and this role cannot create it (creating needs "
+                     "CREATE on the database)",
+                     "CREATE PUBLICATION %s (no tables: outbox.source = messages needs none)", pub);
+}
+
+/* What the message source needs beyond the server checks: nothing to read,
+ * but say where events come from, as the table checks do for the table. */
+static void pg_messages(ctx_t *x)
+{
+        const relay_settings_t *s = x->set;
+        add(x, "outbox.source", RELAY_CHECK_OK, NULL,
+            "events %sfrom transactional logical decoding messages with prefix \"%s\" "
+            "(pg_logical_emit_message(true, '%s', body), or outbox_emit() of "
+            "sql/005_outbox_emit.sql)",
+            s->outbox_source == RELAY_SOURCE_BOTH ? "from the outbox table and " : "",
+            s->outbox_message_prefix, s->outbox_message_prefix);
+}
+
+/* snapshot.mode = initial: the backfill reads the table with the filter. */
+static void pg_snapshot(ctx_t *x)
+{
+        const relay_settings_t *s = x->set;
+        if (!x->table_exists)
+                return; /* outbox.table says why */
+        char oid[16];
+        snprintf(oid, sizeof(oid), "%u", x->table_oid);
+        const char *op[] = {oid};
+        PGresult *res = q(x, "snapshot.mode", "SELECT has_table_privilege($1::oid, 'SELECT')", 1,
+                          op);
+        if (!res)
+                return;
+        bool may = PQntuples(res) == 1 && is_true(res, 0, 0);
+        PQclear(res);
+        if (!may) {
+                addf(x, "snapshot.mode", RELAY_CHECK_FAIL,
+                     "snapshot.mode = initial reads the outbox table once, and this role may not",
+                     "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never",
+                     x->tbl->schema, x->tbl->name, PQuser(x->conn));
+                return;
+        }
+        if (!*s->snapshot_filter) {
+                add(x, "snapshot.mode", RELAY_CHECK_OK, NULL,
+                    "snapshot.mode = initial: the rows of \"%s.%s\" are backfilled when the "
+                    "relay creates the slot",
+                    x->tbl->schema, x->tbl->name);
+                return;
+        }
+        /* Planned, not run; the extended protocol takes one statement only. */
+        char *qs = PQescapeIdentifier(x->conn, x->tbl->schema,
+                                      strlen(x->tbl->schema));
+        char *qt = PQescapeIdentifier(x->conn, x->tbl->name, strlen(x->tbl->name));
+        size_t n = strlen(s->snapshot_filter) + 512;
+        char *sql = malloc(n);
+        if (!qs || !qt || !sql) {
+                PQfreemem(qs);
+                PQfreemem(qt);
+                free(sql);
+                x->res->oom = true;
+                return;
+        }
+        snprintf(sql, n, "EXPLAIN SELECT 1 FROM %s.%s WHERE (%s\n)", qs, qt, s->snapshot_filter);
+        PQfreemem(qs);
+        PQfreemem(qt);
+        res = PQexecParams(x->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+        free(sql);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+                char buf[256];
+                const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+                add(x, "snapshot.filter", RELAY_CHECK_FAIL,
+                    "set snapshot.filter to a condition on the table's columns, as in a WHERE "
+                    "clause (e.g. sent_at IS NULL), or empty for every row",
+                    "snapshot.filter \"%s\" does not work on table \"%s.%s\": %s",
+                    s->snapshot_filter, x->tbl->schema, x->tbl->name,
+                    primary ? primary : one_line(PQresultErrorMessage(res), buf, sizeof(buf)));
+        } else {
+                add(x, "snapshot.filter", RELAY_CHECK_OK, NULL,
+                    "snapshot.mode = initial: the rows of \"%s.%s\" where (%s) are backfilled "
+                    "when the relay creates the slot",
+                    x->tbl->schema, x->tbl->name, s->snapshot_filter);
+        }
+        PQclear(res);
+}
+
 static void pg_publication(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
         const char *pub = s->publication_name;
         const char *p[] = {pub};
+        char tables[512], list[512];
+        relay_settings_tables(s, tables, sizeof(tables));
+        size_t ll = 0;
+        list[0] = '\0';
+        for (size_t i = 0; i < s->n_outbox_tables && ll < sizeof(list); i++)
+                ll += (size_t)snprintf(list + ll, sizeof(list) - ll, "%s%s.%s", i ? ", " : "",
+                                       s->outbox_tables[i].schema, s->outbox_tables[i].name);
+        if (s->outbox_source == RELAY_SOURCE_MESSAGES) {
+                pg_message_publication(x);
+                return;
+        }
         PGresult *res = q(x, "postgres.publication",
                           "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
                           "FROM pg_catalog.pg_publication WHERE pubname = $1",
@@ -476,11 +622,15 @@ static void pg_publication(ctx_t *x)
                             "publication \"%s\" does not exist", pub);
                         return;
                 }
-                /* The relay creates it: CREATE on the database, and owning the table. */
-                res = q_table(x, "postgres.publication",
-                              "SELECT has_database_privilege(current_database(), 'CREATE'), "
-                              "pg_has_role(current_user, c.relowner, 'USAGE') FROM "
-                              "pg_catalog.pg_class c WHERE c.oid = $1");
+                /* The relay creates it: CREATE on the database, and owning the tables. */
+                char oids[sizeof(x->oids) + 2];
+                snprintf(oids, sizeof(oids), "{%s}", x->oids);
+                const char *op[] = {oids};
+                res = q(x, "postgres.publication",
+                        "SELECT has_database_privilege(current_database(), 'CREATE'), "
+                        "bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) FROM "
+                        "pg_catalog.pg_class c WHERE c.oid = ANY ($1::oid[])",
+                        1, op);
                 if (!res)
                         return;
                 bool can_create = PQntuples(res) == 1 && is_true(res, 0, 0) && is_true(res, 0, 1);
@@ -490,18 +640,17 @@ static void pg_publication(ctx_t *x)
                             "create it beforehand (sql/002_publication.sql) to keep the relay's "
                             "role unprivileged",
                             "publication \"%s\" does not exist; the relay creates it at its first "
-                            "start (inserts%s of \"%s.%s\" only), as this role owns the table and "
+                            "start (inserts%s of %s only), as this role owns the table%s and "
                             "may create in the database",
                             pub, s->invalid_op != RELAY_INVALID_OP_WARN ? " and updates" : "",
-                            s->outbox_table.schema, s->outbox_table.name);
+                            tables, s->n_outbox_tables > 1 ? "s" : "");
                 else
                         addf(x, "postgres.publication", RELAY_CHECK_FAIL,
                              "publication does not exist and this role cannot create it "
                              "(creating needs CREATE on the database and ownership of the table)",
-                             "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert%s') as "
-                             "the table's owner (sql/002_publication.sql)",
-                             pub, s->outbox_table.schema, s->outbox_table.name,
-                             s->invalid_op != RELAY_INVALID_OP_WARN ? ", update" : "");
+                             "CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert%s') as "
+                             "the tables' owner (sql/002_publication.sql)",
+                             pub, list, s->invalid_op != RELAY_INVALID_OP_WARN ? ", update" : "");
                 return;
         }
         bool ins = is_true(res, 0, 0), upd = is_true(res, 0, 1), del = is_true(res, 0, 2),
@@ -548,8 +697,9 @@ static void pg_publication(ctx_t *x)
                     "table's changes, which the relay discards",
                     pub);
         }
-        if (x->table_exists) {
-                const char *tp[] = {pub, s->outbox_table.schema, s->outbox_table.name};
+        for (size_t i = 0; x->table_exists && i < s->n_outbox_tables; i++) {
+                const relay_table_name_t *t = &s->outbox_tables[i];
+                const char *tp[] = {pub, t->schema, t->name};
                 res = q(x, "postgres.publication",
                         "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND "
                         "schemaname = $2 AND tablename = $3",
@@ -560,17 +710,17 @@ static void pg_publication(ctx_t *x)
                         bad = true;
                         char fix[512];
                         snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s.%s", pub,
-                                 s->outbox_table.schema, s->outbox_table.name);
+                                 t->schema, t->name);
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                             "publication \"%s\" does not include table \"%s.%s\"", pub,
-                            s->outbox_table.schema, s->outbox_table.name);
+                            t->schema, t->name);
                 }
                 PQclear(res);
         }
         if (!bad)
                 add(x, "postgres.publication", RELAY_CHECK_OK, NULL,
-                    "publication \"%s\" publishes inserts%s of \"%s.%s\" only", pub,
-                    want_upd ? " and updates" : "", s->outbox_table.schema, s->outbox_table.name);
+                    "publication \"%s\" publishes inserts%s of %s only", pub,
+                    want_upd ? " and updates" : "", tables);
 }
 
 /*
@@ -655,18 +805,26 @@ static void pg_slot(ctx_t *x)
         if (PQgetisnull(res, 0, 7)) {
                 long used = strtol(PQgetvalue(res, 0, 9), NULL, 10);
                 long max = strtol(PQgetvalue(res, 0, 10), NULL, 10);
-                if (used >= max)
+                /* The backfill's temporary slot and the copy exist together
+                 * for a moment. */
+                long need = x->set->snapshot_initial ? 2 : 1;
+                if (used + need > max)
                         add(x, "postgres.slot", RELAY_CHECK_FAIL,
                             "raise max_replication_slots and restart PostgreSQL, or drop an unused slot",
-                            "replication slot \"%s\" does not exist and cannot be created: all %ld "
-                            "slots (max_replication_slots) are in use",
-                            slot, max);
+                            "replication slot \"%s\" does not exist and cannot be created: %ld of "
+                            "%ld slots (max_replication_slots) are in use, and creating it needs "
+                            "%ld free%s",
+                            slot, used, max, need,
+                            need > 1 ? " (snapshot.mode = initial: a temporary slot and its copy)"
+                                     : "");
                 else
                         add(x, "postgres.slot", RELAY_CHECK_OK, NULL,
                             "replication slot \"%s\" does not exist yet; the relay creates it "
-                            "(pgoutput) at its first start and relays events committed from then on "
-                            "(%ld of %ld slots in use)",
-                            slot, used, max);
+                            "(pgoutput) at its first start and relays events committed from then on"
+                            "%s (%ld of %ld slots in use)",
+                            slot,
+                            x->set->snapshot_initial ? ", after the rows already in the table" : "",
+                            used, max);
                 PQclear(res);
                 pg_slot_failover(x, false, false, false);
                 return;
@@ -752,6 +910,12 @@ static void pg_topics(ctx_t *x)
                 x->topics[x->ntopics++] = t;
                 return;
         }
+        if (x->set->outbox_source == RELAY_SOURCE_MESSAGES) {
+                snprintf(x->topics_note, sizeof(x->topics_note),
+                         "topic.template names topics by the messages' fields, which cannot be "
+                         "listed before the messages are written");
+                return;
+        }
         if (!x->conn || PQstatus(x->conn) != CONNECTION_OK || !x->table_exists) {
                 snprintf(x->topics_note, sizeof(x->topics_note),
                          "topic.template names topics by column values, and the outbox table "
@@ -804,10 +968,8 @@ static void pg_topics(ctx_t *x)
                 PQfreemem(qc);
                 first = false;
         }
-        char *qs = PQescapeIdentifier(x->conn, x->set->outbox_table.schema,
-                                      strlen(x->set->outbox_table.schema));
-        char *qt = PQescapeIdentifier(x->conn, x->set->outbox_table.name,
-                                      strlen(x->set->outbox_table.name));
+        char *qs = PQescapeIdentifier(x->conn, x->tbl->schema, strlen(x->tbl->schema));
+        char *qt = PQescapeIdentifier(x->conn, x->tbl->name, strlen(x->tbl->name));
         if (qs && qt)
                 snprintf(sql + l, sizeof(sql) - l, " FROM %s.%s LIMIT %d", qs, qt, MAX_TOPICS + 1);
         PQfreemem(qs);
@@ -1039,7 +1201,8 @@ static void kafka_checks(ctx_t *x)
 int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_settings_t *set,
                     int kafka_timeout_ms, char *err, size_t errlen)
 {
-        ctx_t x = {.cfg = cfg, .set = set, .kafka_timeout_ms = kafka_timeout_ms};
+        ctx_t x = {.cfg = cfg, .set = set, .kafka_timeout_ms = kafka_timeout_ms,
+                   .tbl = &set->outbox_table};
         if (!(x.res = calloc(1, sizeof(*x.res)))) {
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
@@ -1047,8 +1210,31 @@ int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_
         if (pg_connect(&x)) {
                 pg_server(&x);
                 pg_role(&x);
-                pg_table(&x);
+                /* Each outbox table, then the publication over all of them;
+                 * the topics come from the first table's rows. */
+                bool all = true, first = false;
+                unsigned first_oid = 0;
+                for (size_t i = 0; set->outbox_source != RELAY_SOURCE_MESSAGES &&
+                                   i < set->n_outbox_tables;
+                     i++) {
+                        x.tbl = &set->outbox_tables[i];
+                        x.table_exists = false;
+                        pg_table(&x);
+                        if (set->snapshot_initial)
+                                pg_snapshot(&x);
+                        all &= x.table_exists;
+                        if (i == 0) {
+                                first = x.table_exists;
+                                first_oid = x.table_oid;
+                        }
+                }
+                if (set->outbox_source != RELAY_SOURCE_TABLE)
+                        pg_messages(&x);
+                x.table_exists = all;
                 pg_publication(&x);
+                x.tbl = &set->outbox_tables[0];
+                x.table_exists = first;
+                x.table_oid = first_oid;
                 pg_slot(&x);
         }
         pg_topics(&x);

@@ -44,7 +44,7 @@ typedef enum {
         KT_CONNINFO, /* libpq connection string or URI, checked by libpq */
         KT_SLOT,     /* replication slot name: [a-z0-9_]{1,63}, as PostgreSQL requires */
         KT_IDENT,    /* lower-case unquoted SQL identifier: [a-z_][a-z0-9_$]*, <= 63 bytes */
-        KT_TABLE,    /* [schema.]table, each part a KT_IDENT; stored as schema.table */
+        KT_TABLE,    /* [schema.]table[, ...], each part a KT_IDENT; stored as schema.table,... */
         KT_COLUMN,   /* column name: non-empty, <= 63 bytes, no control characters */
         KT_COLUMNS,  /* comma-separated KT_COLUMNs, possibly none; stored without blanks */
         KT_TEMPLATE, /* Kafka topic with ${column} placeholders */
@@ -77,6 +77,7 @@ static const char *const invalid_op_behaviors[] = {"warn", "error", "fatal", NUL
 /* In relay_format_profile_t order. */
 static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
                                               "connect-json-schema", "debezium-server", NULL};
+static const char *const snapshot_modes[] = {"never", "initial", NULL};
 static const char *const delivery_modes[] = {"at-least-once", "exactly-once", NULL};
 
 /* Alphabetical, as --help and --print-config list it. */
@@ -159,7 +160,8 @@ static const key_def_t keys[] = {
          .desc = "where events come from: table (inserts into outbox.table), messages "
                  "(transactional logical decoding messages with outbox.message.prefix) or both"},
         {.name = "outbox.table", .type = KT_TABLE, .def = "public.outbox",
-         .desc = "the outbox table, schema.table (a bare table name means public)"},
+         .desc = "the outbox table, schema.table (a bare table name means public); several, "
+                 "comma-separated, are all read by the same mapping"},
         {.name = "postgres.conninfo", .type = KT_CONNINFO, .def = "", .flags = KF_SECRET,
          .desc = "libpq connection string or URI; empty uses the PG* environment variables "
                  "and libpq defaults"},
@@ -200,6 +202,14 @@ static const key_def_t keys[] = {
         {.name = "slot.recreate", .type = KT_ENUM, .def = "false", .choices = booleans,
          .desc = "when the slot was dropped or invalidated, create it anew instead of "
                  "stopping (events written in between may be missing)"},
+        {.name = "snapshot.filter", .type = KT_STRING, .def = "",
+         .desc = "snapshot.mode = initial: a condition on the outbox table's columns, as in a "
+                 "WHERE clause (e.g. sent_at IS NULL), that the backfilled rows must meet; "
+                 "empty: every row"},
+        {.name = "snapshot.mode", .type = KT_ENUM, .def = "never", .choices = snapshot_modes,
+         .desc = "never (only rows inserted after the slot was created) or initial (when the "
+                 "relay creates the slot, first relay the rows the outbox table already holds, "
+                 "from the snapshot of the slot's creation)"},
         {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
          .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
         {.name = "table.expand.json.payload", .type = KT_ENUM, .def = "false", .choices = booleans,
@@ -686,17 +696,52 @@ static int parse_name(const key_def_t *k, const char *v, char **norm, int64_t *n
 static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                        size_t whylen)
 {
-        relay_table_name_t t;
-        int rc;
+        sbuf_t b = {0};
+        const char *p = v, *s;
+        size_t n, count = 0;
+        int rc = 0;
 
         (void)k, (void)num;
-        if ((rc = relay_names_parse_table(v, &t, why, whylen)) != 0)
+        /* One table, or several (one publication covers them all), stored
+         * in one spelling, schema.table[,schema.table...], for --print-config
+         * and the settings. */
+        while (rc == 0 && relay_list_next(&p, &s, &n)) {
+                relay_table_name_t t;
+                char *item = relay_dupn(s, n);
+                if (!item || (rc = relay_names_parse_table(item, &t, why, whylen)) != 0) {
+                        rc = item ? rc : RELAY_ENOMEM;
+                        free(item);
+                        break;
+                }
+                free(item);
+                /* The same table twice would be read twice by a backfill. */
+                const char *q = count > 0 ? b.p : NULL, *prev;
+                size_t m, sl = strlen(t.schema), tl = sl + 1 + strlen(t.name);
+                while (rc == 0 && relay_list_next(&q, &prev, &m))
+                        if (m == tl && strncmp(prev, t.schema, sl) == 0 && prev[sl] == '.' &&
+                            strncmp(prev + sl + 1, t.name, tl - sl - 1) == 0) {
+                                relay_err_set(why, whylen, "must name each table once, but "
+                                              "\"%s.%s\" is listed twice", t.schema, t.name);
+                                rc = RELAY_EINVAL;
+                        }
+                if (count++ > 0)
+                        sb_addc(&b, ',');
+                sb_adds(&b, t.schema);
+                sb_addc(&b, '.');
+                sb_adds(&b, t.name);
+                relay_names_table_free(&t);
+        }
+        if (rc == 0 && count == 0) {
+                relay_err_set(why, whylen,
+                              "must name a table: \"schema.table\" or \"table\" (meaning "
+                              "public.table), or several separated by commas");
+                rc = RELAY_EINVAL;
+        }
+        if (rc) {
+                free(b.p);
                 return rc;
-        /* Store one spelling, schema.table, for --print-config and the settings. */
-        *norm = malloc(strlen(t.schema) + 1 + strlen(t.name) + 1);
-        if (*norm != NULL)
-                sprintf(*norm, "%s.%s", t.schema, t.name);
-        relay_names_table_free(&t);
+        }
+        *norm = sb_finish(&b);
         return *norm != NULL ? 0 : RELAY_ENOMEM;
 }
 

@@ -443,10 +443,11 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 if (strcmp(k, "slot.name") == 0 || strcmp(k, "publication.name") == 0) {
                         rc = set(c, k, v, path, k, err, errlen);
                 } else if (strcmp(k, "table.include.list") == 0) {
-                        if (strpbrk(v, ",*+?()[]|^$\\")) {
+                        if (strpbrk(v, "*+?()[]|^$\\")) {
                                 rc = refuse(err, errlen, path, k, v,
-                                            "the relay reads one outbox table: name it "
-                                            "(schema.table)");
+                                            "the relay reads outbox tables by name, not by "
+                                            "regular expression: name each (schema.table), "
+                                            "comma-separated");
                         } else {
                                 rc = set(c, "outbox.table", v, path, k, err, errlen);
                         }

@@ -354,6 +354,14 @@ void relay_manual_print_man(FILE *out)
                   "transient (PostgreSQL or Kafka unreachable, a delivery error) is not an exit: "
                   "the session is torn down without confirming more and resumed from the slot "
                   "after a backoff.");
+        fputs(".PP\n", out);
+        roff_line(out,
+                  "With snapshot.mode = initial, the start that creates the slot first relays "
+                  "the rows the outbox table already holds (those meeting snapshot.filter), read "
+                  "in the snapshot the slot exported, so each row is relayed once across the "
+                  "boundary; the slot becomes permanent only once Kafka has acknowledged them, "
+                  "so a crash during the backfill leaves no slot and the next start backfills "
+                  "again. The role then needs SELECT on the table.");
         fputs(".SH COMMANDS\n", out);
         roff_line(out, "The first argument may name a command; without one the relay runs. "
                        "Commands read the same configuration (--config, environment, --set).");

@@ -45,8 +45,10 @@ typedef struct {
 
 struct relay_outbox {
         const relay_settings_t *set;
-        uint32_t relid; /* 0 until the Relation arrived */
+        uint32_t relid; /* the bound relation's; 0 until a Relation arrived */
         bool bound;
+        const relay_table_name_t *table; /* the bound one of outbox.table's tables */
+        uint32_t *relids; /* per outbox.table table: its relation's relid, 0 until bound */
 
         named_col_t cols[NCOLS];
         named_col_t *extra; /* outbox.headers, then header placements */
@@ -118,6 +120,7 @@ void relay_outbox_free(relay_outbox_t *o)
 {
         if (!o)
                 return;
+        free(o->relids);
         free(o->extra);
         free(o->env);
         free(o->env_kind);
@@ -190,6 +193,9 @@ int relay_outbox_new(relay_outbox_t **out, const relay_settings_t *set, char *er
         if (!o)
                 goto nomem;
         o->set = set;
+        o->table = &set->outbox_table;
+        if (!(o->relids = calloc(set->n_outbox_tables + 1, sizeof(*o->relids))))
+                goto nomem;
         names[COL_ID] = set->outbox_column.id;
         names[COL_AGGTYPE] = set->outbox_column.aggregate_type;
         names[COL_AGGID] = set->outbox_column.aggregate_id;
@@ -282,10 +288,19 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
 
         if (o->set->outbox_source == RELAY_SOURCE_MESSAGES)
                 return 0;
-        if (strcmp(relay_pgo_relation_name(rel), o->set->outbox_table.name) != 0 ||
-            strcmp(relay_pgo_relation_namespace(rel), o->set->outbox_table.schema) != 0)
+        size_t t = 0;
+        const relay_table_name_t *tables = o->set->outbox_tables;
+        while (t < o->set->n_outbox_tables &&
+               (strcmp(relay_pgo_relation_name(rel), tables[t].name) != 0 ||
+                strcmp(relay_pgo_relation_namespace(rel), tables[t].schema) != 0))
+                t++;
+        if (t == o->set->n_outbox_tables)
                 return 0;
-        o->relid = relay_pgo_relation_id(rel);
+        /* A table dropped and created again comes with a new relid, whose
+         * Relation precedes its rows. */
+        o->relids[t] = relay_pgo_relation_id(rel);
+        o->table = &tables[t];
+        o->relid = o->relids[t];
         o->bound = true;
         for (int i = 0; i < NCOLS; i++)
                 o->cols[i].col = find_col(rel, o->cols[i].name);
@@ -331,7 +346,10 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
 
 bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid)
 {
-        return o->bound && relid == o->relid;
+        for (size_t i = 0; i < o->set->n_outbox_tables; i++)
+                if (o->relids[i] == relid && relid != 0)
+                        return true;
+        return false;
 }
 
 static int grow_buf(char **buf, size_t *cap, size_t need)
@@ -384,7 +402,7 @@ static int text_col(relay_outbox_t *o, const relay_pgo_insert_t *m, const named_
                 relay_err_set(err, errlen,
                               "outbox table \"%s.%s\" has no column \"%s\" (%s); add the column "
                               "or set %s to the column that holds it",
-                              o->set->outbox_table.schema, o->set->outbox_table.name, c->name,
+                              o->table->schema, o->table->name, c->name,
                               what, what);
                 return RELAY_EMAP;
         }
@@ -523,8 +541,8 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
                                       "table.fields.additional.placement puts column \"%s\" in the "
                                       "envelope, but outbox table \"%s.%s\" has no such column; "
                                       "add it, or set table.field.additional.missing = ignore",
-                                      o->env[i].name, o->set->outbox_table.schema,
-                                      o->set->outbox_table.name);
+                                      o->env[i].name, o->table->schema,
+                                      o->table->name);
                         return RELAY_EMAP;
                 }
                 if (o->env[i].col >= 0 && o->env_kind[i] == RELAY_KIND_UNSUPPORTED)
@@ -588,13 +606,13 @@ static int envelope(relay_outbox_t *o, const relay_pgo_insert_t *m, const relay_
                         return RELAY_EMAP;
                 }
                 size_t n = strlen(o->set->format_debezium_topic_prefix) +
-                           strlen(o->set->outbox_table.schema) + strlen(o->set->outbox_table.name) +
+                           strlen(o->table->schema) + strlen(o->table->name) +
                            rv->len + 16;
                 *name = malloc(n);
                 if (!*name)
                         return RELAY_ENOMEM;
                 snprintf(*name, n, "%s.%s.%s.%.*s.Value", o->set->format_debezium_topic_prefix,
-                         o->set->outbox_table.schema, o->set->outbox_table.name, (int)rv->len,
+                         o->table->schema, o->table->name, (int)rv->len,
                          rv->data);
         }
         relay_fmtbuf_t *b = &o->vbuf;
@@ -1016,6 +1034,12 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         int rc, first = 0;
 
         memset(ev, 0, sizeof(*ev));
+        /* Several outbox tables: columns are resolved per table, so a row
+         * of another table than the last one's binds its relation first. */
+        if (m->relid != o->relid && m->relation && relay_outbox_bind(o, m->relation) < 0) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
         /* PostgreSQL epoch microseconds -> Unix epoch milliseconds. */
         ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
 
@@ -1048,7 +1072,7 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                 relay_err_set(msg, sizeof(msg),
                               "outbox table \"%s.%s\" has no column \"%s\" (%s); add the column "
                               "or set %s",
-                              o->set->outbox_table.schema, o->set->outbox_table.name,
+                              o->table->schema, o->table->name,
                               o->cols[COL_PAYLOAD].name, col_keys[COL_PAYLOAD],
                               col_keys[COL_PAYLOAD]);
                 first_error(&first, RELAY_EMAP, err, errlen, msg);
@@ -1087,8 +1111,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                                 relay_err_set(msg, sizeof(msg),
                                               "topic.template refers to column \"%s\", which "
                                               "outbox table \"%s.%s\" does not have",
-                                              sg->text, o->set->outbox_table.schema,
-                                              o->set->outbox_table.name);
+                                              sg->text, o->table->schema,
+                                              o->table->name);
                                 first_error(&first, RELAY_EMAP, err, errlen, msg);
                                 topic_ok = false;
                                 break;
@@ -1213,8 +1237,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                                       "table.fields.additional.placement puts column \"%s\" in "
                                       "the partition, but outbox table \"%s.%s\" has no such "
                                       "integer column; name an integer column",
-                                      o->part.name, o->set->outbox_table.schema,
-                                      o->set->outbox_table.name);
+                                      o->part.name, o->table->schema,
+                                      o->table->name);
                         first_error(&first, RELAY_EMAP, err, errlen, msg);
                 } else if (pv2->kind == 't' && (!endp || *endp || pn < 0 || pn > INT32_MAX)) {
                         relay_err_set(msg, sizeof(msg),
@@ -1242,8 +1266,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
                                       "table.field.event.timestamp names column \"%s\", which "
                                       "outbox table \"%s.%s\" %s; name a timestamp or "
                                       "timestamptz column",
-                                      o->set->event_timestamp_column, o->set->outbox_table.schema,
-                                      o->set->outbox_table.name,
+                                      o->set->event_timestamp_column, o->table->schema,
+                                      o->table->name,
                                       tv ? "has, but neither as timestamp nor as timestamptz"
                                          : "does not have");
                         first_error(&first, RELAY_EMAP, err, errlen, msg);

@@ -797,3 +797,43 @@ bool relay_pgo_relation_colkey(const relay_pgo_relation_t *rel, int i)
 {
         return i >= 0 && i < rel->ncols && rel->cols[i].key;
 }
+
+relay_pgo_relation_t *relay_pgo_relation_new(uint32_t relid, const char *nspname,
+                                             const char *relname, int ncols,
+                                             const char *const *names, const uint32_t *types,
+                                             const int32_t *typmods)
+{
+        size_t nsplen = strlen(nspname), rellen = strlen(relname);
+        size_t strbytes = nsplen + 1 + rellen + 1;
+
+        if (ncols < 0)
+                return NULL;
+        for (int i = 0; i < ncols; i++)
+                strbytes += strlen(names[i]) + 1;
+        relay_pgo_relation_t *rel = malloc(offsetof(struct relay_pgo_relation, cols) +
+                                           (size_t)ncols * sizeof(struct col) + strbytes);
+        if (rel == NULL)
+                return NULL;
+        char *s = (char *)&rel->cols[ncols];
+        rel->relid = relid;
+        rel->replident = 'd';
+        rel->ncols = ncols;
+        rel->nspname = memcpy(s, nspname, nsplen + 1);
+        s += nsplen + 1;
+        rel->relname = memcpy(s, relname, rellen + 1);
+        s += rellen + 1;
+        for (int i = 0; i < ncols; i++) {
+                size_t len = strlen(names[i]);
+                rel->cols[i].name = memcpy(s, names[i], len + 1);
+                s += len + 1;
+                rel->cols[i].typid = types[i];
+                rel->cols[i].typmod = typmods[i];
+                rel->cols[i].key = false;
+        }
+        return rel;
+}
+
+void relay_pgo_relation_free(relay_pgo_relation_t *rel)
+{
+        free(rel);
+}

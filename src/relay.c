@@ -179,9 +179,11 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                   "an aggregate's events may be reordered");
         char source[400];
         int sn = 0;
+        char tables[300];
         if (set->outbox_source != RELAY_SOURCE_MESSAGES)
-                sn = snprintf(source, sizeof(source), "table \"%s.%s\"%s", set->outbox_table.schema,
-                              set->outbox_table.name,
+                sn = snprintf(source, sizeof(source), "table%s %s%s",
+                              set->n_outbox_tables > 1 ? "s" : "",
+                              relay_settings_tables(set, tables, sizeof(tables)),
                               set->outbox_source == RELAY_SOURCE_BOTH ? " and " : "");
         if (set->outbox_source != RELAY_SOURCE_TABLE && sn >= 0 && (size_t)sn < sizeof(source))
                 snprintf(source + sn, sizeof(source) - (size_t)sn, "messages with prefix \"%s\"",

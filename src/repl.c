@@ -29,8 +29,8 @@ struct relay_repl {
         /* Borrowed from the settings. */
         const char *slot;
         const char *publication;
-        const char *nspname;
-        const char *relname;
+        const relay_table_name_t *tables; /* outbox.table's */
+        size_t ntables;
         relay_outbox_source_t source;
         bool failover; /* slot.failover: the slot is created or altered with FAILOVER */
         bool failover_altered; /* ensure_slot turned failover on for an existing slot */
@@ -41,6 +41,7 @@ struct relay_repl {
         int64_t wal_sender_timeout_ms;
         char system_id[32]; /* IDENTIFY_SYSTEM's systemid: names the database cluster */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
+        char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
 };
 
 /* PostgreSQL's messages end with a newline; keep ours one line. */
@@ -150,7 +151,7 @@ static int64_t parse_pg_duration_ms(const char *s)
  * silently drop the user's (e.g. -c logical_decoding_work_mem=...). Caller
  * frees; NULL when out of memory.
  */
-static char *session_options(const char *conninfo)
+char *relay_repl_session_options(const char *conninfo)
 {
         const char *user = NULL;
         PQconninfoOption *parsed = NULL;
@@ -178,7 +179,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
          * predictable text format (after the user's own options). */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
                               "application_name", NULL};
-        char *options = session_options(set->postgres_conninfo);
+        char *options = relay_repl_session_options(set->postgres_conninfo);
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "database", "UTF8", options, "outbox-relay", NULL};
         relay_repl_t *r = calloc(1, sizeof(*r));
@@ -187,8 +188,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                 goto fail;
         r->slot = set->slot_name;
         r->publication = set->publication_name;
-        r->nspname = set->outbox_table.schema;
-        r->relname = set->outbox_table.name;
+        r->tables = set->outbox_tables;
+        r->ntables = set->n_outbox_tables;
         r->source = set->outbox_source;
         r->failover = set->slot_failover;
         r->need_updates = set->invalid_op != RELAY_INVALID_OP_WARN;
@@ -382,56 +383,114 @@ out:
         return rc;
 }
 
+/* Table i of outbox.table exists and is a table: its relkind in *kind. */
+static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, char *err,
+                      size_t errlen)
+{
+        char sql[1024];
+        PGresult *res;
+        int rc;
+        char *nsp = PQescapeLiteral(r->conn, t->schema, strlen(t->schema));
+        char *rel = PQescapeLiteral(r->conn, t->name, strlen(t->name));
+
+        if (!nsp || !rel) {
+                PQfreemem(nsp);
+                PQfreemem(rel);
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        snprintf(sql, sizeof(sql),
+                 "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
+                 "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+                 nsp, rel);
+        PQfreemem(nsp);
+        PQfreemem(rel);
+        if ((rc = query(r, sql, &res, err, errlen)))
+                return rc;
+        if (PQntuples(res) == 0) {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" does not exist in database \"%s\"; create it "
+                              "(see sql/001_outbox.sql) or set outbox.table",
+                              t->schema, t->name, PQdb(r->conn));
+                PQclear(res);
+                return RELAY_ESETUP;
+        }
+        *kind = PQgetvalue(res, 0, 0)[0];
+        PQclear(res);
+        if (*kind != 'r' && *kind != 'p') {
+                relay_err_set(err, errlen,
+                              "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
+                              "outbox.table to a table or a partitioned table",
+                              t->schema, t->name, *kind);
+                return RELAY_ESETUP;
+        }
+        return 0;
+}
+
+/* CREATE PUBLICATION for every outbox table, inserts only. */
+static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, size_t errlen)
+{
+        size_t n = 256;
+        for (size_t i = 0; i < r->ntables; i++)
+                n += 2 * (strlen(r->tables[i].schema) + strlen(r->tables[i].name)) + 8;
+        char *sql = malloc(n);
+        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+        PGresult *res = NULL;
+        if (!sql || !qpub)
+                goto out;
+        size_t l = (size_t)snprintf(sql, n, "CREATE PUBLICATION %s FOR TABLE ", qpub);
+        for (size_t i = 0; i < r->ntables; i++) {
+                const relay_table_name_t *t = &r->tables[i];
+                char *qn = PQescapeIdentifier(r->conn, t->schema, strlen(t->schema));
+                char *qr = PQescapeIdentifier(r->conn, t->name, strlen(t->name));
+                if (qn && qr)
+                        l += (size_t)snprintf(sql + l, n - l, "%s%s.%s", i ? ", " : "", qn, qr);
+                PQfreemem(qn);
+                PQfreemem(qr);
+                if (!qn || !qr)
+                        goto out;
+        }
+        /* Updates only when table.op.invalid.behavior must see them: deletes
+         * never (the outbox is emptied by them, and without a replica
+         * identity a published DELETE fails). */
+        snprintf(sql + l, n - l, " WITH (publish = 'insert%s'%s)", r->need_updates ? ", update" : "",
+                 viaroot ? ", publish_via_partition_root = true" : "");
+        res = PQexec(r->conn, sql);
+out:
+        if (!res)
+                relay_err_set(err, errlen, "out of memory");
+        free(sql);
+        PQfreemem(qpub);
+        return res;
+}
+
 /* The publication checks; creates it when missing only if may_create. */
 static int publication(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
 {
         char sql[2048];
         PGresult *res;
         int rc;
-        char *nsp, *rel, *pub, *qpub = NULL;
+        char *pub;
+        const relay_table_name_t *parted = NULL; /* a partitioned one, for the message */
 
         *created = false;
         if (r->source == RELAY_SOURCE_MESSAGES)
                 return message_publication(r, may_create, created, err, errlen);
-        nsp = PQescapeLiteral(r->conn, r->nspname, strlen(r->nspname));
-        rel = PQescapeLiteral(r->conn, r->relname, strlen(r->relname));
-        pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
-        if (!nsp || !rel || !pub) {
-                rc = RELAY_ENOMEM;
-                relay_err_set(err, errlen, "out of memory");
-                goto out;
-        }
-        snprintf(sql, sizeof(sql),
-                 "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
-                 "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
-                 nsp, rel);
-        if ((rc = query(r, sql, &res, err, errlen)))
-                goto out;
-        if (PQntuples(res) == 0) {
-                relay_err_set(err, errlen,
-                              "outbox table \"%s.%s\" does not exist in database \"%s\"; create it "
-                              "(see sql/001_outbox.sql) or set outbox.table",
-                              r->nspname, r->relname, PQdb(r->conn));
-                PQclear(res);
-                rc = RELAY_ESETUP;
-                goto out;
-        }
         /* A partitioned outbox ('p') works only when the publication sends
          * its partitions' rows as the root's (publish_via_partition_root):
          * otherwise they arrive under each partition's name, which is not
          * outbox.table, and would be ignored. */
-        char relkind = PQgetvalue(res, 0, 0)[0];
-        PQclear(res);
-        if (relkind != 'r' && relkind != 'p') {
-                relay_err_set(err, errlen,
-                              "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
-                              "outbox.table to a table or a partitioned table",
-                              r->nspname, r->relname, relkind);
-                rc = RELAY_ESETUP;
-                goto out;
+        for (size_t i = 0; i < r->ntables; i++) {
+                char kind;
+                if ((rc = table_kind(r, &r->tables[i], &kind, err, errlen)))
+                        return rc;
+                if (kind == 'p' && !parted)
+                        parted = &r->tables[i];
         }
-        bool partitioned = relkind == 'p';
-
+        if (!(pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication)))) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
         snprintf(sql, sizeof(sql),
                  "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication WHERE "
                  "pubname = %s",
@@ -449,35 +508,16 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         }
         if (PQntuples(res) == 0) {
                 PQclear(res);
-                char *qn = PQescapeIdentifier(r->conn, r->nspname, strlen(r->nspname));
-                char *qr = PQescapeIdentifier(r->conn, r->relname, strlen(r->relname));
-                qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
-                if (!qn || !qr || !qpub) {
-                        PQfreemem(qn);
-                        PQfreemem(qr);
+                if (!(res = create_publication(r, parted != NULL, err, errlen))) {
                         rc = RELAY_ENOMEM;
-                        relay_err_set(err, errlen, "out of memory");
                         goto out;
                 }
-                /* Updates only when table.op.invalid.behavior must see them:
-                 * deletes never (the outbox is emptied by them, and without
-                 * a replica identity a published DELETE fails). */
-                snprintf(sql, sizeof(sql),
-                         "CREATE PUBLICATION %s FOR TABLE %s.%s WITH (publish = 'insert%s'%s)",
-                         qpub, qn, qr, r->need_updates ? ", update" : "",
-                         partitioned ? ", publish_via_partition_root = true" : "");
-                PQfreemem(qn);
-                PQfreemem(qr);
-                res = PQexec(r->conn, sql);
                 /* Another relay created it between our look and our CREATE:
                  * check the one that won as if it had been there (42710, or
                  * 23505 when both inserts raced into the catalog). */
                 if (sqlstate_is(res, "42710") || sqlstate_is(res, "23505")) {
                         PQclear(res);
-                        PQfreemem(nsp);
-                        PQfreemem(rel);
                         PQfreemem(pub);
-                        PQfreemem(qpub);
                         return publication(r, may_create, created, err, errlen);
                 }
                 if (PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -500,13 +540,13 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         bool pubviaroot = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
         bool pubupdate = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         PQclear(res);
-        if (partitioned && !pubviaroot) {
+        if (parted && !pubviaroot) {
                 relay_err_set(err, errlen,
                               "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
                               "sends its rows under each partition's name, which the relay would "
                               "not recognise; ALTER PUBLICATION %s SET (publish_via_partition_root "
                               "= true) before events are written (see sql/002_publication.sql)",
-                              r->nspname, r->relname, r->publication, r->publication);
+                              parted->schema, parted->name, r->publication, r->publication);
                 rc = RELAY_ESETUP;
                 goto out;
         }
@@ -528,26 +568,36 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 rc = RELAY_ESETUP;
                 goto out;
         }
-        snprintf(sql, sizeof(sql),
-                 "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = %s AND schemaname = "
-                 "%s AND tablename = %s",
-                 pub, nsp, rel);
-        if ((rc = query(r, sql, &res, err, errlen)))
-                goto out;
-        if (PQntuples(res) == 0) {
-                relay_err_set(err, errlen,
-                              "publication \"%s\" does not include table \"%s.%s\"; ALTER "
-                              "PUBLICATION %s ADD TABLE %s.%s",
-                              r->publication, r->nspname, r->relname, r->publication, r->nspname,
-                              r->relname);
-                rc = RELAY_ESETUP;
+        for (size_t i = 0; i < r->ntables && rc == 0; i++) {
+                const relay_table_name_t *t = &r->tables[i];
+                char *nsp = PQescapeLiteral(r->conn, t->schema, strlen(t->schema));
+                char *rel = PQescapeLiteral(r->conn, t->name, strlen(t->name));
+                if (nsp && rel)
+                        snprintf(sql, sizeof(sql),
+                                 "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = "
+                                 "%s AND schemaname = %s AND tablename = %s",
+                                 pub, nsp, rel);
+                PQfreemem(nsp);
+                PQfreemem(rel);
+                if (!nsp || !rel) {
+                        relay_err_set(err, errlen, "out of memory");
+                        rc = RELAY_ENOMEM;
+                        break;
+                }
+                if ((rc = query(r, sql, &res, err, errlen)))
+                        break;
+                if (PQntuples(res) == 0) {
+                        relay_err_set(err, errlen,
+                                      "publication \"%s\" does not include table \"%s.%s\"; ALTER "
+                                      "PUBLICATION %s ADD TABLE %s.%s",
+                                      r->publication, t->schema, t->name, r->publication,
+                                      t->schema, t->name);
+                        rc = RELAY_ESETUP;
+                }
+                PQclear(res);
         }
-        PQclear(res);
 out:
-        PQfreemem(nsp);
-        PQfreemem(rel);
         PQfreemem(pub);
-        PQfreemem(qpub);
         return rc;
 }
 
@@ -609,7 +659,7 @@ static int alter_failover(relay_repl_t *r, char *err, size_t errlen)
         return rc;
 }
 
-int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool defer_create,
                            relay_slot_outcome_t *outcome, char *err, size_t errlen)
 {
         bool was_lost = false;
@@ -708,6 +758,10 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
                 return RELAY_ESLOTLOST;
         }
 create:
+        if (defer_create) {
+                *outcome = was_lost ? RELAY_SLOT_RECREATED : RELAY_SLOT_CREATED;
+                return 0;
+        }
         /* The legacy syntax is accepted by 14 to 18; no snapshot is exported
          * because rows from before the slot are not ours to send (backfill is
          * a separate feature). FAILOVER exists only in the option list (15+
@@ -753,6 +807,114 @@ int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *
                 rc = RELAY_EPROTO;
         }
         PQclear(res);
+        return rc;
+}
+
+int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snaplen,
+                                    relay_lsn_t *consistent, char *err, size_t errlen)
+{
+        char sql[256];
+        char *q;
+        PGresult *res;
+        int rc = 0;
+
+        /* Slot names are [a-z0-9_]{1,63}: room for the suffix and a pid. */
+        snprintf(r->backfill_slot, sizeof(r->backfill_slot), "%.40s_backfill_%d", r->slot,
+                 PQbackendPID(r->conn));
+        if (!(q = PQescapeIdentifier(r->conn, r->backfill_slot, strlen(r->backfill_slot)))) {
+                relay_err_set(err, errlen, "out of memory");
+                return RELAY_ENOMEM;
+        }
+        /* The legacy syntax is accepted by 14 to 18. The snapshot lives until
+         * this connection's next command. */
+        snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput "
+                                   "EXPORT_SNAPSHOT", q);
+        PQfreemem(q);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3 ||
+            PQgetisnull(res, 0, 2)) {
+                char what[160];
+                snprintf(what, sizeof(what),
+                         "could not create temporary replication slot \"%.64s\"",
+                         r->backfill_slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        } else if (relay_lsn_parse(PQgetvalue(res, 0, 1), consistent) != 0) {
+                relay_err_set(err, errlen, "CREATE_REPLICATION_SLOT returned an invalid LSN \"%s\"",
+                              PQgetvalue(res, 0, 1));
+                rc = RELAY_EPROTO;
+        } else {
+                snprintf(snapshot, snaplen, "%s", PQgetvalue(res, 0, 2));
+        }
+        PQclear(res);
+        if (rc)
+                r->backfill_slot[0] = '\0';
+        return rc;
+}
+
+int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char *err,
+                            size_t errlen)
+{
+        char sql[512];
+        char *src = PQescapeLiteral(r->conn, r->backfill_slot, strlen(r->backfill_slot));
+        char *dst = PQescapeLiteral(r->conn, r->slot, strlen(r->slot));
+        char *qsrc = PQescapeIdentifier(r->conn, r->backfill_slot, strlen(r->backfill_slot));
+        PGresult *res = NULL;
+        int rc = 0;
+
+        if (!src || !dst || !qsrc) {
+                relay_err_set(err, errlen, "out of memory");
+                rc = RELAY_ENOMEM;
+                goto out;
+        }
+        /* The copy keeps the temporary slot's restart and confirmed
+         * positions: the stream starts exactly where the snapshot ends.
+         * "false" makes it permanent (by default it would be temporary like
+         * its source). */
+        snprintf(sql, sizeof(sql),
+                 "SELECT pg_catalog.pg_copy_logical_replication_slot(%s, %s, false)", src, dst);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+                rc = 0;
+        } else if (sqlstate_is(res, "42710")) {
+                /* Another relay backfilled and created it first: it streams
+                 * from its own snapshot's end; our backfill only doubled
+                 * rows, it lost none. */
+                *outcome = RELAY_SLOT_EXISTED;
+        } else {
+                char what[200];
+                snprintf(what, sizeof(what),
+                         "could not create replication slot \"%.64s\" from \"%.64s\"", r->slot,
+                         r->backfill_slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+                goto out;
+        }
+        PQclear(res);
+        /* Dropped with the connection anyway; dropped now so it holds no WAL. */
+        snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", qsrc);
+        res = PQexec(r->conn, sql);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                char what[160];
+                snprintf(what, sizeof(what), "could not drop temporary replication slot \"%.64s\"",
+                         r->backfill_slot);
+                result_error(err, errlen, what, res, r->conn);
+                rc = failed_query_code(r);
+        } else {
+                r->backfill_slot[0] = '\0';
+        }
+        /* The copy does not keep failover (PostgreSQL 17 sets it false, and a
+         * temporary slot cannot have it): turn it on as for an existing slot. */
+        if (rc == 0 && r->failover && *outcome != RELAY_SLOT_EXISTED) {
+                PQclear(res);
+                res = NULL;
+                rc = alter_failover(r, err, errlen);
+        }
+out:
+        PQclear(res);
+        PQfreemem(src);
+        PQfreemem(dst);
+        PQfreemem(qsrc);
         return rc;
 }
 

@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "relay/backfill.h"
 #include "relay/checkpoint.h"
 #include "relay/log.h"
 #include "relay/lsn.h"
@@ -35,6 +37,10 @@
 /* Messages decoded per pass before Kafka's reports are served again. */
 #define READ_BATCH 4096
 #define PROGRESS_LOG_MS 60000
+/* The backfill reports its progress more often: it is the start's wait. */
+#define BACKFILL_LOG_MS 10000
+/* Backfilled rows produced between two turns serving Kafka's reports. */
+#define BACKFILL_SERVE_ROWS 256
 /* Hand memory freed after a burst back to the system this often. */
 #define TRIM_MS 5000
 /* How long the first start waits for Kafka to answer before calling the
@@ -223,6 +229,8 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
                 confirmed = s->eos.committed; /* acknowledged is not yet committed */
         int64_t now = relay_now_ms();
         session_metrics(s, confirmed, now);
+        if (!s->streaming)
+                return 0; /* backfilling: no stream to send status on yet */
         int64_t since = now - pg->last_status_ms;
         if (!force && !pg->reply_pending && since < pg->status_interval_ms &&
             !(confirmed > pg->sent_flush && since >= CONFIRM_MIN_GAP_MS))
@@ -773,6 +781,116 @@ static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
         return 0;
 }
 
+/* The wall clock in PostgreSQL's epoch (microseconds since 2000-01-01 UTC). */
+static int64_t pg_now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return ((int64_t)ts.tv_sec - INT64_C(946684800)) * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * snapshot.mode = initial, the slot being created: a temporary slot exports
+ * its snapshot, the rows the table held then are produced as one
+ * pseudo-transaction and acknowledged, and only then does the temporary
+ * slot become the permanent one, positioned where the snapshot ends. A
+ * failure or crash before that leaves no slot, so the next start backfills
+ * again: rows may be sent twice, never lost. Rejected rows follow the error
+ * policy as streamed ones, remembered under transaction 0.
+ */
+static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, char *err,
+                            size_t errlen)
+{
+        const relay_settings_t *set = s->set;
+        char snapshot[128];
+        relay_lsn_t consistent;
+        relay_backfill_t *b = NULL;
+        relay_pgo_insert_t row;
+        relay_event_t ev;
+        int rc;
+
+        if ((rc = relay_repl_create_snapshot_slot(s->repl, snapshot, sizeof(snapshot), &consistent,
+                                                  err, errlen)) ||
+            (rc = relay_backfill_open(&b, set, snapshot, err, errlen)))
+                return rc;
+        if ((rc = relay_outbox_bind(s->outbox, relay_backfill_relation(b))) < 0) {
+                relay_backfill_free(b);
+                relay_err_set(err, errlen, "out of memory");
+                return rc;
+        }
+        int64_t started = relay_now_ms(), last_log = started;
+        char tables[512];
+        relay_log_info("backfilling table%s %s%s%s%s: the rows committed before " RELAY_LSN_FMT
+                       ", where the new slot's stream begins",
+                       set->n_outbox_tables > 1 ? "s" : "",
+                       relay_settings_tables(set, tables, sizeof(tables)),
+                       *set->snapshot_filter ? " where (" : "",
+                       set->snapshot_filter, *set->snapshot_filter ? ")" : "",
+                       RELAY_LSN_ARGS(consistent));
+        s->txn_lsn = 0;
+        s->commit_ts = pg_now_us();
+        if ((rc = relay_acktrack_begin(s->ack, 0))) {
+                relay_backfill_free(b);
+                relay_err_set(err, errlen, "out of memory");
+                return rc;
+        }
+        for (;;) {
+                if (*s->stop) {
+                        relay_err_set(err, errlen, "stopped during the backfill; the next start "
+                                                   "backfills again");
+                        rc = RELAY_EIO;
+                        break;
+                }
+                if ((rc = relay_backfill_next(b, &row, err, errlen)) <= 0)
+                        break;
+                rc = relay_outbox_map(s->outbox, &row, s->commit_ts, &ev, err, errlen);
+                if ((rc = relay_settle_event(s, ev, rc, "backfilled outbox row", consistent, err,
+                                             errlen)))
+                        break;
+                if (relay_backfill_rows(b) % BACKFILL_SERVE_ROWS == 0 &&
+                    (rc = relay_session_serve(s, 0, err, errlen)))
+                        break;
+                int64_t now = relay_now_ms();
+                if (now - last_log >= BACKFILL_LOG_MS) {
+                        relay_log_info("backfill: %llu rows read, %llu acknowledged by Kafka, "
+                                       "%.0f rows/s",
+                                       (unsigned long long)relay_backfill_rows(b),
+                                       (unsigned long long)(s->n.events -
+                                                            relay_acktrack_pending(s->ack)),
+                                       (double)relay_backfill_rows(b) * 1000.0 /
+                                               (double)(now - started));
+                        last_log = now;
+                }
+        }
+        uint64_t rows = relay_backfill_rows(b);
+        relay_backfill_free(b);
+        if (rc)
+                return rc;
+        if ((rc = relay_acktrack_commit(s->ack, consistent))) {
+                relay_err_set(err, errlen, "backfill ended at an invalid position " RELAY_LSN_FMT,
+                              RELAY_LSN_ARGS(consistent));
+                return rc;
+        }
+        while (!relay_acktrack_drained(s->ack) || relay_producer_outq_len(s->prod) > 0) {
+                if (*s->stop) {
+                        relay_err_set(err, errlen, "stopped during the backfill; the next start "
+                                                   "backfills again");
+                        return RELAY_EIO;
+                }
+                if ((rc = relay_session_serve(s, 10, err, errlen)))
+                        return rc;
+        }
+        if ((rc = relay_session_kafka_check(s, err, errlen)) ||
+            (rc = relay_repl_persist_slot(s->repl, outcome, err, errlen)))
+                return rc;
+        relay_log_info("backfill done: %llu rows in %.1f s (%llu events, %llu dead-lettered, "
+                       "%llu skipped), all acknowledged by Kafka",
+                       (unsigned long long)rows, (double)(relay_now_ms() - started) / 1000.0,
+                       (unsigned long long)s->n.events, (unsigned long long)s->n.dead_lettered,
+                       (unsigned long long)s->n.skipped);
+        return 0;
+}
+
 static int session_start_stream(relay_session_t *s, const relay_session_opts_t *o,
                                 relay_lsn_t *resume, char *err, size_t errlen)
 {
@@ -798,20 +916,28 @@ static int session_start_stream(relay_session_t *s, const relay_session_opts_t *
 
         if ((rc = relay_repl_ensure_publication(s->repl, &created, err, errlen)))
                 return rc;
-        if (created)
-                relay_log_info("created publication \"%s\" for table \"%s.%s\" (inserts only)",
-                               set->publication_name, set->outbox_table.schema,
-                               set->outbox_table.name);
+        if (created) {
+                char tables[512];
+                relay_log_info("created publication \"%s\" for table%s %s (inserts only)",
+                               set->publication_name, set->n_outbox_tables > 1 ? "s" : "",
+                               relay_settings_tables(set, tables, sizeof(tables)));
+        }
         relay_slot_outcome_t outcome;
-        if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, o->recreate_slot, &outcome, err,
-                                         errlen)))
+        if ((rc = relay_repl_ensure_slot(s->repl, may_create_slot, o->recreate_slot,
+                                         set->snapshot_initial, &outcome, err, errlen)))
+                return rc;
+        bool backfilled = set->snapshot_initial && outcome != RELAY_SLOT_EXISTED;
+        if (backfilled && (rc = session_backfill(s, &outcome, err, errlen)))
                 return rc;
         /* Created after this process streamed from an earlier slot of that
          * name, or after finding it lost: events may be missing. */
         if (outcome == RELAY_SLOT_RECREATED || (outcome == RELAY_SLOT_CREATED && !may_create_slot))
                 relay_log_warning("created replication slot \"%s\" anew as slot.recreate = true "
-                                  "says: events written while it was gone are not relayed",
-                                  slot);
+                                  "says: events written while it was gone are not relayed%s",
+                                  slot,
+                                  backfilled ? " unless their rows were still in the table "
+                                               "(backfilled)"
+                                             : "");
         else if (outcome == RELAY_SLOT_CREATED)
                 relay_log_info("created replication slot \"%s\"%s", slot,
                                set->slot_failover ? " with failover enabled" : "");
@@ -831,6 +957,7 @@ static int session_start_stream(relay_session_t *s, const relay_session_opts_t *
                 *resume = 0; /* a new slot: our old position means nothing to it */
         if ((rc = relay_repl_start(s->repl, *resume, err, errlen)))
                 return rc;
+        s->streaming = true;
         if (s->eos.on && (rc = eos_start(s, first, err, errlen)))
                 return rc;
         if (!(s->dec = relay_pgoutput_new(relay_repl_proto_version(s->repl)))) {

@@ -92,6 +92,7 @@ struct relay_session {
         relay_acktrack_t *ack;
         progress_t prog;
         inplace_t inplace;
+        bool streaming; /* START_REPLICATION succeeded: status updates may be sent */
 
         bool dr_failed;
         char dr_err[RELAY_ERRBUF];

@@ -120,14 +120,46 @@ static char **list(reader_t *r, const char *key, size_t *count)
         return items;
 }
 
-static void table(reader_t *r, const char *key, relay_table_name_t *out)
+static void table_one(reader_t *r, const char *v, relay_table_name_t *out)
 {
-        const char *v = get(r, key);
         char why[RELAY_ERRBUF];
         int rc;
 
-        if (v != NULL && r->rc == 0 && (rc = relay_names_parse_table(v, out, why, sizeof(why))) != 0)
-                fail(r, rc, key, v, why);
+        if (r->rc == 0 && (rc = relay_names_parse_table(v, out, why, sizeof(why))) != 0)
+                fail(r, rc, "outbox.table", v, why);
+}
+
+/* outbox.table: one table or a comma-separated list; outbox_table is the first. */
+static void tables(reader_t *r, relay_settings_t *s)
+{
+        const char *v = get(r, "outbox.table"), *p = v, *item;
+        size_t n, count = 0;
+
+        if (v == NULL || r->rc != 0)
+                return;
+        while (relay_list_next(&p, &item, &n))
+                count++;
+        if (!(s->outbox_tables = calloc(count ? count : 1, sizeof(*s->outbox_tables)))) {
+                fail(r, RELAY_ENOMEM, "outbox.table", v, NULL);
+                return;
+        }
+        p = v;
+        while (r->rc == 0 && relay_list_next(&p, &item, &n)) {
+                char *one = relay_dupn(item, n);
+                if (!one) {
+                        fail(r, RELAY_ENOMEM, "outbox.table", v, NULL);
+                        return;
+                }
+                table_one(r, one, &s->outbox_tables[s->n_outbox_tables]);
+                free(one);
+                if (r->rc == 0)
+                        s->n_outbox_tables++;
+        }
+        if (r->rc == 0 && s->n_outbox_tables == 0)
+                fail(r, RELAY_EINVAL, "outbox.table", v, "must name a table");
+        if (r->rc == 0 && (!(s->outbox_table.schema = strdup(s->outbox_tables[0].schema)) ||
+                           !(s->outbox_table.name = strdup(s->outbox_tables[0].name))))
+                fail(r, RELAY_ENOMEM, "outbox.table", v, NULL);
 }
 
 static void template(reader_t *r, const char *key, relay_topic_template_t *out)
@@ -341,6 +373,9 @@ void relay_settings_free(relay_settings_t *s)
         free(s->publication_name);
         free(s->outbox_message_prefix);
         relay_names_table_free(&s->outbox_table);
+        for (size_t i = 0; i < s->n_outbox_tables; i++)
+                relay_names_table_free(&s->outbox_tables[i]);
+        free(s->outbox_tables);
         free(s->outbox_column.id);
         free(s->outbox_column.aggregate_type);
         free(s->outbox_column.aggregate_id);
@@ -365,6 +400,7 @@ void relay_settings_free(relay_settings_t *s)
         free(s->http_listen);
         free(s->eos_transactional_id);
         free(s->eos_checkpoint_topic);
+        free(s->snapshot_filter);
         free_list(s->errors_skip_ids, s->n_errors_skip_ids);
         free(s);
 }
@@ -401,7 +437,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                      "the prefix must not be empty: every message of every extension would "
                      "match; use the prefix your application passes to "
                      "pg_logical_emit_message(), e.g. outbox");
-        table(&r, "outbox.table", &s->outbox_table);
+        tables(&r, s);
         s->outbox_column.id = str(&r, "outbox.column.id");
         s->outbox_column.aggregate_type = str(&r, "outbox.column.aggregate_type");
         s->outbox_column.aggregate_id = str(&r, "outbox.column.aggregate_id");
@@ -471,6 +507,22 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                      "outbox.source = messages or both set format.profile = raw (or "
                      "outbox.source = table)");
 
+        {
+                static const char *const modes[] = {"never", "initial", NULL};
+                s->snapshot_initial = choice(&r, "snapshot.mode", modes,
+                                             "must be never or initial") == 1;
+        }
+        s->snapshot_filter = str(&r, "snapshot.filter");
+        /* A logical message is gone once decoded: there is no table to read. */
+        if (r.rc == 0 && s->outbox_source == RELAY_SOURCE_MESSAGES && s->snapshot_initial)
+                fail(&r, RELAY_EINVAL, "snapshot.mode", "initial",
+                     "with outbox.source = messages there is no outbox table to backfill from; "
+                     "set snapshot.mode = never, or outbox.source = table or both");
+        if (r.rc == 0 && s->outbox_source == RELAY_SOURCE_MESSAGES && s->snapshot_filter[0])
+                fail(&r, RELAY_EINVAL, "snapshot.filter", s->snapshot_filter,
+                     "with outbox.source = messages there is no outbox table to filter; leave "
+                     "snapshot.filter empty");
+
         s->errors_policy = (relay_errors_policy_t)choice(&r, "errors.policy", policies,
                                                          "must be dlq or stop");
         s->errors_retries = relay_config_get_int(cfg, "errors.retries");
@@ -488,6 +540,13 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->eos_transactional_id = str(&r, "eos.transactional.id");
         s->eos_commit_interval_ms = relay_config_get_int(cfg, "eos.commit.interval.ms");
         s->eos_checkpoint_topic = str(&r, "eos.checkpoint.topic");
+
+        /* The backfill's events are produced before the stream starts, outside
+         * any Kafka transaction and with no checkpoint to cover them. */
+        if (r.rc == 0 && s->exactly_once && s->snapshot_initial)
+                fail(&r, RELAY_EINVAL, "snapshot.mode", "initial",
+                     "the backfill is not supported with delivery.mode = exactly-once yet; run "
+                     "the backfill once with delivery.mode = at-least-once, then switch");
 
         s->status_interval_ms = relay_config_get_int(cfg, "status.interval.ms");
         s->shutdown_timeout_ms = relay_config_get_int(cfg, "shutdown.timeout.ms");
@@ -508,4 +567,14 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         }
         *out = s;
         return 0;
+}
+
+const char *relay_settings_tables(const relay_settings_t *s, char *buf, size_t len)
+{
+        size_t l = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < s->n_outbox_tables && l < len; i++)
+                l += (size_t)snprintf(buf + l, len - l, "%s\"%s.%s\"", i ? ", " : "",
+                                      s->outbox_tables[i].schema, s->outbox_tables[i].name);
+        return buf;
 }

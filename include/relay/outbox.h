@@ -45,19 +45,22 @@ void relay_outbox_free(relay_outbox_t *o);
 
 /**
  * @brief Offer a Relation (as decoded). With outbox.source = messages no
- *        relation is the outbox table. When it names the outbox table, its
- *        columns are resolved by name; columns the mapping needs but the table
+ *        relation is the outbox table. When it names one of outbox.table's
+ *        tables, its columns are resolved by name (the mapping is bound to
+ *        it until another is bound); columns the mapping needs but the table
  *        lacks are remembered and reported by relay_outbox_map().
  * @returns 1 when rel is the outbox table, 0 otherwise; RELAY_ENOMEM.
  */
 int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel) RELAY_MUST_CHECK;
 
-/** @brief True when relid is the bound outbox table. */
+/** @brief True when relid is an outbox table's relation bound so far. */
 bool relay_outbox_is_outbox(const relay_outbox_t *o, uint32_t relid);
 
 /**
- * @brief Map an Insert into the outbox table. commit_ts is the transaction's
- *        commit time (PostgreSQL epoch microseconds, from Begin).
+ * @brief Map an Insert into an outbox table (rebinding to insert->relation
+ *        when it is another outbox table than the bound one). commit_ts is
+ *        the transaction's commit time (PostgreSQL epoch microseconds, from
+ *        Begin).
  * @returns 0 and *ev; RELAY_EMAP when the row cannot become an event (a
  *          needed column is missing from the table, id or aggregate id is
  *          NULL, a topic column is NULL, the topic name is invalid, more

@@ -197,4 +197,19 @@ uint32_t relay_pgo_relation_coltype(const relay_pgo_relation_t *rel, int i); /* 
 int32_t relay_pgo_relation_coltypmod(const relay_pgo_relation_t *rel, int i);
 bool relay_pgo_relation_colkey(const relay_pgo_relation_t *rel, int i);
 
+/**
+ * @brief A relation described from outside the stream (the backfill's
+ *        result columns), with the same accessors as a cached one: replica
+ *        identity 'd', no key columns. The strings are copied.
+ * @returns the relation (caller frees with relay_pgo_relation_free()), or
+ *          NULL when out of memory.
+ */
+relay_pgo_relation_t *relay_pgo_relation_new(uint32_t relid, const char *nspname,
+                                             const char *relname, int ncols,
+                                             const char *const *names, const uint32_t *types,
+                                             const int32_t *typmods);
+
+/** @brief Free a relation from relay_pgo_relation_new(); accepts NULL. Never one of the cache's. */
+void relay_pgo_relation_free(relay_pgo_relation_t *rel);
+
 #endif

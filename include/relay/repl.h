@@ -33,6 +33,15 @@ typedef struct relay_repl relay_repl_t;
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err,
                        size_t errlen) RELAY_MUST_CHECK;
 
+/**
+ * @brief The server options ("options" connection parameter) for a
+ *        connection whose values the relay reads as text: the user's own
+ *        (conninfo's options, else PGOPTIONS), then the relay's date, time
+ *        zone, float and bytea formats, which win.
+ * @returns a string the caller frees, or NULL when out of memory.
+ */
+char *relay_repl_session_options(const char *conninfo);
+
 /** @brief Close and free; accepts NULL. */
 void relay_repl_free(relay_repl_t *r);
 
@@ -58,11 +67,11 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 const char *relay_repl_system_id(const relay_repl_t *r);
 
 /**
- * @brief Make sure the outbox table exists and the publication publishes
- *        its inserts, creating the publication (inserts only; inserts and
- *        updates when table.op.invalid.behavior is error or fatal, which
- *        also refuse an existing one that does not publish updates) when
- *        missing.
+ * @brief Make sure every outbox table (outbox.table lists one or more)
+ *        exists and the publication publishes their inserts, creating the
+ *        publication (inserts of all of them; inserts and updates when
+ *        table.op.invalid.behavior is error or fatal, which also refuse an
+ *        existing one that does not publish updates) when missing.
  *        With outbox.source = messages there is no table: the publication
  *        only has to exist (created empty when missing).
  * @returns 0 (*created set when it created it); RELAY_ESETUP with the fix;
@@ -100,14 +109,46 @@ typedef enum {
  *        slot whose WAL was removed (wal_status = lost) is dropped and
  *        created anew. With slot.failover = true the slot is created with
  *        FAILOVER, and an existing slot without it is altered to have it.
+ *        With defer_create set, a slot that would be created is not (a lost
+ *        one is dropped): *outcome says CREATED or RECREATED and the caller
+ *        creates it with relay_repl_create_snapshot_slot() and
+ *        relay_repl_persist_slot() around a backfill.
  * @returns 0 and *outcome; RELAY_ESLOTLOST when it is missing and may not be
  *          created, or lost and may not be recreated; RELAY_ESETUP when it
  *          belongs to another plugin or database, or slot.failover = true on
  *          a server before PostgreSQL 17; RELAY_EBUSY when the slot must be
  *          altered while another walsender holds it; RELAY_EIO.
  */
-int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate,
+int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool defer_create,
                            relay_slot_outcome_t *outcome, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief The first step of creating the slot with a backfill: a TEMPORARY
+ *        slot (named after the slot, "_backfill_" and the backend's pid)
+ *        that exports its snapshot. The snapshot (its name in snapshot,
+ *        snaplen >= 64) holds exactly the transactions committed before
+ *        *consistent, where the slot's stream begins. It is valid only until
+ *        this connection's next command: import it first. Should the relay
+ *        die before relay_repl_persist_slot(), the temporary slot vanishes
+ *        with the connection and no slot is left: the next start backfills
+ *        again (nothing lost, rows sent twice).
+ * @returns 0; RELAY_ESETUP (e.g. no free slot) with the server's message;
+ *          RELAY_EIO; RELAY_EPROTO; RELAY_ENOMEM.
+ */
+int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snaplen,
+                                    relay_lsn_t *consistent, char *err,
+                                    size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief After the backfill was acknowledged: copy the temporary slot to
+ *        the permanent slot of the settings (pg_copy_logical_replication_slot
+ *        keeps its confirmed position), then drop the temporary one. When
+ *        the slot exists already (another relay created it meanwhile),
+ *        *outcome becomes RELAY_SLOT_EXISTED and that slot is used.
+ * @returns 0; RELAY_ESETUP; RELAY_EIO; RELAY_ENOMEM.
+ */
+int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char *err,
+                            size_t errlen) RELAY_MUST_CHECK;
 
 /**
  * @brief START_REPLICATION at the later of start (0 for none) and the slot's

@@ -68,9 +68,14 @@ typedef struct {
         bool slot_recreate;
         char *publication_name;
 
+        bool snapshot_initial; /* snapshot.mode = initial: backfill when creating the slot */
+        char *snapshot_filter; /* "" = every row */
+
         relay_outbox_source_t outbox_source;
         char *outbox_message_prefix; /* non-empty */
-        relay_table_name_t outbox_table;
+        relay_table_name_t outbox_table; /* the first of outbox_tables */
+        relay_table_name_t *outbox_tables; /* outbox.table: one or more, in order, each once */
+        size_t n_outbox_tables;
         struct {
                 char *id;
                 char *aggregate_type;
@@ -136,6 +141,12 @@ typedef struct {
  */
 int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char *err,
                         size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief outbox.table's tables for messages: "s.t" quoted, comma-separated,
+ *        into buf (truncated to len). Returns buf.
+ */
+const char *relay_settings_tables(const relay_settings_t *s, char *buf, size_t len);
 
 /** @brief Free the settings and everything they own; accepts NULL. */
 void relay_settings_free(relay_settings_t *s);

@@ -52,7 +52,7 @@ static relay_repl_t *streaming(const relay_settings_t *set, const char *what)
 
         if (relay_repl_connect(&r, set, err, sizeof(err)) != 0 ||
             relay_repl_ensure_publication(r, &created, err, sizeof(err)) != 0 ||
-            relay_repl_ensure_slot(r, true, false, &outcome, err, sizeof(err)) != 0 ||
+            relay_repl_ensure_slot(r, true, false, false, &outcome, err, sizeof(err)) != 0 ||
             relay_repl_start(r, 0, err, sizeof(err)) != 0)
                 tap_bail("%s: %s", what, err);
         return r;

@@ -11,7 +11,11 @@
  *   - broken, each in one run with the fix in the line: wal_level=replica (a
  *     throwaway second cluster), a role without REPLICATION, a publication
  *     without the table, a publication publishing updates (also as JSON), a
- *     missing table column, Kafka unreachable.
+ *     missing table column, Kafka unreachable;
+ *   - outbox.source = messages without a table: the table is not checked,
+ *     a missing publication is a warning (created empty); snapshot.mode =
+ *     initial: a filter the server refuses and a role without SELECT fail;
+ *     two outbox tables: both checked, the publication must include both.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -352,10 +356,106 @@ static void case_wal_level(void)
         h_cluster_free(cl);
 }
 
+/*
+ * outbox.source = messages in a database without an outbox table: the table
+ * is not checked, the publication may be missing (the relay creates it
+ * empty) and exit 0; snapshot.mode = initial: a filter the server refuses
+ * and a role without SELECT on the table each fail with the fix.
+ */
+static void case_messages_and_snapshot(void)
+{
+        char *db = h_pg_create_db("checkmsg");
+        char *slot = h_unique_name("slot_check");
+        char *dlq = h_unique_name("check_dlq");
+        char *role = h_unique_name("nosel");
+        char set_conn[512], set_slot[128], set_dlq[128], set_role_conn[512];
+        PGconn *c = h_pg_connect(db);
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        snprintf(set_dlq, sizeof(set_dlq), "errors.dlq.topic=%s", dlq);
+        h_kafka_create_topic(dlq, 1);
+
+        const char *s_msg[] = {set_conn, g_set_kafka, set_slot, set_dlq, "outbox.source=messages",
+                               NULL};
+        const char *n_src[] = {"logical decoding messages with prefix \"outbox\"", NULL};
+        char *out = expect_line("messages, no table", s_msg, 0, "ok", "outbox.source", n_src);
+        ok(!strstr(out, "outbox.table") && !strstr(out, "outbox.columns"),
+           "messages, no table: the outbox table is not checked");
+        const char *n_pub[] = {"does not exist; the relay creates it empty", NULL};
+        char *line = find_line(out, "warning", "postgres.publication", n_pub);
+        ok(line != NULL, "messages, no table: a missing publication is created empty by the relay");
+        free(line);
+        free(out);
+        is_int(COUNT(c, "SELECT count(*) FROM pg_publication"), 0, "check created no publication");
+        h_pg_exec(c, "CREATE PUBLICATION outbox_pub");
+        const char *n_pub_ok[] = {"exists (no tables", NULL};
+        free(expect_line("messages, empty publication", s_msg, 0, "ok", "postgres.publication",
+                         n_pub_ok));
+
+        /* The backfill's needs: a filter the server plans, SELECT on the table. */
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub ADD TABLE outbox");
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub SET (publish = 'insert')");
+        const char *s_bad[] = {set_conn, g_set_kafka, set_slot, set_dlq, "snapshot.mode=initial",
+                               "snapshot.filter=sent_at IS NULL", NULL};
+        const char *n_bad[] = {"snapshot.filter \"sent_at IS NULL\" does not work",
+                               "column \"sent_at\" does not exist", "WHERE clause", NULL};
+        free(expect_line("snapshot.filter on a missing column", s_bad, 3, "fail", "snapshot.filter",
+                         n_bad));
+        h_pg_exec(c, "ALTER TABLE outbox ADD COLUMN sent_at timestamptz");
+        const char *n_good[] = {"where (sent_at IS NULL) are backfilled", NULL};
+        free(expect_line("snapshot.filter that works", s_bad, 0, "ok", "snapshot.filter", n_good));
+        h_pg_exec(c, "CREATE ROLE %s LOGIN REPLICATION", role);
+        snprintf(set_role_conn, sizeof(set_role_conn),
+                 "postgres.conninfo=host=%s port=%s user=%s dbname=%s", h_env("RELAY_TEST_PGHOST"),
+                 h_env("RELAY_TEST_PGPORT"), role, db);
+        const char *s_sel[] = {set_role_conn, g_set_kafka, set_slot, set_dlq,
+                               "snapshot.mode=initial", NULL};
+        char grant[256];
+        snprintf(grant, sizeof(grant), "GRANT SELECT ON public.outbox TO %s", role);
+        const char *n_sel[] = {grant, "snapshot.mode = never", NULL};
+        free(expect_line("snapshot.mode initial without SELECT", s_sel, 3, "fail", "snapshot.mode",
+                         n_sel));
+        is_int(COUNT(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'", slot), 0,
+               "check did not create slot \"%s\"", slot);
+
+        /* Two outbox tables: each is checked, and the publication must have both. */
+        h_pg_create_outbox(c, "outbox2");
+        const char *s_two[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                               "outbox.table=outbox,outbox2", NULL};
+        const char *n_two[] = {"does not include table \"public.outbox2\"",
+                               "ALTER PUBLICATION outbox_pub ADD TABLE public.outbox2", NULL};
+        out = expect_line("two tables, one not published", s_two, 3, "fail", "postgres.publication",
+                          n_two);
+        const char *n_two_t[] = {"outbox table \"public.outbox2\" exists", NULL};
+        line = find_line(out, "ok", "outbox.table", n_two_t);
+        ok(line != NULL, "two tables: the second table is checked too");
+        free(line);
+        free(out);
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub ADD TABLE outbox2");
+        const char *n_two_ok[] = {"inserts of \"public.outbox\", \"public.outbox2\" only", NULL};
+        free(expect_line("two tables, both published", s_two, 0, "ok", "postgres.publication",
+                         n_two_ok));
+
+        PQfinish(c);
+        h_pg_drop_db(db);
+        c = h_pg_connect("postgres");
+        h_pg_exec(c, "DROP ROLE IF EXISTS %s", role);
+        PQfinish(c);
+        h_kafka_delete_topic(dlq);
+        free(ci);
+        free(role);
+        free(dlq);
+        free(slot);
+        free(db);
+}
+
 int main(void)
 {
         snprintf(g_set_kafka, sizeof(g_set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         case_good_and_broken();
         case_wal_level();
+        case_messages_and_snapshot();
         return done_testing();
 }

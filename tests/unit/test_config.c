@@ -308,6 +308,10 @@ static void test_bad_values(void)
         set_fails(c, "outbox.table=my table", "must be \"schema.table\" or \"table\"");
         set_ok(c, "outbox.table=events", "outbox.table", "public.events");
         set_ok(c, "outbox.table=app.events", "outbox.table", "app.events");
+        set_ok(c, "outbox.table=outbox, app.events", "outbox.table", "public.outbox,app.events");
+        set_fails(c, "outbox.table=outbox,public.outbox", "listed twice");
+        set_fails(c, "outbox.table=outbox,,", "must be \"schema.table\" or \"table\"");
+        set_fails(c, "outbox.table=outbox,a.b.c", "must be \"schema.table\" or \"table\"");
 
         set_fails(c, "outbox.column.id=", "must be a column name");
         set_ok(c, "outbox.column.id=eventId", "outbox.column.id", "eventId");

@@ -86,6 +86,20 @@ int main(void)
         set = NULL;
         relay_config_free(c);
 
+        /* Several tables by name: one outbox.table list. */
+        {
+                const char *tmp = "/tmp/relay-test-dbzconf-two.conf";
+                write_tmp(tmp, "debezium.source.table.include.list=public.outbox, app.events\n");
+                if (relay_config_new(&c) != 0)
+                        tap_bail("relay_config_new");
+                rc = relay_dbzconf_load(c, tmp, notes, sizeof(notes), err, sizeof(err));
+                is_int(rc, 0, "a table.include.list of two names loads: %s", rc ? err : "ok");
+                is_str(relay_config_get(c, "outbox.table"), "public.outbox,app.events",
+                       "  as the outbox.table list");
+                relay_config_free(c);
+                remove(tmp);
+        }
+
         const char *bad[][2] = {
                 {"{\"config\": {\"transforms\": \"outbox\", \"transforms.outbox.type\": "
                  "\"io.debezium.transforms.outbox.EventRouter\", "
@@ -96,7 +110,7 @@ int main(void)
                  "\"transforms.outbox.tracing.with.context.field.only\": \"false\"}}",
                  "tracing.with.context.field.only"},
                 {"{\"plugin.name\": \"decoderbufs\"}", "pgoutput"},
-                {"debezium.source.table.include.list=public.outbox,public.other\n", "one outbox table"},
+                {"debezium.source.table.include.list=public.outbox.*\n", "comma-separated"},
                 {"debezium.format.value=avro\n", "json"},
                 {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
                 {"{\"flush.lsn.source\": \"false\"}", "confirmed_flush_lsn"},

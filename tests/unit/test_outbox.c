@@ -707,9 +707,72 @@ static void test_debezium_keys(void)
         relay_pgoutput_free(d);
 }
 
+/* outbox.table lists two tables with different column orders: rows of both
+ * map by their own layout, interleaved, and a third table is not ours. */
+static void test_two_tables(void)
+{
+        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_settings_t *set;
+        relay_outbox_t *o = mapping(&set, "outbox, app.events", "", "t.${aggregatetype}");
+        relay_pgo_msg_t m;
+        relay_event_t ev;
+        char err[RELAY_ERRBUF];
+        buf_t b;
+        const char *const cols_b[] = {"payload", "type", "aggregateid", "aggregatetype", "id"};
+        const uint32_t types_b[] = {3802, 1043, 1043, 1043, 2950};
+
+        is_int((long)set->n_outbox_tables, 2, "two outbox tables");
+        relation(&b, 300, "public", "outbox", 6, cols, types_json);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode first");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "public.outbox bound");
+        relation(&b, 301, "app", "events", 5, cols_b, types_b);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode second");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "app.events bound");
+        relation(&b, 302, "public", "events", 5, cols_b, types_b);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode third");
+        is_int(relay_outbox_bind(o, m.relation.relation), 0, "public.events is not listed");
+        ok(relay_outbox_is_outbox(o, 300) && relay_outbox_is_outbox(o, 301) &&
+                   !relay_outbox_is_outbox(o, 302),
+           "both listed tables are outbox tables, the third is not");
+        for (int round = 0; round < 2; round++) {
+                const char *row_a[] = {"id-a", "order", "agg-a", "Placed", "{\"a\":1}", NULL};
+                insert(&b, 300, 6, row_a);
+                is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode row a");
+                is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), 0, "map row a");
+                ok(ev.id_len == 4 && memcmp(ev.id, "id-a", 4) == 0 && ev.key_len == 5 &&
+                           memcmp(ev.key, "agg-a", 5) == 0 && strcmp(ev.topic, "t.order") == 0,
+                   "round %d: row of public.outbox mapped by its layout", round);
+                const char *row_b[] = {"{\"b\":2}", "Shipped", "agg-b", "parcel", "id-b"};
+                insert(&b, 301, 5, row_b);
+                is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode row b");
+                is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), 0, "map row b");
+                ok(ev.id_len == 4 && memcmp(ev.id, "id-b", 4) == 0 && ev.key_len == 5 &&
+                           memcmp(ev.key, "agg-b", 5) == 0 && strcmp(ev.topic, "t.parcel") == 0 &&
+                           ev.value_len == 7 && memcmp(ev.value, "{\"b\":2}", 7) == 0,
+                   "round %d: row of app.events mapped by its own layout", round);
+        }
+        /* A message about a row names the row's table. */
+        const char *const cols_c[] = {"id", "aggregateid", "type", "payload"};
+        const uint32_t types_c[] = {2950, 1043, 1043, 3802};
+        relation(&b, 301, "app", "events", 4, cols_c, types_c);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode altered");
+        is_int(relay_outbox_bind(o, m.relation.relation), 1, "app.events rebound");
+        const char *row_c[] = {"id-c", "agg-c", "T", "{}"};
+        insert(&b, 301, 4, row_c);
+        is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode row c");
+        is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "a row of app.events without aggregatetype refused");
+        ok(strstr(err, "app") && strstr(err, "events") && strstr(err, "aggregatetype"),
+           "  the message names the table and the column: %s", err);
+        relay_outbox_free(o);
+        relay_settings_free(set);
+        relay_pgoutput_free(d);
+}
+
 int main(void)
 {
         test_defaults();
+        test_two_tables();
         test_bytea_and_template();
         test_header_cap();
         test_messages();

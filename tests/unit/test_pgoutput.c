@@ -1001,6 +1001,36 @@ static void test_sweeps(void)
                 sweep(&dirs[i]);
 }
 
+/* A relation built outside the stream (the backfill's): copies, same accessors. */
+static void test_relation_new(void)
+{
+        char name0[] = "id", name1[] = "payload";
+        const char *names[] = {name0, name1};
+        const uint32_t types[] = {2950, 3802};
+        const int32_t typmods[] = {-1, -1};
+        relay_pgo_relation_t *rel =
+                relay_pgo_relation_new(16384, "public", "outbox", 2, names, types, typmods);
+        name0[0] = 'X'; /* copied, not borrowed */
+        ok(rel != NULL, "relay_pgo_relation_new");
+        if (rel) {
+                is_int(relay_pgo_relation_id(rel), 16384, "  relid");
+                is_str(relay_pgo_relation_namespace(rel), "public", "  namespace");
+                is_str(relay_pgo_relation_name(rel), "outbox", "  name");
+                is_int(relay_pgo_relation_ncols(rel), 2, "  two columns");
+                is_str(relay_pgo_relation_colname(rel, 0), "id", "  column 0 copied");
+                is_str(relay_pgo_relation_colname(rel, 1), "payload", "  column 1");
+                is_int(relay_pgo_relation_coltype(rel, 1), 3802, "  column 1 type");
+                is_int(relay_pgo_relation_coltypmod(rel, 0), -1, "  column 0 typmod");
+                ok(!relay_pgo_relation_colkey(rel, 0), "  no key columns");
+                ok(relay_pgo_relation_colname(rel, 2) == NULL, "  out of range: NULL");
+        }
+        relay_pgo_relation_free(rel);
+        relay_pgo_relation_free(NULL);
+        rel = relay_pgo_relation_new(1, "s", "t", 0, NULL, NULL, NULL);
+        ok(rel && relay_pgo_relation_ncols(rel) == 0, "a relation of no columns");
+        relay_pgo_relation_free(rel);
+}
+
 int main(void)
 {
         fixtures = getenv("RELAY_FIXTURES");
@@ -1012,6 +1042,7 @@ int main(void)
         test_many_relations();
         test_refused();
         test_sweeps();
+        test_relation_new();
         free(cur);
         return done_testing();
 }

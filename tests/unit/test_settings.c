@@ -85,6 +85,8 @@ static void test_defaults(void)
         is_str(s->eos_transactional_id, "", "eos.transactional.id empty (derived)");
         is_int(s->eos_commit_interval_ms, 100, "eos.commit.interval.ms");
         is_str(s->eos_checkpoint_topic, "outbox.relay.checkpoints", "eos.checkpoint.topic");
+        ok(!s->snapshot_initial, "snapshot.mode never");
+        is_str(s->snapshot_filter, "", "snapshot.filter empty");
         is_int(s->status_interval_ms, 10000, "status.interval.ms");
         is_int(s->shutdown_timeout_ms, 30000, "shutdown.timeout.ms");
         is_int(s->reconnect_backoff_ms, 500, "reconnect.backoff.ms");
@@ -254,6 +256,44 @@ static void test_refused(void)
         c = config();
         is_int(relay_config_set(c, "delivery.mode", "exactly-twice", "--set", err, sizeof(err)),
                RELAY_EINVAL, "an unknown delivery.mode refused");
+        is_int(relay_config_set(c, "snapshot.mode", "always", "--set", err, sizeof(err)),
+               RELAY_EINVAL, "an unknown snapshot.mode refused");
+        relay_config_free(c);
+
+        /* The backfill: taken with a table, refused without one. */
+        c = config();
+        set(c, "kafka.bootstrap.servers=k:9092");
+        set(c, "snapshot.mode=initial");
+        set(c, "snapshot.filter=sent_at IS NULL");
+        set(c, "outbox.source=both");
+        s = NULL;
+        is_int(relay_settings_load(&s, c, err, sizeof(err)), 0, "snapshot.mode initial, source both");
+        ok(s && s->snapshot_initial, "  snapshot.mode initial");
+        is_str(s ? s->snapshot_filter : NULL, "sent_at IS NULL", "  snapshot.filter as written");
+        relay_settings_free(s);
+        s = NULL;
+        set(c, "outbox.source=messages");
+        is_int(relay_settings_load(&s, c, err, sizeof(err)), RELAY_EINVAL,
+               "snapshot.mode initial with outbox.source messages refused");
+        ok(strstr(err, "\"snapshot.mode\"") && strstr(err, "no outbox table to backfill from"),
+           "  names the key and why: %s", err);
+        relay_settings_free(s);
+        s = NULL;
+        set(c, "snapshot.mode=never");
+        is_int(relay_settings_load(&s, c, err, sizeof(err)), RELAY_EINVAL,
+               "snapshot.filter with outbox.source messages refused");
+        ok(strstr(err, "\"snapshot.filter\"") != NULL, "  names the key: %s", err);
+        relay_settings_free(s);
+        relay_config_free(c);
+        c = config();
+        set(c, "kafka.bootstrap.servers=k:9092");
+        set(c, "snapshot.mode=initial");
+        set(c, "delivery.mode=exactly-once");
+        s = NULL;
+        is_int(relay_settings_load(&s, c, err, sizeof(err)), RELAY_EINVAL,
+               "snapshot.mode initial with exactly-once refused");
+        ok(strstr(err, "delivery.mode = at-least-once") != NULL, "  says what to do: %s", err);
+        relay_settings_free(s);
         relay_config_free(c);
 }
 
