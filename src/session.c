@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "relay/checkpoint.h"
 #include "relay/log.h"
@@ -260,11 +261,14 @@ int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag
                         return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
                 s->eos.open = true;
                 s->eos.opened_ms = relay_now_ms();
+                s->eos.txn_events = 0;
         }
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, tag, err, errlen);
                 if (rc == 0)
                         relay_metrics_produced(s->proc->metrics);
+                if (rc == 0 && tag != TAG_CHECKPOINT)
+                        s->eos.txn_events++;
                 /* A dead producer refuses everything: say why it died. */
                 if (rc == RELAY_EKAFKA && relay_session_kafka_check(s, err, errlen))
                         return RELAY_EKAFKA;
@@ -307,6 +311,34 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
         return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
 }
 
+/* Now as PostgreSQL epoch microseconds, the clock of commit times. */
+static int64_t pg_now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return ((int64_t)ts.tv_sec - INT64_C(946684800)) * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* How long the open Kafka transaction stays open before its commit is due:
+ * eos.commit.interval.ms, or eos.commit.catchup.interval.ms while the relay
+ * is behind. Each commit holds the stream while librdkafka flushes what is
+ * queued (measured: 10-80 ms in a catch-up, the EndTxn round trip after it
+ * 1-5 ms), so a catch-up goes faster with fewer of them; events already
+ * that old lose little by waiting that much longer. */
+static int64_t eos_interval(const relay_session_t *s)
+{
+        int64_t i = s->set->eos_commit_interval_ms, c = s->set->eos_commit_catchup_interval_ms;
+        return s->eos.behind && c > i ? c : i;
+}
+
+/* At a PostgreSQL transaction boundary: is the open Kafka transaction due? */
+static bool eos_commit_due(const relay_session_t *s, int64_t now)
+{
+        const eos_t *e = &s->eos;
+        uint64_t max = (uint64_t)s->set->eos_commit_max_events;
+        return e->open && ((max > 0 && e->txn_events >= max) || now - e->opened_ms >= eos_interval(s));
+}
+
 /*
  * Close the open Kafka transaction: its checkpoint record (the end LSN of
  * its last PostgreSQL transaction), then the commit, in slices so status
@@ -332,8 +364,12 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
         };
         if ((rc = relay_session_send(s, &ck, TAG_CHECKPOINT, err, errlen)))
                 return rc;
-        int64_t deadline = relay_now_ms() + EOS_COMMIT_TIMEOUT_MS;
-        for (;;) {
+        /* The flush first, on its own: the commit would do it too, but
+         * apart the two costs can be told (the debug line below). */
+        int64_t t0 = relay_now_ms();
+        rc = relay_session_wait_drained(s, err, errlen);
+        int64_t t1 = relay_now_ms(), deadline = t1 + EOS_COMMIT_TIMEOUT_MS;
+        while (rc == 0) {
                 relay_notify_watchdog();
                 rc = relay_producer_txn_commit(s->prod, EOS_COMMIT_SLICE_MS, err, errlen);
                 if (rc != RELAY_EAGAIN || relay_now_ms() > deadline)
@@ -341,8 +377,18 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
                 if ((rc = relay_session_status(s, false, err, errlen)))
                         return rc;
         }
-        /* Delivery reports were served by the commit's flush. */
+        /* Delivery reports were served by the flush. */
         if (rc == 0 && (rc = relay_session_kafka_check(s, err, errlen)) == 0) {
+                int64_t t2 = relay_now_ms();
+                relay_log_debug("committed a Kafka transaction of %llu events up to " RELAY_LSN_FMT
+                                " after %lld ms open: flush %lld ms, commit %lld ms",
+                                (unsigned long long)e->txn_events, RELAY_LSN_ARGS(e->open_end),
+                                (long long)(t0 - e->opened_ms), (long long)(t1 - t0),
+                                (long long)(t2 - t1));
+                e->flush_ms += t1 - t0;
+                e->commit_ms += t2 - t1;
+                if (t2 - t0 > e->max_blocked_ms)
+                        e->max_blocked_ms = t2 - t0;
                 e->open = false;
                 e->committed = e->open_end;
                 e->commits++;
@@ -390,6 +436,11 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 /* Its commit record starts below the checkpoint (the end of
                  * a committed transaction): Kafka has its events already. */
                 s->eos.skipping = s->eos.on && m.begin.final_lsn < s->eos.checkpoint;
+                /* Behind: this transaction committed longer ago than the
+                 * catch-up interval (the server's clock against ours). */
+                s->eos.behind = s->eos.on && s->set->eos_commit_catchup_interval_ms > 0 &&
+                                pg_now_us() - m.begin.commit_time >
+                                        s->set->eos_commit_catchup_interval_ms * 1000;
                 return 0;
         case RELAY_PGO_COMMIT:
                 if (relay_acktrack_commit(s->ack, m.commit.end_lsn) != 0) {
@@ -415,7 +466,7 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                         return 0;
                 }
                 s->eos.open_end = m.commit.end_lsn;
-                if (relay_now_ms() - s->eos.opened_ms >= s->set->eos_commit_interval_ms)
+                if (eos_commit_due(s, relay_now_ms()))
                         return eos_commit(s, err, errlen);
                 return 0;
         case RELAY_PGO_RELATION:
@@ -513,6 +564,12 @@ void relay_session_drain(relay_session_t *s)
                 relay_log_warning("%s", err);
         relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
                        RELAY_LSN_ARGS(s->prog.sent_flush), s->set->slot_name);
+        if (s->eos.on && s->eos.commits > 0)
+                relay_log_info("exactly-once: %llu Kafka transactions committed, the stream held "
+                               "%lld ms for their flushes and %lld ms for their commits (at most "
+                               "%lld ms for one)",
+                               (unsigned long long)s->eos.commits, (long long)s->eos.flush_ms,
+                               (long long)s->eos.commit_ms, (long long)s->eos.max_blocked_ms);
 }
 
 /* Stop between transactions, so a clean stop never leaves a half-sent
@@ -563,7 +620,7 @@ static int session_wait(relay_session_t *s, bool buffered, char *err, size_t err
         if (relay_acktrack_confirmable(s->ack) > pg->sent_flush)
                 wait = CONFIRM_MIN_GAP_MS - (now - pg->last_status_ms);
         if (s->eos.open && !relay_acktrack_in_txn(s->ack)) {
-                int64_t due = s->eos.opened_ms + s->set->eos_commit_interval_ms - now;
+                int64_t due = s->eos.opened_ms + eos_interval(s) - now;
                 if (due < wait)
                         wait = due;
         }
@@ -627,8 +684,7 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                         return rc;
                 /* Exactly-once and idle between transactions: commit what is
                  * open once it is due, so its events become visible. */
-                if (s->eos.open && !relay_acktrack_in_txn(s->ack) &&
-                    relay_now_ms() - s->eos.opened_ms >= s->set->eos_commit_interval_ms &&
+                if (!relay_acktrack_in_txn(s->ack) && eos_commit_due(s, relay_now_ms()) &&
                     (rc = eos_commit(s, err, errlen)))
                         return rc;
                 if (session_may_stop(s))
