@@ -102,8 +102,9 @@ static const key_def_t keys[] = {
                  "flushes; 0 turns it off"},
         {.name = "eos.commit.interval.ms", .type = KT_INT, .def = "100", .min = 10, .max = 60000,
          .unit = "milliseconds",
-         .desc = "exactly-once: commit the Kafka transaction this often (at a PostgreSQL "
-                 "transaction boundary); events become visible to read_committed consumers then"},
+         .desc = "exactly-once: commit the open Kafka transaction at the first PostgreSQL "
+                 "transaction boundary once this long has passed since the previous commit "
+                 "began; events become visible to read_committed consumers then"},
         {.name = "eos.commit.max.events", .type = KT_INT, .def = "100000", .min = 0,
          .max = 100000000, .unit = "events",
          .desc = "exactly-once: commit, at the next PostgreSQL transaction boundary, once the "

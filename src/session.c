@@ -319,12 +319,14 @@ static int64_t pg_now_us(void)
         return ((int64_t)ts.tv_sec - INT64_C(946684800)) * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* How long the open Kafka transaction stays open before its commit is due:
- * eos.commit.interval.ms, or eos.commit.catchup.interval.ms while the relay
- * is behind. Each commit holds the stream while librdkafka flushes what is
- * queued (measured: 10-80 ms in a catch-up, the EndTxn round trip after it
- * 1-5 ms), so a catch-up goes faster with fewer of them; events already
- * that old lose little by waiting that much longer. */
+/* The time from one commit's start to the next one's: eos.commit.interval.ms,
+ * or eos.commit.catchup.interval.ms while the relay is behind. Each commit
+ * holds the stream while librdkafka flushes what is queued (measured: 10-80
+ * ms in a catch-up, the EndTxn round trip after it 1-5 ms), so a catch-up
+ * goes faster with fewer of them; events already that old lose little by
+ * waiting that much longer. Timed from the previous commit rather than from
+ * the transaction's first event, so an event waits at most about one
+ * interval (plus the commit) and a lone event after a quiet spell none. */
 static int64_t eos_interval(const relay_session_t *s)
 {
         int64_t i = s->set->eos_commit_interval_ms, c = s->set->eos_commit_catchup_interval_ms;
@@ -336,7 +338,8 @@ static bool eos_commit_due(const relay_session_t *s, int64_t now)
 {
         const eos_t *e = &s->eos;
         uint64_t max = (uint64_t)s->set->eos_commit_max_events;
-        return e->open && ((max > 0 && e->txn_events >= max) || now - e->opened_ms >= eos_interval(s));
+        return e->open && ((max > 0 && e->txn_events >= max) ||
+                           now - e->last_commit_ms >= eos_interval(s));
 }
 
 /*
@@ -364,12 +367,9 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
         };
         if ((rc = relay_session_send(s, &ck, TAG_CHECKPOINT, err, errlen)))
                 return rc;
-        /* The flush first, on its own: the commit would do it too, but
-         * apart the two costs can be told (the debug line below). */
-        int64_t t0 = relay_now_ms();
-        rc = relay_session_wait_drained(s, err, errlen);
-        int64_t t1 = relay_now_ms(), deadline = t1 + EOS_COMMIT_TIMEOUT_MS;
-        while (rc == 0) {
+        int64_t t0 = relay_now_ms(), deadline = t0 + EOS_COMMIT_TIMEOUT_MS;
+        e->last_commit_ms = t0;
+        for (;;) {
                 relay_notify_watchdog();
                 rc = relay_producer_txn_commit(s->prod, EOS_COMMIT_SLICE_MS, err, errlen);
                 if (rc != RELAY_EAGAIN || relay_now_ms() > deadline)
@@ -377,18 +377,16 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
                 if ((rc = relay_session_status(s, false, err, errlen)))
                         return rc;
         }
-        /* Delivery reports were served by the flush. */
+        /* Delivery reports were served by the commit's flush. */
         if (rc == 0 && (rc = relay_session_kafka_check(s, err, errlen)) == 0) {
-                int64_t t2 = relay_now_ms();
+                int64_t t1 = relay_now_ms();
                 relay_log_debug("committed a Kafka transaction of %llu events up to " RELAY_LSN_FMT
-                                " after %lld ms open: flush %lld ms, commit %lld ms",
+                                " after %lld ms open: the commit (flush and EndTxn) took %lld ms",
                                 (unsigned long long)e->txn_events, RELAY_LSN_ARGS(e->open_end),
-                                (long long)(t0 - e->opened_ms), (long long)(t1 - t0),
-                                (long long)(t2 - t1));
-                e->flush_ms += t1 - t0;
-                e->commit_ms += t2 - t1;
-                if (t2 - t0 > e->max_blocked_ms)
-                        e->max_blocked_ms = t2 - t0;
+                                (long long)(t0 - e->opened_ms), (long long)(t1 - t0));
+                e->held_ms += t1 - t0;
+                if (t1 - t0 > e->max_held_ms)
+                        e->max_held_ms = t1 - t0;
                 e->open = false;
                 e->committed = e->open_end;
                 e->commits++;
@@ -565,11 +563,10 @@ void relay_session_drain(relay_session_t *s)
         relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
                        RELAY_LSN_ARGS(s->prog.sent_flush), s->set->slot_name);
         if (s->eos.on && s->eos.commits > 0)
-                relay_log_info("exactly-once: %llu Kafka transactions committed, the stream held "
-                               "%lld ms for their flushes and %lld ms for their commits (at most "
-                               "%lld ms for one)",
-                               (unsigned long long)s->eos.commits, (long long)s->eos.flush_ms,
-                               (long long)s->eos.commit_ms, (long long)s->eos.max_blocked_ms);
+                relay_log_info("exactly-once: %llu Kafka transactions committed, holding the "
+                               "stream %lld ms in all (at most %lld ms for one)",
+                               (unsigned long long)s->eos.commits, (long long)s->eos.held_ms,
+                               (long long)s->eos.max_held_ms);
 }
 
 /* Stop between transactions, so a clean stop never leaves a half-sent
@@ -617,10 +614,15 @@ static int session_wait(relay_session_t *s, bool buffered, char *err, size_t err
         if (relay_repl_wants_write(s->repl))
                 fds[0].events |= POLLOUT;
         int64_t wait = pg->status_interval_ms - (now - pg->last_status_ms);
-        if (relay_acktrack_confirmable(s->ack) > pg->sent_flush)
+        relay_lsn_t confirmable = relay_acktrack_confirmable(s->ack);
+        /* Exactly-once: acknowledged is not confirmable before its commit
+         * (else this would spin until the commit is due). */
+        if (s->eos.on && confirmable > s->eos.committed)
+                confirmable = s->eos.committed;
+        if (confirmable > pg->sent_flush)
                 wait = CONFIRM_MIN_GAP_MS - (now - pg->last_status_ms);
         if (s->eos.open && !relay_acktrack_in_txn(s->ack)) {
-                int64_t due = s->eos.opened_ms + eos_interval(s) - now;
+                int64_t due = s->eos.last_commit_ms + eos_interval(s) - now;
                 if (due < wait)
                         wait = due;
         }
