@@ -411,6 +411,11 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
         int rc;
 
         if (w->type == 'k') {
+                /* The walsender sends a keepalive unasked when it has caught
+                 * up with the WAL and waits for more: no longer behind, so
+                 * what is open is committed at the next interval, not up to
+                 * a catch-up interval later. */
+                s->eos.behind = false;
                 if (w->wal_end > pg->keepalive_end)
                         pg->keepalive_end = w->wal_end;
                 if (w->wal_end > pg->received && relay_acktrack_drained(s->ack))
