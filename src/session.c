@@ -269,9 +269,16 @@ int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag
                         relay_metrics_produced(s->proc->metrics);
                 if (rc == 0 && tag != TAG_CHECKPOINT)
                         s->eos.txn_events++;
-                /* A dead producer refuses everything: say why it died. */
-                if (rc == RELAY_EKAFKA && relay_session_kafka_check(s, err, errlen))
-                        return RELAY_EKAFKA;
+                /* A dead producer refuses everything: say why it died, and
+                 * keep a fenced one's code (exit 6): returning RELAY_EKAFKA
+                 * made a relay fenced at a produce retry, register the
+                 * transactional.id again and fence the newer relay back
+                 * (0216, 2 of ~10 runs). */
+                if (rc == RELAY_EKAFKA) {
+                        int krc = relay_session_kafka_check(s, err, errlen);
+                        if (krc)
+                                return krc;
+                }
                 if (rc != RELAY_EAGAIN)
                         return rc;
                 if ((rc = relay_session_serve(s, 10, err, errlen)))
