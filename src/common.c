@@ -107,3 +107,10 @@ int64_t relay_now_ms(void)
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+int64_t relay_pg_now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return ((int64_t)ts.tv_sec - INT64_C(946684800)) * 1000000 + ts.tv_nsec / 1000;
+}

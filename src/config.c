@@ -96,10 +96,22 @@ static const key_def_t keys[] = {
         {.name = "eos.checkpoint.topic", .type = KT_TOPIC, .def = "outbox.relay.checkpoints",
          .desc = "exactly-once: compacted topic holding the end LSN of the last PostgreSQL "
                  "transaction each Kafka transaction committed (created when missing)"},
+        {.name = "eos.commit.catchup.interval.ms", .type = KT_INT, .def = "1000", .min = 0,
+         .max = 60000, .unit = "milliseconds",
+         .desc = "exactly-once: while the relay is behind (the PostgreSQL transaction it reads "
+                 "committed longer ago than this), commit this often instead of every "
+                 "eos.commit.interval.ms: fewer commits, each of which holds the stream while it "
+                 "flushes; 0 turns it off"},
         {.name = "eos.commit.interval.ms", .type = KT_INT, .def = "100", .min = 10, .max = 60000,
          .unit = "milliseconds",
-         .desc = "exactly-once: commit the Kafka transaction this often (at a PostgreSQL "
-                 "transaction boundary); events become visible to read_committed consumers then"},
+         .desc = "exactly-once: commit the open Kafka transaction at the first PostgreSQL "
+                 "transaction boundary once this long has passed since the previous commit "
+                 "began; events become visible to read_committed consumers then"},
+        {.name = "eos.commit.max.events", .type = KT_INT, .def = "100000", .min = 0,
+         .max = 100000000, .unit = "events",
+         .desc = "exactly-once: commit, at the next PostgreSQL transaction boundary, once the "
+                 "open Kafka transaction holds this many events, however short a time it has "
+                 "been open; 0: no limit"},
         {.name = "eos.transactional.id", .type = KT_STRING, .def = "",
          .desc = "exactly-once: Kafka transactional.id; empty derives outbox-relay-<system "
                  "identifier>-<slot>, so a second relay on the same slot fences the first"},

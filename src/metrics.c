@@ -122,14 +122,6 @@ static int64_t mono_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Now as PostgreSQL epoch microseconds, the clock commit times use. */
-static int64_t pg_now_us(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return ((int64_t)ts.tv_sec - PG_EPOCH_UNIX) * 1000000 + ts.tv_nsec / 1000;
-}
-
 relay_metrics_t *relay_metrics_new(void)
 {
         relay_metrics_t *m = calloc(1, sizeof(*m));
@@ -309,7 +301,7 @@ bool relay_metrics_turn(relay_metrics_t *m, int64_t now_ms, relay_lsn_t confirma
         figures_t *f = &m->live;
         f->turn_ms = now_ms;
         if (m->len > 0 && m->ring[m->head].lsn <= confirmable) {
-                int64_t now_us = pg_now_us();
+                int64_t now_us = relay_pg_now_us();
                 while (m->len > 0 && m->ring[m->head].lsn <= confirmable) {
                         const txn_t *t = &m->ring[m->head];
                         observe(f, (double)(now_us - t->ts) / 1e6);
@@ -534,7 +526,7 @@ static void per_topic(out_t *o, const figures_t *f, const char *name, size_t fie
 
 static void render(out_t *o, const figures_t *f, double start_time)
 {
-        int64_t now_us = pg_now_us();
+        int64_t now_us = relay_pg_now_us();
         const relay_metrics_sample_t *s = &f->sample;
 
         head(o, "outbox_relay_events_total", "counter",

@@ -268,16 +268,24 @@ int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag
                         return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
                 s->eos.open = true;
                 s->eos.opened_ms = relay_now_ms();
+                s->eos.txn_events = 0;
         }
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, tag, err, errlen);
                 if (rc == 0)
                         relay_metrics_produced(s->proc->metrics);
+                if (rc == 0 && tag != TAG_CHECKPOINT)
+                        s->eos.txn_events++;
                 /* A dead producer refuses everything: say why it died, and
-                 * keep what the check makes of it (fenced is not retried). */
-                int why;
-                if (rc == RELAY_EKAFKA && (why = relay_session_kafka_check(s, err, errlen)))
-                        return why;
+                 * keep a fenced one's code (exit 6): returning RELAY_EKAFKA
+                 * made a relay fenced at a produce retry, register the
+                 * transactional.id again and fence the newer relay back
+                 * (0216, 2 of ~10 runs). */
+                if (rc == RELAY_EKAFKA) {
+                        int krc = relay_session_kafka_check(s, err, errlen);
+                        if (krc)
+                                return krc;
+                }
                 if (rc != RELAY_EAGAIN)
                         return rc;
                 if ((rc = relay_session_serve(s, 10, err, errlen)))
@@ -317,6 +325,29 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
         return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
 }
 
+/* The time from one commit's start to the next one's: eos.commit.interval.ms,
+ * or eos.commit.catchup.interval.ms while the relay is behind. Each commit
+ * holds the stream while librdkafka flushes what is queued (measured: 10-80
+ * ms in a catch-up, the EndTxn round trip after it 1-5 ms), so a catch-up
+ * goes faster with fewer of them; events already that old lose little by
+ * waiting that much longer. Timed from the previous commit rather than from
+ * the transaction's first event, so an event waits at most about one
+ * interval (plus the commit) and a lone event after a quiet spell none. */
+static int64_t eos_interval(const relay_session_t *s)
+{
+        int64_t i = s->set->eos_commit_interval_ms, c = s->set->eos_commit_catchup_interval_ms;
+        return s->eos.behind && c > i ? c : i;
+}
+
+/* At a PostgreSQL transaction boundary: is the open Kafka transaction due? */
+static bool eos_commit_due(const relay_session_t *s, int64_t now)
+{
+        const eos_t *e = &s->eos;
+        uint64_t max = (uint64_t)s->set->eos_commit_max_events;
+        return e->open && ((max > 0 && e->txn_events >= max) ||
+                           now - e->last_commit_ms >= eos_interval(s));
+}
+
 /*
  * Close the open Kafka transaction: its checkpoint record (the end LSN of
  * its last PostgreSQL transaction), then the commit, in slices so status
@@ -342,7 +373,8 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
         };
         if ((rc = relay_session_send(s, &ck, TAG_CHECKPOINT, err, errlen)))
                 return rc;
-        int64_t deadline = relay_now_ms() + EOS_COMMIT_TIMEOUT_MS;
+        int64_t t0 = relay_now_ms(), deadline = t0 + EOS_COMMIT_TIMEOUT_MS;
+        e->last_commit_ms = t0;
         for (;;) {
                 relay_notify_watchdog();
                 rc = relay_producer_txn_commit(s->prod, EOS_COMMIT_SLICE_MS, err, errlen);
@@ -353,6 +385,14 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
         }
         /* Delivery reports were served by the commit's flush. */
         if (rc == 0 && (rc = relay_session_kafka_check(s, err, errlen)) == 0) {
+                int64_t t1 = relay_now_ms();
+                relay_log_debug("committed a Kafka transaction of %llu events up to " RELAY_LSN_FMT
+                                " after %lld ms open: the commit (flush and EndTxn) took %lld ms",
+                                (unsigned long long)e->txn_events, RELAY_LSN_ARGS(e->open_end),
+                                (long long)(t0 - e->opened_ms), (long long)(t1 - t0));
+                e->held_ms += t1 - t0;
+                if (t1 - t0 > e->max_held_ms)
+                        e->max_held_ms = t1 - t0;
                 e->open = false;
                 e->committed = e->open_end;
                 e->commits++;
@@ -377,6 +417,11 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
         int rc;
 
         if (w->type == 'k') {
+                /* The walsender sends a keepalive unasked when it has caught
+                 * up with the WAL and waits for more: no longer behind, so
+                 * what is open is committed at the next interval, not up to
+                 * a catch-up interval later. */
+                s->eos.behind = false;
                 if (w->wal_end > pg->keepalive_end)
                         pg->keepalive_end = w->wal_end;
                 if (w->wal_end > pg->received && relay_acktrack_drained(s->ack))
@@ -400,6 +445,11 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 /* Its commit record starts below the checkpoint (the end of
                  * a committed transaction): Kafka has its events already. */
                 s->eos.skipping = s->eos.on && m.begin.final_lsn < s->eos.checkpoint;
+                /* Behind: this transaction committed longer ago than the
+                 * catch-up interval (the server's clock against ours). */
+                s->eos.behind = s->eos.on && s->set->eos_commit_catchup_interval_ms > 0 &&
+                                relay_pg_now_us() - m.begin.commit_time >
+                                        s->set->eos_commit_catchup_interval_ms * 1000;
                 return 0;
         case RELAY_PGO_COMMIT:
                 if (relay_acktrack_commit(s->ack, m.commit.end_lsn) != 0) {
@@ -425,7 +475,7 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                         return 0;
                 }
                 s->eos.open_end = m.commit.end_lsn;
-                if (relay_now_ms() - s->eos.opened_ms >= s->set->eos_commit_interval_ms)
+                if (eos_commit_due(s, relay_now_ms()))
                         return eos_commit(s, err, errlen);
                 return 0;
         case RELAY_PGO_RELATION:
@@ -551,6 +601,11 @@ void relay_session_drain(relay_session_t *s)
                 relay_log_warning("%s", err);
         relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
                        RELAY_LSN_ARGS(s->prog.sent_flush), s->set->slot_name);
+        if (s->eos.on && s->eos.commits > 0)
+                relay_log_info("exactly-once: %llu Kafka transactions committed, holding the "
+                               "stream %lld ms in all (at most %lld ms for one)",
+                               (unsigned long long)s->eos.commits, (long long)s->eos.held_ms,
+                               (long long)s->eos.max_held_ms);
 }
 
 /* Stop between transactions, so a clean stop never leaves a half-sent
@@ -598,10 +653,15 @@ static int session_wait(relay_session_t *s, bool buffered, char *err, size_t err
         if (relay_repl_wants_write(s->repl))
                 fds[0].events |= POLLOUT;
         int64_t wait = pg->status_interval_ms - (now - pg->last_status_ms);
-        if (relay_acktrack_confirmable(s->ack) > pg->sent_flush)
+        relay_lsn_t confirmable = relay_acktrack_confirmable(s->ack);
+        /* Exactly-once: acknowledged is not confirmable before its commit
+         * (else this would spin until the commit is due). */
+        if (s->eos.on && confirmable > s->eos.committed)
+                confirmable = s->eos.committed;
+        if (confirmable > pg->sent_flush)
                 wait = CONFIRM_MIN_GAP_MS - (now - pg->last_status_ms);
         if (s->eos.open && !relay_acktrack_in_txn(s->ack)) {
-                int64_t due = s->eos.opened_ms + s->set->eos_commit_interval_ms - now;
+                int64_t due = s->eos.last_commit_ms + eos_interval(s) - now;
                 if (due < wait)
                         wait = due;
         }
@@ -665,8 +725,7 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                         return rc;
                 /* Exactly-once and idle between transactions: commit what is
                  * open once it is due, so its events become visible. */
-                if (s->eos.open && !relay_acktrack_in_txn(s->ack) &&
-                    relay_now_ms() - s->eos.opened_ms >= s->set->eos_commit_interval_ms &&
+                if (!relay_acktrack_in_txn(s->ack) && eos_commit_due(s, relay_now_ms()) &&
                     (rc = eos_commit(s, err, errlen)))
                         return rc;
                 if (session_may_stop(s))
@@ -781,14 +840,6 @@ static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
         return 0;
 }
 
-/* The wall clock in PostgreSQL's epoch (microseconds since 2000-01-01 UTC). */
-static int64_t pg_now_us(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return ((int64_t)ts.tv_sec - INT64_C(946684800)) * 1000000 + ts.tv_nsec / 1000;
-}
-
 /*
  * snapshot.mode = initial, the slot being created: a temporary slot exports
  * its snapshot, the rows the table held then are produced as one
@@ -828,7 +879,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                        set->snapshot_filter, *set->snapshot_filter ? ")" : "",
                        RELAY_LSN_ARGS(consistent));
         s->txn_lsn = 0;
-        s->commit_ts = pg_now_us();
+        s->commit_ts = relay_pg_now_us();
         if ((rc = relay_acktrack_begin(s->ack, 0))) {
                 relay_backfill_free(b);
                 relay_err_set(err, errlen, "out of memory");

@@ -70,14 +70,18 @@ typedef struct {
         char tid[200];          /* transactional.id in use */
         relay_lsn_t checkpoint; /* skip transactions whose commit LSN is below it */
         bool skipping;          /* the open PostgreSQL transaction is covered by it */
+        bool behind;            /* it committed longer ago than eos.commit.catchup.interval.ms */
         bool open;              /* a Kafka transaction is open */
         int64_t opened_ms;
+        int64_t last_commit_ms; /* when the last commit began (0: none yet) */
         relay_lsn_t open_end;   /* end LSN of the last PostgreSQL transaction in it */
         relay_lsn_t committed;  /* Kafka holds everything up to here, committed */
         bool spoilt;            /* a Kafka transaction failed or was aborted: events it
                                  * held were acknowledged but are not in Kafka, so
                                  * nothing more is confirmed in this session */
         uint64_t commits, skipped_txns;
+        uint64_t txn_events;    /* events produced into the open transaction */
+        int64_t held_ms, max_held_ms; /* time the stream was held by commits */
 } eos_t;
 
 struct relay_session {

@@ -539,6 +539,9 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         }
         s->eos_transactional_id = str(&r, "eos.transactional.id");
         s->eos_commit_interval_ms = relay_config_get_int(cfg, "eos.commit.interval.ms");
+        s->eos_commit_catchup_interval_ms =
+                relay_config_get_int(cfg, "eos.commit.catchup.interval.ms");
+        s->eos_commit_max_events = relay_config_get_int(cfg, "eos.commit.max.events");
         s->eos_checkpoint_topic = str(&r, "eos.checkpoint.topic");
 
         /* The backfill's events are produced before the stream starts, outside

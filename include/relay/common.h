@@ -84,4 +84,8 @@ bool relay_list_next(const char **p, const char **item, size_t *len);
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);
 
+/** @brief The wall clock as PostgreSQL epoch microseconds (since 2000-01-01
+ *         UTC), the clock of the server's commit times. */
+int64_t relay_pg_now_us(void);
+
 #endif

@@ -117,6 +117,8 @@ typedef struct {
         bool exactly_once;            /* delivery.mode = exactly-once */
         char *eos_transactional_id;   /* "" = derived from the system identifier and slot */
         int64_t eos_commit_interval_ms;
+        int64_t eos_commit_catchup_interval_ms; /* 0: the interval applies while behind too */
+        int64_t eos_commit_max_events;          /* 0: no limit */
         char *eos_checkpoint_topic;
 
         int64_t status_interval_ms;

@@ -10,6 +10,15 @@
  *       millisecond until they reach COUNT; print "<end offset> <epoch ms
  *       when seen> <epoch ms when the first message was seen>"; exit 1 on
  *       the deadline, 2 when PID (the relay under test) has died meanwhile
+ *   benchtool consume BROKERS TOPIC COUNT TIMEOUT_S ISOLATION [PID [LATFILE]]
+ *       a consumer (ISOLATION: read_committed or read_uncommitted) reads
+ *       TOPIC's partition 0 from the beginning until it has COUNT messages;
+ *       prints "<count> <epoch ms when the COUNT-th was seen> <epoch ms when
+ *       the first was seen>". What a read_committed consumer sees is what
+ *       exactly-once makes visible (end offsets count aborted messages and
+ *       transaction markers too, so wait cannot tell). With LATFILE, one
+ *       line per message: its arrival minus the payload's "t0", in ms. Exit
+ *       codes as wait's.
  *   benchtool load CONNINFO AGGREGATETYPE RATE SECONDS
  *       insert RATE outbox events per second for SECONDS, one multi-row INSERT
  *       (one transaction) per 10 ms tick on an absolute schedule; a late tick
@@ -45,6 +54,7 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,6 +221,95 @@ static int cmd_wait(int argc, char **argv)
                 usleep(e ? 50000 : 1000);
         }
         printf("%" PRId64 " %.0f %.0f\n", hi, now_s(CLOCK_REALTIME) * 1000.0, first_ms);
+        rd_kafka_destroy(rk);
+        return 0;
+}
+
+/* Arrival time (epoch us) minus the payload's "t0" (epoch us), in ms; NAN
+ * without one. */
+static double arrival_latency_ms(const rd_kafka_message_t *m, double now_us)
+{
+        const char *v = m->payload, *t;
+        if (v == NULL || m->len < 8)
+                return NAN;
+        char buf[64];
+        size_t n = m->len < sizeof(buf) - 1 ? m->len : sizeof(buf) - 1;
+        memcpy(buf, v, n);
+        buf[n] = '\0';
+        if ((t = strstr(buf, "\"t0\":")) == NULL)
+                return NAN;
+        return (now_us - atof(t + 5)) / 1000.0;
+}
+
+static int cmd_consume(int argc, char **argv)
+{
+        if (argc < 6) {
+                fprintf(stderr, "usage: benchtool consume BROKERS TOPIC COUNT TIMEOUT_S ISOLATION [PID [LATFILE]]\n");
+                return 3;
+        }
+        int64_t want = strtoll(argv[3], NULL, 10), got = 0;
+        double deadline = now_s(CLOCK_MONOTONIC) + atof(argv[4]);
+        pid_t pid = argc > 6 ? (pid_t)atol(argv[6]) : 0;
+        FILE *lat = NULL;
+        if (argc > 7 && (lat = fopen(argv[7], "w")) == NULL) {
+                fprintf(stderr, "benchtool: %s: %s\n", argv[7], strerror(errno));
+                return 3;
+        }
+        /* Fetches return as soon as anything is visible (fetch.wait.max.ms
+         * only bounds an empty fetch): a short one keeps the clock honest
+         * should the broker not wake a waiting read_committed fetch when
+         * the stable offset moves. */
+        const char *settings[] = {
+                "group.id", "benchtool", "isolation.level", argv[5], "enable.auto.commit", "false",
+                "fetch.wait.max.ms", "5", "enable.partition.eof", "false", NULL,
+        };
+        rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_CONSUMER, settings, NULL);
+        rd_kafka_topic_partition_list_t *tp = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(tp, argv[2], 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_resp_err_t e = rd_kafka_assign(rk, tp);
+        rd_kafka_topic_partition_list_destroy(tp);
+        if (e) {
+                fprintf(stderr, "benchtool: assign %s: %s\n", argv[2], rd_kafka_err2str(e));
+                return 3;
+        }
+        double first_ms = 0, last_ms = 0;
+        unsigned long polls = 0;
+        while (got < want) {
+                rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 10);
+                if (m) {
+                        if (!m->err) {
+                                double t = now_s(CLOCK_REALTIME);
+                                last_ms = t * 1000.0;
+                                if (got++ == 0)
+                                        first_ms = last_ms;
+                                if (lat) {
+                                        double l = arrival_latency_ms(m, t * 1e6);
+                                        if (!isnan(l))
+                                                fprintf(lat, "%.3f\n", l);
+                                }
+                        } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF &&
+                                   m->err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+                                fprintf(stderr, "benchtool: consume %s: %s\n", argv[2], rd_kafka_message_errstr(m));
+                        }
+                        rd_kafka_message_destroy(m);
+                }
+                if (now_s(CLOCK_MONOTONIC) > deadline) {
+                        fprintf(stderr, "benchtool: %s: %" PRId64 " of %" PRId64 " messages at the deadline\n",
+                                argv[2], got, want);
+                        printf("%" PRId64 " 0\n", got);
+                        return 1;
+                }
+                if (pid > 0 && (++polls % 100) == 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+                        fprintf(stderr, "benchtool: %s: process %ld exited at %" PRId64 " of %" PRId64 " messages\n",
+                                argv[2], (long)pid, got, want);
+                        printf("%" PRId64 " 0\n", got);
+                        return 2;
+                }
+        }
+        if (lat)
+                fclose(lat);
+        printf("%" PRId64 " %.0f %.0f\n", got, last_ms, first_ms);
+        rd_kafka_consumer_close(rk);
         rd_kafka_destroy(rk);
         return 0;
 }
@@ -585,10 +684,12 @@ int main(int argc, char **argv)
                 return cmd_topics(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "wait") == 0)
                 return cmd_wait(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "consume") == 0)
+                return cmd_consume(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "load") == 0)
                 return cmd_load(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "produce") == 0)
                 return cmd_produce(argc - 1, argv + 1);
-        fprintf(stderr, "usage: benchtool topics|wait|load|produce ... (see the comment at the top of benchtool.c)\n");
+        fprintf(stderr, "usage: benchtool topics|wait|consume|load|produce ... (see the comment at the top of benchtool.c)\n");
         return 3;
 }

@@ -33,7 +33,7 @@ bench_build_tool() {
         BENCHTOOL=$BENCH_TMP/benchtool
         # shellcheck disable=SC2046
         cc -std=c11 -O2 -Wall $(pkg-config --cflags libpq rdkafka) "$BENCH_DIR/benchtool.c" \
-                -o "$BENCHTOOL" $(pkg-config --libs libpq rdkafka) ||
+                -o "$BENCHTOOL" $(pkg-config --libs libpq rdkafka) -lm ||
                 bench_die "could not build tests/bench/benchtool.c (needs libpq-dev, librdkafka-dev, pkg-config)"
 }
 

@@ -84,6 +84,8 @@ static void test_defaults(void)
         ok(!s->exactly_once, "delivery.mode at-least-once");
         is_str(s->eos_transactional_id, "", "eos.transactional.id empty (derived)");
         is_int(s->eos_commit_interval_ms, 100, "eos.commit.interval.ms");
+        is_int(s->eos_commit_catchup_interval_ms, 1000, "eos.commit.catchup.interval.ms");
+        is_int(s->eos_commit_max_events, 100000, "eos.commit.max.events");
         is_str(s->eos_checkpoint_topic, "outbox.relay.checkpoints", "eos.checkpoint.topic");
         ok(!s->snapshot_initial, "snapshot.mode never");
         is_str(s->snapshot_filter, "", "snapshot.filter empty");
@@ -131,6 +133,8 @@ static void test_converted(void)
                 "delivery.mode=exactly-once",
                 "eos.transactional.id=relay-a",
                 "eos.commit.interval.ms=250",
+                "eos.commit.catchup.interval.ms=0",
+                "eos.commit.max.events=500",
                 "eos.checkpoint.topic=ck",
         };
         relay_config_t *c = config();
@@ -174,6 +178,8 @@ static void test_converted(void)
         ok(s->exactly_once, "delivery.mode exactly-once");
         is_str(s->eos_transactional_id, "relay-a", "eos.transactional.id");
         is_int(s->eos_commit_interval_ms, 250, "eos.commit.interval.ms");
+        is_int(s->eos_commit_catchup_interval_ms, 0, "eos.commit.catchup.interval.ms 0 (off)");
+        is_int(s->eos_commit_max_events, 500, "eos.commit.max.events");
         is_str(s->eos_checkpoint_topic, "ck", "eos.checkpoint.topic");
         is_int(s->status_interval_ms, 2000, "status.interval.ms");
         is_int(s->shutdown_timeout_ms, 0, "shutdown.timeout.ms 0");
