@@ -95,6 +95,9 @@ bench_stop_all() {
 # relay_start SLOT LOG [--set k=v]...: start the relay in the background,
 # with the benchmark's common producer settings (acks=all, linger 5 ms, no
 # compression), or with the relay's own defaults when BENCH_RELAY_DEFAULTS=1.
+# No HTTP endpoint (a later --set may ask for one): it is not measured, and
+# its default port may be taken by another relay on the machine, which
+# stopped the smoke's mock step once.
 # Sets READER_PID and READER_T0 (epoch ms just before the exec).
 relay_start() {
         local slot=$1 log=$2 common=()
@@ -107,7 +110,7 @@ relay_start() {
         "$RELAY_BIN" --set postgres.conninfo="$(bench_conninfo)" \
                 --set kafka.bootstrap.servers="$BENCH_KAFKA" \
                 --set slot.name="$slot" --set publication.name=bench_pub \
-                --set 'topic.template=relay.${aggregatetype}' \
+                --set 'topic.template=relay.${aggregatetype}' --set http.listen=off \
                 "${common[@]}" "${RELAY_ARGS[@]}" "$@" >"$log" 2>&1 &
         READER_PID=$!
         BENCH_PIDS+=("$READER_PID")
