@@ -60,11 +60,8 @@ static void check_topic(const char *topic, const int *want, check_t *k)
 {
         h_msg_t *msgs;
         size_t n = h_kafka_consume_all(topic, &msgs);
-        int maxv = 0;
-        for (int a = 0; a < AGGS; a++)
-                maxv = want[a] > maxv ? want[a] : maxv;
-        int *seen = calloc((size_t)AGGS * (size_t)(maxv + 1), sizeof(int));
-        int last[AGGS] = {0};
+        h_versions_t vt;
+        h_versions_init(&vt, AGGS, want);
         memset(k, 0, sizeof(*k));
         for (size_t i = 0; i < n; i++) {
                 const h_msg_t *m = &msgs[i];
@@ -86,19 +83,12 @@ static void check_topic(const char *topic, const int *want, check_t *k)
                         k->bad++;
                         continue;
                 }
-                if (seen[a * (maxv + 1) + v]++) {
-                        k->duplicates++;
-                        continue;
-                }
-                if (v < last[a])
-                        k->out_of_order++;
-                last[a] = v;
+                h_versions_add(&vt, a, v);
         }
-        for (int a = 0; a < AGGS; a++)
-                for (int v = 1; v <= want[a]; v++)
-                        if (!seen[a * (maxv + 1) + v])
-                                k->missing++;
-        free(seen);
+        h_versions_finish(&vt, want);
+        k->duplicates = vt.duplicates;
+        k->out_of_order = vt.out_of_order;
+        k->missing = vt.missing;
         h_msgs_free(msgs, n);
 }
 

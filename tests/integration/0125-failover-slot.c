@@ -75,20 +75,48 @@ static char *check_line(const char *out, const char *name)
         return line;
 }
 
+/* A database with an outbox table, a slot name and the relay's settings
+ * with slot.failover = true. */
+typedef struct {
+        char *db, *slot, *ci;
+        PGconn *c;
+        char set_conn[512], set_kafka[256], set_slot[128];
+        const char *sets[5];
+} fo_case_t;
+
+static void fo_open(fo_case_t *k, const char *prefix)
+{
+        k->db = h_pg_create_db(prefix);
+        k->slot = h_unique_name("slot_fo");
+        k->c = h_pg_connect(k->db);
+        h_pg_create_outbox(k->c, "outbox");
+        k->ci = h_pg_conninfo(k->db);
+        snprintf(k->set_conn, sizeof(k->set_conn), "postgres.conninfo=%s", k->ci);
+        snprintf(k->set_kafka, sizeof(k->set_kafka), "kafka.bootstrap.servers=%s",
+                 h_kafka_bootstrap());
+        snprintf(k->set_slot, sizeof(k->set_slot), "slot.name=%s", k->slot);
+        const char *sets[] = {k->set_conn, k->set_kafka, k->set_slot, "slot.failover=true", NULL};
+        memcpy(k->sets, sets, sizeof(sets));
+}
+
+static void fo_close(fo_case_t *k)
+{
+        free(k->ci);
+        PQfinish(k->c);
+        h_pg_drop_db(k->db);
+        free(k->slot);
+        free(k->db);
+}
+
 /* --- older servers: refused ----------------------------------------------------------- */
 
 static void refused(int version)
 {
-        char *db = h_pg_create_db("failover_old");
-        char *slot = h_unique_name("slot_fo");
-        PGconn *c = h_pg_connect(db);
-        h_pg_create_outbox(c, "outbox");
-        char *ci = h_pg_conninfo(db);
-        char set_conn[512], set_kafka[256], set_slot[128];
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn, set_kafka, set_slot, "slot.failover=true", NULL};
+        fo_case_t k;
+        fo_open(&k, "failover_old");
+        PGconn *c = k.c;
+        const char *slot = k.slot;
+        const char *const *sets = k.sets;
 
         h_relay_t *r = h_relay_start(sets);
         int rc = h_relay_wait(r, 60000);
@@ -122,11 +150,7 @@ static void refused(int version)
         free(line);
         free(out);
         free(err);
-        free(ci);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        free(slot);
-        free(db);
+        fo_close(&k);
 }
 
 /* --- 17+, the environment's server: created with failover, and a warning ---------- */
@@ -135,16 +159,11 @@ static void refused(int version)
  * creates its slot with failover and warns that nothing guards it. */
 static void unguarded(void)
 {
-        char *db = h_pg_create_db("failover_new");
-        char *slot = h_unique_name("slot_fo");
-        PGconn *c = h_pg_connect(db);
-        h_pg_create_outbox(c, "outbox");
-        char *ci = h_pg_conninfo(db);
-        char set_conn[512], set_kafka[256], set_slot[128];
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn, set_kafka, set_slot, "slot.failover=true", NULL};
+        fo_case_t k;
+        fo_open(&k, "failover_new");
+        PGconn *c = k.c;
+        const char *slot = k.slot;
+        const char *const *sets = k.sets;
         h_relay_t *r = h_relay_start(sets);
         bool created = h_relay_wait_log(r, "with failover enabled", 60000) &&
                        h_relay_wait_log(r, "streaming from replication slot", 60000);
@@ -160,11 +179,7 @@ static void unguarded(void)
         h_relay_signal(r, SIGTERM);
         is_int(h_relay_wait(r, 30000), 0, "that relay stops cleanly");
         h_relay_free(r);
-        free(ci);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        free(slot);
-        free(db);
+        fo_close(&k);
 }
 
 /* --- the writer ----------------------------------------------------------------------- */

@@ -1654,3 +1654,38 @@ int h_http_raw(int port, const char *bytes, size_t len, int timeout_ms)
 {
         return http_exchange(port, bytes, len, timeout_ms, NULL);
 }
+
+void h_versions_init(h_versions_t *t, int aggs, const int *want)
+{
+        memset(t, 0, sizeof(*t));
+        t->aggs = aggs;
+        for (int a = 0; a < aggs; a++)
+                t->maxv = want[a] > t->maxv ? want[a] : t->maxv;
+        t->seen = calloc((size_t)aggs * (size_t)(t->maxv + 1), sizeof(int));
+        t->last = calloc((size_t)aggs, sizeof(int));
+        if (!t->seen || !t->last)
+                tap_bail("out of memory");
+}
+
+bool h_versions_add(h_versions_t *t, int a, int v)
+{
+        if (t->seen[a * (t->maxv + 1) + v]++) {
+                t->duplicates++;
+                return false;
+        }
+        if (v < t->last[a])
+                t->out_of_order++;
+        t->last[a] = v;
+        return true;
+}
+
+void h_versions_finish(h_versions_t *t, const int *want)
+{
+        for (int a = 0; a < t->aggs; a++)
+                for (int v = 1; v <= want[a]; v++)
+                        if (!t->seen[a * (t->maxv + 1) + v])
+                                t->missing++;
+        free(t->seen);
+        free(t->last);
+        t->seen = t->last = NULL;
+}

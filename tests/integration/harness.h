@@ -147,6 +147,27 @@ typedef struct {
         size_t *header_lens;
 } h_msg_t;
 
+/*
+ * Versions 1..want[a] per aggregate a (0 <= a < aggs), as Kafka delivered
+ * them: duplicates, versions that came after a higher one, and, at the
+ * end, versions never seen.
+ */
+typedef struct {
+        int aggs, maxv;
+        int *seen, *last;
+        long duplicates, out_of_order, missing;
+} h_versions_t;
+
+/** Start counting for aggs aggregates of up to want[a] versions each. */
+void h_versions_init(h_versions_t *t, int aggs, const int *want);
+
+/** Version v of aggregate a arrived (in range: the caller checked); false
+ *  for a duplicate, which does not count towards order. */
+bool h_versions_add(h_versions_t *t, int a, int v);
+
+/** Count the versions 1..want[a] never seen into t->missing; frees t's memory. */
+void h_versions_finish(h_versions_t *t, const int *want);
+
 /** Delete a topic, best effort: the broker outlives the test and the suite
  *  runs twice against it. */
 void h_kafka_delete_topic(const char *topic);
