@@ -95,18 +95,7 @@ public final class OutboxBench {
                         simpleString(r.key()), simpleString(r.value()), headers)));
             }
             long w0 = System.nanoTime();
-            for (int i = 0; i < records.size(); i++) {
-                Future<RecordMetadata> f = sent.get(i);
-                if (f != null) {
-                    try {
-                        f.get();
-                    } catch (java.util.concurrent.ExecutionException e) {
-                        throw new io.debezium.DebeziumException(e.getCause());
-                    }
-                }
-                committer.markProcessed(records.get(i));
-            }
-            committer.markBatchFinished();
+            EngineHost.awaitAndMark(sent, records, committer);
             synchronized (stats) {
                 stats[0]++;
                 stats[1] += records.size();

@@ -143,18 +143,7 @@ public final class OutboxCutover {
                 SourceRecord r = ev.value();
                 sent.add(r == null ? null : producer.send(wire.convert(r)));
             }
-            for (int i = 0; i < records.size(); i++) {
-                Future<RecordMetadata> f = sent.get(i);
-                if (f != null) {
-                    try {
-                        f.get();
-                    } catch (java.util.concurrent.ExecutionException e) {
-                        throw new io.debezium.DebeziumException(e.getCause());
-                    }
-                }
-                committer.markProcessed(records.get(i));
-            }
-            committer.markBatchFinished();
+            EngineHost.awaitAndMark(sent, records, committer);
             synchronized (sentTotal) {
                 sentTotal[0] += records.size();
                 System.out.println("CUTOVER sent " + sentTotal[0]);

@@ -24,15 +24,18 @@ import java.io.FileInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.management.ManagementFactory;
+import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import javax.management.MBeanServer;
 import javax.management.ObjectName;
 
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.source.SourceRecord;
 
 public final class EngineHost {
@@ -54,6 +57,30 @@ public final class EngineHost {
     }
 
     private EngineHost() {
+    }
+
+    /**
+     * Marks a batch processed in order, each record only once Kafka has
+     * acknowledged its send (null: nothing was sent for it), then the batch:
+     * the offsets Debezium commits, and so the LSN it confirms to the slot,
+     * never pass an event Kafka does not hold.
+     */
+    public static void awaitAndMark(List<Future<RecordMetadata>> sent,
+            List<ChangeEvent<SourceRecord, SourceRecord>> records,
+            DebeziumEngine.RecordCommitter<ChangeEvent<SourceRecord, SourceRecord>> committer)
+            throws InterruptedException {
+        for (int i = 0; i < records.size(); i++) {
+            Future<RecordMetadata> f = sent.get(i);
+            if (f != null) {
+                try {
+                    f.get();
+                } catch (java.util.concurrent.ExecutionException e) {
+                    throw new io.debezium.DebeziumException(e.getCause());
+                }
+            }
+            committer.markProcessed(records.get(i));
+        }
+        committer.markBatchFinished();
     }
 
     public static Props load(String path) throws IOException {
