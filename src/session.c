@@ -300,7 +300,7 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
         }
         relay_producer_free(s->prod);
         s->prod = NULL;
-        int rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch,
+        int rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
                                     s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen);
         if (rc == 0 && s->eos.on)
                 rc = relay_producer_txn_init(s->prod, EOS_INIT_MS, err, errlen);
@@ -640,6 +640,7 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
 }
 
 static int session_producer(relay_session_t *s, bool first, char *err, size_t errlen);
+static int session_linger(relay_session_t *s, char *err, size_t errlen);
 static int session_start_stream(relay_session_t *s, const relay_session_opts_t *o,
                                 relay_lsn_t *resume, char *err, size_t errlen);
 
@@ -684,7 +685,7 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
 {
         const relay_settings_t *set = s->set;
         int rc;
-        if ((rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch,
+        if ((rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
                                      s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen)))
                 return rc;
         if (first) {
@@ -713,8 +714,32 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
                                       servers, kerr);
                         return RELAY_ESETUP;
                 }
+                if (relay_producer_linger_auto(s->prod) && s->proc->linger_ms == 0)
+                        return session_linger(s, err, errlen);
         }
         return 0;
+}
+
+/* linger.ms from the broker's round trip, once per process: librdkafka
+ * cannot change it on a live producer, so the producer (nothing sent yet)
+ * is replaced when the round trip asks for more than the default. */
+static int session_linger(relay_session_t *s, char *err, size_t errlen)
+{
+        char kerr[RELAY_ERRBUF];
+        double rtt;
+        if (relay_producer_rtt(s->prod, 2, 1000, &rtt, kerr, sizeof(kerr))) {
+                relay_log_debug("could not measure the Kafka round trip (%s): linger.ms stays %d",
+                                kerr, relay_producer_linger_ms(s->prod));
+                return 0;
+        }
+        s->proc->linger_ms = relay_producer_linger_for_rtt(rtt);
+        relay_log_info("Kafka round trip %.1f ms: linger.ms %d", rtt, s->proc->linger_ms);
+        if (s->proc->linger_ms == relay_producer_linger_ms(s->prod))
+                return 0;
+        relay_producer_free(s->prod);
+        s->prod = NULL;
+        return relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
+                                  s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen);
 }
 
 /*
