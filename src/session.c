@@ -611,6 +611,20 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 #endif
 }
 
+/* The producer with the linger.ms of the round trip (session_linger()),
+ * at the first moment it has nothing queued or in flight and holds no
+ * Kafka transaction or event settled in place. */
+static int session_relinger(relay_session_t *s, char *err, size_t errlen)
+{
+        if (s->proc->linger_ms <= 0 || s->proc->linger_ms == relay_producer_linger_ms(s->prod) ||
+            !relay_producer_linger_auto(s->prod) || relay_producer_outq_len(s->prod) > 0 ||
+            s->inplace.pending || s->eos.open)
+                return 0;
+        relay_log_info("replacing the Kafka producer for linger.ms %d (from %d)", s->proc->linger_ms,
+                       relay_producer_linger_ms(s->prod));
+        return relay_session_new_producer(s, err, errlen);
+}
+
 int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
 {
         int64_t last_progress = relay_now_ms(), last_trim = last_progress;
@@ -623,7 +637,8 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                 if (session_may_stop(s))
                         return 0;
                 if ((rc = session_read_batch(s, &buffered, err, errlen)) ||
-                    (rc = relay_session_serve(s, 0, err, errlen)))
+                    (rc = relay_session_serve(s, 0, err, errlen)) ||
+                    (!buffered && (rc = session_relinger(s, err, errlen))))
                         return rc;
                 /* Exactly-once and idle between transactions: commit what is
                  * open once it is due, so its events become visible. */
@@ -720,11 +735,14 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
         return 0;
 }
 
-/* linger.ms from the broker's round trip, once per process: librdkafka
- * cannot change it on a live producer, so the producer (nothing sent yet)
- * is replaced when the round trip asks for more than the default. */
+/* linger.ms from the broker's round trip, once per process. librdkafka
+ * cannot change it on a live producer, and replacing it now would cost a
+ * catch-up a new connection (four round trips): the stream loop replaces
+ * it the first time nothing is in flight (session_relinger()). */
 static int session_linger(relay_session_t *s, char *err, size_t errlen)
 {
+        (void)err;
+        (void)errlen;
         char kerr[RELAY_ERRBUF];
         double rtt;
         if (relay_producer_rtt(s->prod, 2, 1000, &rtt, kerr, sizeof(kerr))) {
@@ -733,13 +751,12 @@ static int session_linger(relay_session_t *s, char *err, size_t errlen)
                 return 0;
         }
         s->proc->linger_ms = relay_producer_linger_for_rtt(rtt);
-        relay_log_info("Kafka round trip %.1f ms: linger.ms %d", rtt, s->proc->linger_ms);
         if (s->proc->linger_ms == relay_producer_linger_ms(s->prod))
-                return 0;
-        relay_producer_free(s->prod);
-        s->prod = NULL;
-        return relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
-                                  s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen);
+                relay_log_info("Kafka round trip %.1f ms: linger.ms %d", rtt, s->proc->linger_ms);
+        else
+                relay_log_info("Kafka round trip %.1f ms: linger.ms %d once nothing is in flight",
+                               rtt, s->proc->linger_ms);
+        return 0;
 }
 
 /*
