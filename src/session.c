@@ -612,14 +612,30 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 }
 
 /* The producer with the linger.ms of the round trip (session_linger()),
- * at the first moment it has nothing queued or in flight and holds no
- * Kafka transaction or event settled in place. */
+ * once the stream has caught up (the caller saw nothing more buffered) and
+ * holds no Kafka transaction or event settled in place: what is in flight
+ * is waited for (a steady rate may never leave the producer empty by
+ * itself; the next events wait meanwhile), then the producer is replaced,
+ * once per process. Not drained within a second: again in 10 s. */
 static int session_relinger(relay_session_t *s, char *err, size_t errlen)
 {
+        int rc;
         if (s->proc->linger_ms <= 0 || s->proc->linger_ms == relay_producer_linger_ms(s->prod) ||
-            !relay_producer_linger_auto(s->prod) || relay_producer_outq_len(s->prod) > 0 ||
-            s->inplace.pending || s->eos.open)
+            !relay_producer_linger_auto(s->prod) || s->inplace.pending || s->eos.open ||
+            relay_now_ms() < s->proc->relinger_after_ms)
                 return 0;
+        /* At most a second at a time, so a slow broker never holds the
+         * loop (stop signals, status updates, the watchdog): try again at
+         * the next quiet moment. */
+        int64_t deadline = relay_now_ms() + 1000;
+        while (relay_producer_outq_len(s->prod) > 0) {
+                if (relay_now_ms() >= deadline || session_may_stop(s)) {
+                        s->proc->relinger_after_ms = relay_now_ms() + 10000;
+                        return 0;
+                }
+                if ((rc = relay_session_serve(s, 10, err, errlen)))
+                        return rc;
+        }
         relay_log_info("replacing the Kafka producer for linger.ms %d (from %d)", s->proc->linger_ms,
                        relay_producer_linger_ms(s->prod));
         return relay_session_new_producer(s, err, errlen);
@@ -637,8 +653,7 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                 if (session_may_stop(s))
                         return 0;
                 if ((rc = session_read_batch(s, &buffered, err, errlen)) ||
-                    (rc = relay_session_serve(s, 0, err, errlen)) ||
-                    (!buffered && (rc = session_relinger(s, err, errlen))))
+                    (rc = relay_session_serve(s, 0, err, errlen)))
                         return rc;
                 /* Exactly-once and idle between transactions: commit what is
                  * open once it is due, so its events become visible. */
@@ -648,6 +663,8 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                         return rc;
                 if (session_may_stop(s))
                         continue;
+                if (!buffered && (rc = session_relinger(s, err, errlen)))
+                        return rc;
                 session_tick(s, &last_progress, &last_trim, &last_events);
                 if ((rc = session_wait(s, buffered, err, errlen)))
                         return rc;
