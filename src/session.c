@@ -611,6 +611,8 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 #endif
 }
 
+#define RELINGER_MAX_QUEUED 2500
+
 /* The producer with the linger.ms of the round trip (session_linger()),
  * once the stream has caught up (the caller saw nothing more buffered) and
  * holds no Kafka transaction or event settled in place: what is in flight
@@ -623,6 +625,11 @@ static int session_relinger(relay_session_t *s, char *err, size_t errlen)
         if (s->proc->linger_ms <= 0 || s->proc->linger_ms == relay_producer_linger_ms(s->prod) ||
             !relay_producer_linger_auto(s->prod) || s->inplace.pending || s->eos.open ||
             relay_now_ms() < s->proc->relinger_after_ms)
+                return 0;
+        /* Following, not catching up: something relayed already (at the
+         * very start nothing is buffered yet either) and librdkafka's
+         * queue low (a catch-up at a distance keeps it full). */
+        if (s->n.events == 0 || relay_producer_outq_len(s->prod) > RELINGER_MAX_QUEUED)
                 return 0;
         /* At most a second at a time, so a slow broker never holds the
          * loop (stop signals, status updates, the watchdog): try again at
