@@ -612,6 +612,7 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 }
 
 #define RELINGER_MAX_QUEUED 2500
+#define RELINGER_SETTLE_MS 5000
 
 /* The producer with the linger.ms of the round trip (session_linger()),
  * once the stream has caught up (the caller saw nothing more buffered) and
@@ -626,9 +627,9 @@ static int session_relinger(relay_session_t *s, char *err, size_t errlen)
             !relay_producer_linger_auto(s->prod) || s->inplace.pending || s->eos.open ||
             relay_now_ms() < s->proc->relinger_after_ms)
                 return 0;
-        /* Following, not catching up: something relayed already (at the
-         * very start nothing is buffered yet either) and librdkafka's
-         * queue low (a catch-up at a distance keeps it full). */
+        /* Following, not catching up: 5 s after the round trip was
+         * measured, something relayed, and librdkafka's queue low (a
+         * catch-up at a distance keeps it full). */
         if (s->n.events == 0 || relay_producer_outq_len(s->prod) > RELINGER_MAX_QUEUED)
                 return 0;
         /* At most a second at a time, so a slow broker never holds the
@@ -775,6 +776,9 @@ static int session_linger(relay_session_t *s, char *err, size_t errlen)
                 return 0;
         }
         s->proc->linger_ms = relay_producer_linger_for_rtt(rtt);
+        /* A catch-up's first seconds can look like following (nothing
+         * buffered yet, the queue still filling): not before this. */
+        s->proc->relinger_after_ms = relay_now_ms() + RELINGER_SETTLE_MS;
         if (s->proc->linger_ms == relay_producer_linger_ms(s->prod))
                 relay_log_info("Kafka round trip %.1f ms: linger.ms %d", rtt, s->proc->linger_ms);
         else
