@@ -615,8 +615,8 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 #define RELINGER_SETTLE_MS 5000
 
 /* The producer with the linger.ms of the round trip (session_linger()),
- * once the stream has caught up (the caller saw nothing more buffered) and
- * holds no Kafka transaction or event settled in place: what is in flight
+ * once the stream follows (the caller saw nothing more buffered; see
+ * below) and holds no Kafka transaction or event settled in place: what is in flight
  * is waited for (a steady rate may never leave the producer empty by
  * itself; the next events wait meanwhile), then the producer is replaced,
  * once per process. Not drained within a second: again in 10 s. */
@@ -763,7 +763,7 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
 /* linger.ms from the broker's round trip, once per process. librdkafka
  * cannot change it on a live producer, and replacing it now would cost a
  * catch-up a new connection (four round trips): the stream loop replaces
- * it the first time nothing is in flight (session_relinger()). */
+ * it once following (session_relinger()). */
 static int session_linger(relay_session_t *s, char *err, size_t errlen)
 {
         (void)err;
@@ -782,7 +782,7 @@ static int session_linger(relay_session_t *s, char *err, size_t errlen)
         if (s->proc->linger_ms == relay_producer_linger_ms(s->prod))
                 relay_log_info("Kafka round trip %.1f ms: linger.ms %d", rtt, s->proc->linger_ms);
         else
-                relay_log_info("Kafka round trip %.1f ms: linger.ms %d once nothing is in flight",
+                relay_log_info("Kafka round trip %.1f ms: linger.ms %d once following",
                                rtt, s->proc->linger_ms);
         return 0;
 }
