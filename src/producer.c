@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -40,6 +41,8 @@ struct relay_producer {
         char warning[RELAY_ERRBUF];
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
         int64_t batch_size, max_message;
+        int linger_ms;     /* linger.ms as configured */
+        bool linger_auto;  /* neither kafka.linger.ms nor its alias was set */
         char caveat[RELAY_ERRBUF]; /* what this librdkafka cannot do with these settings */
         bool stats_new;
         relay_kafka_stats_t stats; /* the latest statistics report, parsed */
@@ -267,8 +270,8 @@ static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, 
 }
 
 int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
-                       const char *transactional_id, relay_producer_dr_fn *dr, void *ctx,
-                       char *err, size_t errlen)
+                       int linger_ms, const char *transactional_id, relay_producer_dr_fn *dr,
+                       void *ctx, char *err, size_t errlen)
 {
         static const char *const defaults[][2] = {
                 {"enable.idempotence", "true"},
@@ -309,9 +312,19 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
         for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
                 if (conf_set(conf, defaults[i][0], defaults[i][1], err, errlen))
                         goto fail;
+        char val[64];
+        size_t vlen = sizeof(val);
+        if (linger_ms > 0) {
+                snprintf(val, sizeof(val), "%d", linger_ms);
+                if (conf_set(conf, "linger.ms", val, err, errlen))
+                        goto fail;
+        }
+        p->linger_auto = true;
         for (size_t i = 0; i < relay_config_kafka_count(cfg); i++) {
                 const char *name, *value;
                 relay_config_kafka_at(cfg, i, &name, &value);
+                if (strcmp(name, "linger.ms") == 0 || strcmp(name, "queue.buffering.max.ms") == 0)
+                        p->linger_auto = false;
                 if (strcmp(name, "enable.idempotence") == 0 && strcmp(value, "true") != 0) {
                         relay_err_set(err, errlen,
                                       "kafka.enable.idempotence=%s is not allowed: without "
@@ -332,8 +345,11 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
                 if (conf_set(conf, "transactional.id", transactional_id, err, errlen))
                         goto fail;
         }
-        char val[64];
-        size_t vlen = sizeof(val);
+        vlen = sizeof(val);
+        p->linger_ms = 5;
+        if (rd_kafka_conf_get(conf, "linger.ms", val, &vlen) == RD_KAFKA_CONF_OK)
+                p->linger_ms = (int)strtol(val, NULL, 10);
+        vlen = sizeof(val);
         /* librdkafka before 2.6.1 sends the server's nonce with its own
          * appended twice in SCRAM's client-final message; Kafka 4 checks
          * the nonce strictly (RFC 5802) and refuses every login (librdkafka
@@ -453,6 +469,63 @@ int relay_producer_ping(relay_producer_t *p, int timeout_ms, char *err, size_t e
                 return RELAY_EKAFKA;
         }
         return 0;
+}
+
+int relay_producer_rtt(relay_producer_t *p, int tries, int timeout_ms, double *rtt_ms, char *err,
+                       size_t errlen)
+{
+        double best = -1;
+        for (int i = 0; i < tries; i++) {
+                const struct rd_kafka_metadata *md = NULL;
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                rd_kafka_resp_err_t e = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                if (e) {
+                        relay_err_set(err, errlen, "%s", rd_kafka_err2str(e));
+                        return e == RD_KAFKA_RESP_ERR__TIMED_OUT ? RELAY_EAGAIN : RELAY_EKAFKA;
+                }
+                rd_kafka_metadata_destroy(md);
+                double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+                if (best < 0 || ms < best)
+                        best = ms;
+        }
+        if (best < 0) {
+                relay_err_set(err, errlen, "no round trip measured");
+                return RELAY_EINVAL;
+        }
+        *rtt_ms = best;
+        return 0;
+}
+
+/*
+ * With one request in flight, an event that arrives while a request is out
+ * waits for its response anyway, so a linger up to the round trip costs it
+ * nothing; a shorter one makes the batch ready early and librdkafka's
+ * broker thread then spins until the response comes (rd_kafka_msgq_allow_
+ * wakeup_at sets its wake-up to now while the idempotence check declines
+ * to send): a third of a core at 20 ms, 6 % at 5 ms. Below 10 ms the
+ * default 5 stays (what the relay gains there does not pay for replacing
+ * the producer: a new connection, four round trips); at most 100 ms, so
+ * one lone event is not held long when the broker is very far.
+ */
+int relay_producer_linger_for_rtt(double rtt_ms)
+{
+        if (!(rtt_ms >= 10)) /* also NaN */
+                return 5;
+        if (rtt_ms > 100)
+                return 100;
+        return (int)(rtt_ms + 0.5);
+}
+
+int relay_producer_linger_ms(const relay_producer_t *p)
+{
+        return p->linger_ms;
+}
+
+bool relay_producer_linger_auto(const relay_producer_t *p)
+{
+        return p->linger_auto;
 }
 
 int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t tag, char *err,

@@ -318,7 +318,7 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
         }
         relay_producer_free(s->prod);
         s->prod = NULL;
-        int rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch,
+        int rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
                                     s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen);
         if (rc == 0 && s->eos.on)
                 rc = relay_producer_txn_init(s->prod, EOS_INIT_MS, err, errlen);
@@ -709,6 +709,44 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 #endif
 }
 
+#define RELINGER_MAX_QUEUED 2500
+#define RELINGER_SETTLE_MS 5000
+
+/* The producer with the linger.ms of the round trip (session_linger()),
+ * once the stream follows (the caller saw nothing more buffered; see
+ * below) and holds no Kafka transaction or event settled in place: what is in flight
+ * is waited for (a steady rate may never leave the producer empty by
+ * itself; the next events wait meanwhile), then the producer is replaced,
+ * once per process. Not drained within a second: again in 10 s. */
+static int session_relinger(relay_session_t *s, char *err, size_t errlen)
+{
+        int rc;
+        if (s->proc->linger_ms <= 0 || s->proc->linger_ms == relay_producer_linger_ms(s->prod) ||
+            !relay_producer_linger_auto(s->prod) || s->inplace.pending || s->eos.open ||
+            relay_now_ms() < s->proc->relinger_after_ms)
+                return 0;
+        /* Following, not catching up: 5 s after the round trip was
+         * measured, something relayed, and librdkafka's queue low (a
+         * catch-up at a distance keeps it full). */
+        if (s->n.events == 0 || relay_producer_outq_len(s->prod) > RELINGER_MAX_QUEUED)
+                return 0;
+        /* At most a second at a time, so a slow broker never holds the
+         * loop (stop signals, status updates, the watchdog): try again at
+         * the next quiet moment. */
+        int64_t deadline = relay_now_ms() + 1000;
+        while (relay_producer_outq_len(s->prod) > 0) {
+                if (relay_now_ms() >= deadline || session_may_stop(s)) {
+                        s->proc->relinger_after_ms = relay_now_ms() + 10000;
+                        return 0;
+                }
+                if ((rc = relay_session_serve(s, 10, err, errlen)))
+                        return rc;
+        }
+        relay_log_info("replacing the Kafka producer for linger.ms %d (from %d)", s->proc->linger_ms,
+                       relay_producer_linger_ms(s->prod));
+        return relay_session_new_producer(s, err, errlen);
+}
+
 int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
 {
         int64_t last_progress = relay_now_ms(), last_trim = last_progress;
@@ -730,6 +768,8 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                         return rc;
                 if (session_may_stop(s))
                         continue;
+                if (!buffered && (rc = session_relinger(s, err, errlen)))
+                        return rc;
                 session_tick(s, &last_progress, &last_trim, &last_events);
                 if ((rc = session_wait(s, buffered, err, errlen)))
                         return rc;
@@ -737,6 +777,7 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
 }
 
 static int session_producer(relay_session_t *s, bool first, char *err, size_t errlen);
+static int session_linger(relay_session_t *s, char *err, size_t errlen);
 static int session_start_stream(relay_session_t *s, const relay_session_opts_t *o,
                                 relay_lsn_t *resume, char *err, size_t errlen);
 
@@ -781,7 +822,7 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
 {
         const relay_settings_t *set = s->set;
         int rc;
-        if ((rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch,
+        if ((rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
                                      s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen)))
                 return rc;
         if (first) {
@@ -810,7 +851,36 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
                                       servers, kerr);
                         return RELAY_ESETUP;
                 }
+                if (relay_producer_linger_auto(s->prod) && s->proc->linger_ms == 0)
+                        return session_linger(s, err, errlen);
         }
+        return 0;
+}
+
+/* linger.ms from the broker's round trip, once per process. librdkafka
+ * cannot change it on a live producer, and replacing it now would cost a
+ * catch-up a new connection (four round trips): the stream loop replaces
+ * it once following (session_relinger()). */
+static int session_linger(relay_session_t *s, char *err, size_t errlen)
+{
+        (void)err;
+        (void)errlen;
+        char kerr[RELAY_ERRBUF];
+        double rtt;
+        if (relay_producer_rtt(s->prod, 2, 1000, &rtt, kerr, sizeof(kerr))) {
+                relay_log_debug("could not measure the Kafka round trip (%s): linger.ms stays %d",
+                                kerr, relay_producer_linger_ms(s->prod));
+                return 0;
+        }
+        s->proc->linger_ms = relay_producer_linger_for_rtt(rtt);
+        /* A catch-up's first seconds can look like following (nothing
+         * buffered yet, the queue still filling): not before this. */
+        s->proc->relinger_after_ms = relay_now_ms() + RELINGER_SETTLE_MS;
+        if (s->proc->linger_ms == relay_producer_linger_ms(s->prod))
+                relay_log_info("Kafka round trip %.1f ms: linger.ms %d", rtt, s->proc->linger_ms);
+        else
+                relay_log_info("Kafka round trip %.1f ms: linger.ms %d once following",
+                               rtt, s->proc->linger_ms);
         return 0;
 }
 

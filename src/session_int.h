@@ -31,6 +31,8 @@ struct relay_process {
         relay_policy_t *pol;
         relay_limits_t *lim;
         int64_t max_batch; /* batch.size for new producers (0: librdkafka's) */
+        int linger_ms;     /* linger.ms for new producers, from the first session's round trip (0: 5) */
+        int64_t relinger_after_ms; /* no attempt to apply linger_ms before (settling; a drain timed out) */
         uint64_t implicit_acks;
         relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
         relay_slotmon_t *slotmon;

@@ -92,7 +92,8 @@ typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_
  * @brief Create the producer: our defaults (enable.idempotence=true,
  *        max.in.flight.requests.per.connection=1,
  *        enable.gapless.guarantee=true, partitioner=murmur2_random,
- *        linger.ms=5, queue.buffering.max.messages=10000,
+ *        linger.ms=5, or linger_ms when > 0 (relay_producer_linger_for_rtt()),
+ *        queue.buffering.max.messages=10000,
  *        client.id=outbox-relay), then every kafka.* key of cfg (borrowed)
  *        on top. With kafka.statistics.interval.ms set, librdkafka's
  *        statistics are logged at debug level. max_batch > 0 lowers batch.size to at most that many bytes
@@ -103,8 +104,29 @@ typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_
  *          RELAY_EIO when the wake-up pipe cannot be made.
  */
 int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
-                       const char *transactional_id, relay_producer_dr_fn *dr, void *ctx,
-                       char *err, size_t errlen) RELAY_MUST_CHECK;
+                       int linger_ms, const char *transactional_id, relay_producer_dr_fn *dr,
+                       void *ctx, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief The broker's round trip: the shortest of tries Metadata requests
+ *        (ask once relay_producer_ping() succeeded, so the connection is
+ *        up and not counted), in ms.
+ * @returns 0 and *rtt_ms; RELAY_EAGAIN when a request timed out;
+ *          RELAY_EKAFKA on any other failure.
+ */
+int relay_producer_rtt(relay_producer_t *p, int tries, int timeout_ms, double *rtt_ms, char *err,
+                       size_t errlen) RELAY_MUST_CHECK;
+
+/** @brief linger.ms for a broker rtt_ms away: the round trip (at most 100)
+ *         from 10 ms on, 5 below. */
+int relay_producer_linger_for_rtt(double rtt_ms);
+
+/** @brief linger.ms as this producer was configured. */
+int relay_producer_linger_ms(const relay_producer_t *p);
+
+/** @brief True when the configuration left linger.ms to the relay (neither
+ *         kafka.linger.ms nor kafka.queue.buffering.max.ms was set). */
+bool relay_producer_linger_auto(const relay_producer_t *p);
 
 /*
  * Transactions (delivery.mode = exactly-once: a producer created with a

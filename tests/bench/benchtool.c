@@ -427,6 +427,17 @@ static void produce_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque
         }
 }
 
+static FILE *stats_out;
+static int stats_to_file(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+        (void)rk;
+        (void)opaque;
+        fwrite(json, 1, len, stats_out);
+        fputc('\n', stats_out);
+        fflush(stats_out);
+        return 0;
+}
+
 static int cmd_produce(int argc, char **argv)
 {
         if (argc < 5) {
@@ -434,10 +445,40 @@ static int cmd_produce(int argc, char **argv)
                 return 3;
         }
         /* The relay's producer settings. */
-        static const char *const settings[] = {
+        static const char *const base[] = {
                 "acks", "all", "enable.idempotence", "true", "linger.ms", "5",
-                "compression.type", "none", "partitioner", "murmur2_random", NULL,
+                "compression.type", "none", "partitioner", "murmur2_random",
         };
+        /* BENCH_PRODUCE_CONF: more "name=value" pairs, blank-separated, after
+         * (so over) those; BENCH_STATS_FILE: librdkafka's statistics, one
+         * JSON object a line, at statistics.interval.ms. */
+        const char *settings[64];
+        size_t ns = 0;
+        for (; ns < sizeof(base) / sizeof(base[0]); ns++)
+                settings[ns] = base[ns];
+        static char extra[1024];
+        const char *ev = getenv("BENCH_PRODUCE_CONF");
+        snprintf(extra, sizeof(extra), "%s", ev ? ev : "");
+        for (char *sv = NULL, *tok = strtok_r(extra, " ", &sv); tok && ns + 3 < 64; tok = strtok_r(NULL, " ", &sv)) {
+                char *eq = strchr(tok, '=');
+                if (!eq) {
+                        fprintf(stderr, "benchtool: BENCH_PRODUCE_CONF: %s is not name=value\n", tok);
+                        return 3;
+                }
+                *eq = '\0';
+                settings[ns++] = tok;
+                settings[ns++] = eq + 1;
+        }
+        settings[ns] = NULL;
+        const char *sf = getenv("BENCH_STATS_FILE");
+        if (sf && *sf) {
+                stats_out = fopen(sf, "w");
+                if (!stats_out) {
+                        fprintf(stderr, "benchtool: %s: %s\n", sf, strerror(errno));
+                        return 3;
+                }
+                client_stats = stats_to_file;
+        }
         rd_kafka_t *rk = kafka_client(argv[1], RD_KAFKA_PRODUCER, settings, produce_dr);
         signal(SIGTERM, on_signal);
         signal(SIGINT, on_signal);
