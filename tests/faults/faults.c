@@ -690,3 +690,17 @@ void fx_crash_figures(const char *name, const h_verify_t *v, const fx_kills_t *k
                  v->expected ? 100.0 * (double)v->duplicates / (double)v->expected : 0.0,
                  v->missing, v->out_of_order, rolled_back, written_s, all_in_kafka_s);
 }
+
+void fx_mock_workload_topics(struct rd_kafka_mock_cluster_s *mock, const h_workload_conf_t *wc,
+                             bool spread)
+{
+        for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
+                char topic[256];
+                h_workload_topic(wc, t, topic, sizeof(topic));
+                rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mock, topic, 1, 1);
+                if (!e && spread)
+                        e = rd_kafka_mock_partition_set_leader(mock, topic, 0, t + 1);
+                if (e)
+                        tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
+        }
+}

@@ -325,6 +325,14 @@ struct rd_kafka_mock_cluster_s;
  */
 const char *fx_mock_start(int brokers, struct rd_kafka_mock_cluster_s **out);
 
+/**
+ * The mock has no CreateTopics: create the workload's topics on it (one
+ * partition, replication factor 1); with spread, topic t's leader is broker
+ * t + 1. Bails on failure.
+ */
+void fx_mock_workload_topics(struct rd_kafka_mock_cluster_s *mock, const h_workload_conf_t *wc,
+                             bool spread);
+
 struct rd_kafka_s;
 /** A librdkafka log callback that keeps the test's output clean (the mock
  *  debug file gets the lines when RELAY_TEST_MOCK_DEBUG is set). */

@@ -117,17 +117,8 @@ static void run_case(const char *name, const char *bootstraps, int rounds, bool 
                 .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
                 .max_txn = 1, .pause_ms = 10, .partitions = 1,
         };
-        /* The mock has no CreateTopics: its topics are made below. */
         h_workload_setup_tables(fc.c, &wc);
-        for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
-                char topic[256];
-                h_workload_topic(&wc, t, topic, sizeof(topic));
-                rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(g_mock, topic, 1, 1);
-                if (!e)
-                        e = rd_kafka_mock_partition_set_leader(g_mock, topic, 0, t + 1);
-                if (e)
-                        tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
-        }
+        fx_mock_workload_topics(g_mock, &wc, true);
 
         fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         if (pipelining) {

@@ -36,14 +36,8 @@ static void run_case(const char *name, const char *bootstraps, const char *setti
                 .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
                 .max_txn = 1, .pause_ms = 10, .partitions = 1,
         };
-        /* The mock has no CreateTopics: its topics are made here. */
         h_workload_setup_tables(fc.c, &wc);
-        for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
-                char topic[256];
-                h_workload_topic(&wc, t, topic, sizeof(topic));
-                if (rd_kafka_mock_topic_create(g_mock, topic, 1, 1))
-                        tap_bail("mock topic %s", topic);
-        }
+        fx_mock_workload_topics(g_mock, &wc, false);
         fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         if (setting)
                 fx_sets_add(&fc.sets, "%s", setting);
