@@ -706,8 +706,19 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                 const char *db = PQgetvalue(res, 0, 1);
                 const char *wal_status = PQgetvalue(res, 0, 2);
                 const char *cur = PQgetvalue(res, 0, 3);
-                if (PQgetisnull(res, 0, 0) || strcmp(plugin, "pgoutput") != 0 ||
-                    strcmp(db, cur) != 0) {
+                /* A logical slot another walsender is still creating shows
+                 * no plugin yet (CREATE_REPLICATION_SLOT sets it after the
+                 * slot appears, and then waits for a consistent point): that
+                 * relay will stream from it, this one stands by. Seen when
+                 * two relays started together on PostgreSQL 14 (0104). */
+                if (!PQgetisnull(res, 0, 0) && plugin[0] == '\0' && strcmp(db, cur) == 0) {
+                        relay_err_set(err, errlen,
+                                      "replication slot \"%s\" is being created by another "
+                                      "process",
+                                      r->slot);
+                        rc = RELAY_EBUSY;
+                } else if (PQgetisnull(res, 0, 0) || strcmp(plugin, "pgoutput") != 0 ||
+                           strcmp(db, cur) != 0) {
                         relay_err_set(err, errlen,
                                       "replication slot \"%s\" exists but is not a pgoutput slot "
                                       "of database \"%s\" (plugin \"%s\", database \"%s\"); set "
