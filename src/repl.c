@@ -694,9 +694,12 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                 r->failover_unguarded = !guard || !*guard;
                 free(guard);
         }
+        /* The last column: the process holding the slot, NULL when none
+         * holds it or this walsender does. */
         snprintf(sql, sizeof(sql),
-                 "SELECT plugin, database, wal_status, current_database(), %s FROM "
-                 "pg_catalog.pg_replication_slots WHERE slot_name = %s",
+                 "SELECT plugin, database, wal_status, current_database(), %s, "
+                 "NULLIF(active_pid, pg_catalog.pg_backend_pid()) "
+                 "FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
                  r->server_version >= 170000 ? "failover" : "false", slot);
         PQfreemem(slot);
         if ((rc = query(r, sql, &res, err, errlen)))
@@ -706,16 +709,17 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                 const char *db = PQgetvalue(res, 0, 1);
                 const char *wal_status = PQgetvalue(res, 0, 2);
                 const char *cur = PQgetvalue(res, 0, 3);
-                /* A logical slot another walsender is still creating shows
-                 * no plugin yet (CREATE_REPLICATION_SLOT sets it after the
-                 * slot appears, and then waits for a consistent point): that
-                 * relay will stream from it, this one stands by. Seen when
-                 * two relays started together on PostgreSQL 14 (0104). */
-                if (!PQgetisnull(res, 0, 0) && plugin[0] == '\0' && strcmp(db, cur) == 0) {
+                /* A slot another process holds is not ours to judge yet:
+                 * another relay streams from it (or is still creating it: a
+                 * logical slot shows no plugin until CREATE_REPLICATION_SLOT
+                 * has set it, as when two relays start together, 0104), or
+                 * a client of another kind reads it. Stand by; what the slot
+                 * is gets checked once it is free. */
+                if (!PQgetisnull(res, 0, 5)) {
                         relay_err_set(err, errlen,
-                                      "replication slot \"%s\" is being created by another "
-                                      "process",
-                                      r->slot);
+                                      "replication slot \"%s\" is active in another process "
+                                      "(PID %s)",
+                                      r->slot, PQgetvalue(res, 0, 5));
                         rc = RELAY_EBUSY;
                 } else if (PQgetisnull(res, 0, 0) || strcmp(plugin, "pgoutput") != 0 ||
                            strcmp(db, cur) != 0) {
