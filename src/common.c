@@ -84,6 +84,58 @@ char *relay_dupn(const char *s, size_t n)
         return d;
 }
 
+void relay_strbuf_fixed(relay_strbuf_t *b, char *buf, size_t size)
+{
+        *b = (relay_strbuf_t){.p = buf, .cap = size, .fixed = true, .failed = size == 0};
+        if (size > 0)
+                buf[0] = '\0';
+}
+
+void relay_strbuf_addn(relay_strbuf_t *b, const char *s, size_t n)
+{
+        if (b->failed)
+                return;
+        if (b->len + n + 1 > b->cap) {
+                size_t cap = b->cap ? b->cap : 64;
+                char *p;
+                if (b->fixed) {
+                        b->failed = true;
+                        return;
+                }
+                while (cap < b->len + n + 1)
+                        cap *= 2;
+                if (!(p = realloc(b->p, cap))) {
+                        b->failed = true;
+                        return;
+                }
+                b->p = p;
+                b->cap = cap;
+        }
+        if (n > 0)
+                memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+}
+
+void relay_strbuf_adds(relay_strbuf_t *b, const char *s)
+{
+        relay_strbuf_addn(b, s, strlen(s));
+}
+
+void relay_strbuf_addc(relay_strbuf_t *b, char c)
+{
+        relay_strbuf_addn(b, &c, 1);
+}
+
+char *relay_strbuf_finish(relay_strbuf_t *b)
+{
+        if (b->failed) {
+                free(b->p);
+                return NULL;
+        }
+        return b->p ? b->p : strdup("");
+}
+
 bool relay_list_next(const char **p, const char **item, size_t *len)
 {
         const char *s = *p, *e;

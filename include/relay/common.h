@@ -81,6 +81,40 @@ char *relay_dupn(const char *s, size_t n);
  */
 bool relay_list_next(const char **p, const char **item, size_t *len);
 
+/*
+ * A string being built: growable (start from {0}; relay_strbuf_finish()
+ * hands the result over) or bounded by a caller's buffer
+ * (relay_strbuf_fixed()). The first append that fails (out of memory, or
+ * past a bounded buffer's end) sets failed, and every later one is then
+ * ignored; what was built so far stays NUL-terminated.
+ */
+typedef struct {
+        char *p;      /* the text; the caller's buffer when fixed */
+        size_t len;   /* bytes of text, the NUL not counted */
+        size_t cap;   /* bytes at p */
+        bool fixed;   /* bounded: p is never reallocated */
+        bool failed;  /* an append did not fit or memory ran out */
+} relay_strbuf_t;
+
+/** @brief Build into the caller's buf of size bytes (empties it). */
+void relay_strbuf_fixed(relay_strbuf_t *b, char *buf, size_t size);
+
+/** @brief Append n bytes at s (s may be NULL when n is 0). */
+void relay_strbuf_addn(relay_strbuf_t *b, const char *s, size_t n);
+
+/** @brief Append the string s. */
+void relay_strbuf_adds(relay_strbuf_t *b, const char *s);
+
+/** @brief Append the character c. */
+void relay_strbuf_addc(relay_strbuf_t *b, char c);
+
+/**
+ * @brief A growable builder's string (caller frees with free(); "" when
+ *        nothing was appended), or NULL when an append failed (the buffer
+ *        is freed then). b must not be used again but from {0}.
+ */
+char *relay_strbuf_finish(relay_strbuf_t *b);
+
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);
 

@@ -67,10 +67,43 @@ static void test_list(void)
         is_str(buf, "[a b]", "inner blanks kept");
 }
 
+static void test_strbuf(void)
+{
+        relay_strbuf_t b = {0};
+        char *s = relay_strbuf_finish(&b);
+        is_str(s, "", "a growable builder with nothing appended gives \"\"");
+        free(s);
+
+        b = (relay_strbuf_t){0};
+        for (int i = 0; i < 100; i++)
+                relay_strbuf_adds(&b, "abc");
+        relay_strbuf_addc(&b, '!');
+        relay_strbuf_addn(&b, "xyz", 2);
+        s = relay_strbuf_finish(&b);
+        ok(s && strlen(s) == 303 && strncmp(s, "abcabc", 6) == 0 &&
+                   strcmp(s + 300, "!xy") == 0,
+           "a growable builder grows past its first 64 bytes");
+        free(s);
+
+        char buf[6];
+        relay_strbuf_fixed(&b, buf, sizeof(buf));
+        is_str(buf, "", "a bounded builder empties the caller's buffer");
+        relay_strbuf_adds(&b, "abc");
+        relay_strbuf_addc(&b, 'd');
+        ok(!b.failed, "5 bytes fit in 6");
+        relay_strbuf_adds(&b, "ef");
+        ok(b.failed, "past the end: failed");
+        relay_strbuf_addc(&b, 'g');
+        is_str(buf, "abcd", "what was built stays terminated, later appends ignored");
+        relay_strbuf_fixed(&b, buf, 0);
+        ok(b.failed, "a bounded builder of 0 bytes has failed already");
+}
+
 int main(void)
 {
         test_strerror();
         test_hex_and_dup();
         test_list();
+        test_strbuf();
         return done_testing();
 }
