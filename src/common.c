@@ -136,6 +136,19 @@ char *relay_strbuf_finish(relay_strbuf_t *b)
         return b->p ? b->p : strdup("");
 }
 
+void relay_free_all(void *const *ptrs, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(ptrs[i]);
+}
+
+void relay_free_list(char **items, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(items[i]);
+        free(items);
+}
+
 bool relay_list_next(const char **p, const char **item, size_t *len)
 {
         const char *s = *p, *e;

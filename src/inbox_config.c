@@ -107,13 +107,6 @@ static const struct {
         {"client.id", "outbox-inbox"},
 };
 
-static void free_list(char **v, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
-}
-
 static int set_kafka(relay_inbox_config_t *c, const char *name, const char *value, char *err,
                      size_t errlen)
 {
@@ -160,7 +153,7 @@ static int parse_list(const char *value, char ***out, size_t *n_out)
                         continue;
                 char **nv = realloc(v, (n + 1) * sizeof(char *));
                 if (!nv || !(nv[n] = relay_dupn(item, len))) {
-                        free_list(nv ? nv : v, n);
+                        relay_free_list(nv ? nv : v, n);
                         return RELAY_ENOMEM;
                 }
                 v = nv;
@@ -228,7 +221,7 @@ static int set_known(relay_inbox_config_t *c, const key_t_ *k, const char *value
                         relay_err_set(err, errlen, "out of memory");
                         return RELAY_ENOMEM;
                 }
-                free_list(c->topics, c->n_topics);
+                relay_free_list(c->topics, c->n_topics);
                 c->topics = v;
                 c->n_topics = n;
                 return 0;
@@ -308,14 +301,10 @@ void relay_inbox_config_free(relay_inbox_config_t *c)
 {
         if (!c)
                 return;
-        free(c->postgres_conninfo);
-        free_list(c->topics, c->n_topics);
-        free(c->handler);
-        free(c->id_header);
-        free(c->errors_dlq_topic);
-        free_list(c->kafka_names, c->n_kafka);
-        free_list(c->kafka_values, c->n_kafka);
-        free(c);
+        relay_free_list(c->topics, c->n_topics);
+        relay_free_list(c->kafka_names, c->n_kafka);
+        relay_free_list(c->kafka_values, c->n_kafka);
+        RELAY_FREE_ALL(c->postgres_conninfo, c->handler, c->id_header, c->errors_dlq_topic, c);
 }
 
 int relay_inbox_config_set_arg(relay_inbox_config_t *c, const char *arg, char *err, size_t errlen)

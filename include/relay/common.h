@@ -71,6 +71,20 @@ int relay_hexval(char c);
  */
 char *relay_dupn(const char *s, size_t n);
 
+/** @brief free() each of the n pointers at ptrs (NULL ones too). */
+void relay_free_all(void *const *ptrs, size_t n);
+
+/**
+ * @brief free() every argument, in order: a destructor's list of owned
+ *        fields, the struct itself last (RELAY_FREE_ALL(s->a, s->b, s)).
+ */
+#define RELAY_FREE_ALL(...)                                                                        \
+        relay_free_all((void *const[]){__VA_ARGS__},                                               \
+                       sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+
+/** @brief free() the n strings of items, then items (NULL when n is 0). */
+void relay_free_list(char **items, size_t n);
+
 /**
  * @brief Next item of a comma-separated list, blanks (space, tab) around it
  *        trimmed. Start with *p at the list; each call sets *item and *len
