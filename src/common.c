@@ -29,36 +29,25 @@ void relay_err_set(char *err, size_t errlen, const char *fmt, ...)
 
 const char *relay_strerror(int code)
 {
-        switch (code) {
-        case RELAY_OK:
-                return "success";
-        case RELAY_EINVAL:
-                return "invalid configuration or argument";
-        case RELAY_EPROTO:
-                return "protocol violation by the server";
-        case RELAY_EIO:
-                return "connection lost or refused";
-        case RELAY_ENOMEM:
-                return "out of memory";
-        case RELAY_EKAFKA:
-                return "Kafka error";
-        case RELAY_EBUSY:
-                return "replication slot active in another process";
-        case RELAY_ESETUP:
-                return "server not set up for the relay";
-        case RELAY_EAGAIN:
-                return "queue full, try again";
-        case RELAY_EMAP:
-                return "outbox row cannot become an event";
-        case RELAY_ESLOTLOST:
-                return "replication slot dropped or invalidated";
-        case RELAY_EREJECTED:
-                return "event rejected by Kafka";
-        case RELAY_EFENCED:
-                return "fenced by another producer with the same transactional.id";
-        default:
+        /* Indexed by -code: the codes run from 0 down without a gap. */
+        static const char *const what[] = {
+                [-RELAY_OK] = "success",
+                [-RELAY_EINVAL] = "invalid configuration or argument",
+                [-RELAY_EPROTO] = "protocol violation by the server",
+                [-RELAY_EIO] = "connection lost or refused",
+                [-RELAY_ENOMEM] = "out of memory",
+                [-RELAY_EKAFKA] = "Kafka error",
+                [-RELAY_EBUSY] = "replication slot active in another process",
+                [-RELAY_ESETUP] = "server not set up for the relay",
+                [-RELAY_EAGAIN] = "queue full, try again",
+                [-RELAY_EMAP] = "outbox row cannot become an event",
+                [-RELAY_ESLOTLOST] = "replication slot dropped or invalidated",
+                [-RELAY_EREJECTED] = "event rejected by Kafka",
+                [-RELAY_EFENCED] = "fenced by another producer with the same transactional.id",
+        };
+        if (code > 0 || code <= -(int)(sizeof(what) / sizeof(what[0])))
                 return "unknown return code";
-        }
+        return what[-code];
 }
 
 int relay_hexval(char c)

@@ -483,26 +483,47 @@ static int bad_tag(char *err, size_t errlen, uint8_t type, const char *accept, u
         return bad(err, errlen, type, "expected %s, got 0x%02x", list, tag);
 }
 
+/* Where a row message's parts go; old and new NULL: it has no such tuple. */
+typedef struct {
+        uint32_t *relid;
+        const relay_pgo_relation_t **rel;
+        char *oldkind;
+        relay_pgo_tuple_t *old, *new;
+} row_out_t;
+
 /*
- * What starts every row message: Int32 relid, Byte1 tag, one of accept
- * (the tuple that follows: 'N' new, 'K' key, 'O' old row). The relid must
- * be cached.
+ * The layout every row message shares after its type: Int32 relid (which
+ * must be cached), Byte1 tag, one of accept: 'K' (key) or 'O' (old row)
+ * followed by that TupleData and, when the message has a new row, Byte1
+ * 'N' and its TupleData; or 'N' and the new row's TupleData at once.
  */
-static int read_row_start(const relay_pgoutput_t *d, struct rd *r, uint8_t type,
-                          const char *accept, uint32_t *relid, const relay_pgo_relation_t **rel,
-                          uint8_t *tag, char *err, size_t errlen)
+static int read_row(const relay_pgoutput_t *d, struct rd *r, uint8_t type, const char *accept,
+                    row_out_t out, char *err, size_t errlen)
 {
-        if (!rd_u32(r, relid))
+        uint8_t tag;
+        int rc;
+
+        if (!rd_u32(r, out.relid))
                 return TRUNC;
-        *rel = lookup(d, *relid);
-        if (*rel == NULL)
+        *out.rel = lookup(d, *out.relid);
+        if (*out.rel == NULL)
                 return bad(err, errlen, type,
-                           "relation %u was never described by a Relation message", *relid);
-        if (!rd_u8(r, tag))
+                           "relation %u was never described by a Relation message", *out.relid);
+        if (!rd_u8(r, &tag))
                 return TRUNC;
-        if (*tag == 0 || strchr(accept, *tag) == NULL)
-                return bad_tag(err, errlen, type, accept, *tag);
-        return RELAY_OK;
+        if (tag == 0 || strchr(accept, tag) == NULL)
+                return bad_tag(err, errlen, type, accept, tag);
+        if (tag != 'N') {
+                *out.oldkind = (char)tag;
+                rc = parse_tuple(r, type, *out.rel, d->oldvals, out.old, err, errlen);
+                if (rc != RELAY_OK || out.new == NULL)
+                        return rc;
+                if (!rd_u8(r, &tag))
+                        return TRUNC;
+                if (tag != 'N')
+                        return bad_tag(err, errlen, type, "N", tag);
+        }
+        return parse_tuple(r, type, *out.rel, d->newvals, out.new, err, errlen);
 }
 
 /*
@@ -511,12 +532,9 @@ static int read_row_start(const relay_pgoutput_t *d, struct rd *r, uint8_t type,
 static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_insert_t *m, char *err,
                         size_t errlen)
 {
-        uint8_t tag;
-        int rc = read_row_start(d, r, 'I', "N", &m->relid, &m->relation, &tag, err, errlen);
-
-        if (rc != RELAY_OK)
-                return rc;
-        return parse_tuple(r, 'I', m->relation, d->newvals, &m->newtuple, err, errlen);
+        return read_row(d, r, 'I', "N",
+                        (row_out_t){&m->relid, &m->relation, NULL, NULL, &m->newtuple}, err,
+                        errlen);
 }
 
 /*
@@ -526,22 +544,10 @@ static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_inser
 static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_update_t *m, char *err,
                         size_t errlen)
 {
-        uint8_t tag;
-        int rc = read_row_start(d, r, 'U', "NKO", &m->relid, &m->relation, &tag, err, errlen);
-
-        if (rc != RELAY_OK)
-                return rc;
-        if (tag != 'N') {
-                m->oldkind = (char)tag;
-                rc = parse_tuple(r, 'U', m->relation, d->oldvals, &m->oldtuple, err, errlen);
-                if (rc != RELAY_OK)
-                        return rc;
-                if (!rd_u8(r, &tag))
-                        return TRUNC;
-                if (tag != 'N')
-                        return bad_tag(err, errlen, 'U', "N", tag);
-        }
-        return parse_tuple(r, 'U', m->relation, d->newvals, &m->newtuple, err, errlen);
+        return read_row(d, r, 'U', "NKO",
+                        (row_out_t){&m->relid, &m->relation, &m->oldkind, &m->oldtuple,
+                                    &m->newtuple},
+                        err, errlen);
 }
 
 /*
@@ -550,13 +556,9 @@ static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_updat
 static int parse_delete(const relay_pgoutput_t *d, struct rd *r, relay_pgo_delete_t *m, char *err,
                         size_t errlen)
 {
-        uint8_t tag;
-        int rc = read_row_start(d, r, 'D', "KO", &m->relid, &m->relation, &tag, err, errlen);
-
-        if (rc != RELAY_OK)
-                return rc;
-        m->oldkind = (char)tag;
-        return parse_tuple(r, 'D', m->relation, d->oldvals, &m->oldtuple, err, errlen);
+        return read_row(d, r, 'D', "KO",
+                        (row_out_t){&m->relid, &m->relation, &m->oldkind, &m->oldtuple, NULL},
+                        err, errlen);
 }
 
 /*
