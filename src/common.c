@@ -27,6 +27,19 @@ void relay_err_set(char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
 }
 
+int relay_err(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err != NULL && errlen > 0) {
+                va_start(ap, fmt);
+                if (vsnprintf(err, errlen, fmt, ap) < 0)
+                        err[0] = '\0';
+                va_end(ap);
+        }
+        return code;
+}
+
 const char *relay_strerror(int code)
 {
         /* Indexed by -code: the codes run from 0 down without a gap. */

@@ -56,6 +56,12 @@ enum {
 void relay_err_set(char *err, size_t errlen, const char *fmt, ...) RELAY_PRINTF(3, 4);
 
 /**
+ * @brief relay_err_set(), then code: a failure said and returned in one
+ *        statement (return relay_err(err, errlen, RELAY_ENOMEM, "out of memory")).
+ */
+int relay_err(char *err, size_t errlen, int code, const char *fmt, ...) RELAY_PRINTF(4, 5);
+
+/**
  * @brief What a return code means, in a few words ("connection lost or
  *        refused"), for messages that have no detail of their own; "unknown
  *        return code" for anything else.
