@@ -168,6 +168,17 @@ bool relay_list_next(const char **p, const char **item, size_t *len)
         return true;
 }
 
+void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const esc[256])
+{
+        for (size_t i = 0; i < n; i++) {
+                const char *e = esc[(unsigned char)s[i]];
+                if (e != NULL)
+                        fputs(e, out);
+                else
+                        fputc(s[i], out);
+        }
+}
+
 int64_t relay_now_ms(void)
 {
         struct timespec ts;

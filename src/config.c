@@ -1490,27 +1490,11 @@ static void print_value(FILE *out, const char *v)
                 fputs(v, out);
                 return;
         }
+        static const char *const esc[256] = {
+                ['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\t'] = "\\t", ['\r'] = "\\r",
+        };
         fputc('"', out);
-        for (const char *p = v; *p != '\0'; p++) {
-                switch (*p) {
-                case '"':
-                case '\\':
-                        fputc('\\', out);
-                        fputc(*p, out);
-                        break;
-                case '\n':
-                        fputs("\\n", out);
-                        break;
-                case '\t':
-                        fputs("\\t", out);
-                        break;
-                case '\r':
-                        fputs("\\r", out);
-                        break;
-                default:
-                        fputc(*p, out);
-                }
-        }
+        relay_fput_escaped(out, v, n, esc);
         fputc('"', out);
 }
 

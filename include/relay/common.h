@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /** @brief A WAL position: 64 bits, printed as two 32-bit hex halves. */
 typedef uint64_t relay_lsn_t;
@@ -134,6 +135,12 @@ void relay_strbuf_addc(relay_strbuf_t *b, char c);
  *        is freed then). b must not be used again but from {0}.
  */
 char *relay_strbuf_finish(relay_strbuf_t *b);
+
+/**
+ * @brief Write the n bytes at s to out, each byte b for which esc[b] is set
+ *        as that string instead: an escaping scheme as a table by byte.
+ */
+void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const esc[256]);
 
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);
