@@ -151,6 +151,60 @@ void relay_free_list(char **items, size_t n)
         free(items);
 }
 
+int relay_pairs_add(relay_pairs_t *p, const char *k, size_t kl, const char *v, size_t vl)
+{
+        if (p->n == p->cap) {
+                size_t cap = p->cap ? p->cap * 2 : 16;
+                char **nk = realloc(p->k, cap * sizeof(*nk));
+                if (!nk)
+                        return RELAY_ENOMEM;
+                p->k = nk;
+                char **nv = realloc(p->v, cap * sizeof(*nv));
+                if (!nv)
+                        return RELAY_ENOMEM;
+                p->v = nv;
+                p->cap = cap;
+        }
+        p->k[p->n] = relay_dupn(k, kl);
+        p->v[p->n] = relay_dupn(v, vl);
+        if (!p->k[p->n] || !p->v[p->n]) {
+                RELAY_FREE_ALL(p->k[p->n], p->v[p->n]);
+                return RELAY_ENOMEM;
+        }
+        p->n++;
+        return 0;
+}
+
+int relay_pairs_set(relay_pairs_t *p, const char *k, const char *v)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                if (strcmp(p->k[i], k) == 0) {
+                        char *nv = strdup(v);
+                        if (!nv)
+                                return RELAY_ENOMEM;
+                        free(p->v[i]);
+                        p->v[i] = nv;
+                        return 0;
+                }
+        }
+        return relay_pairs_add(p, k, strlen(k), v, strlen(v));
+}
+
+const char *relay_pairs_get(const relay_pairs_t *p, const char *k)
+{
+        for (size_t i = p->n; i-- > 0;)
+                if (strcmp(p->k[i], k) == 0)
+                        return p->v[i];
+        return NULL;
+}
+
+void relay_pairs_free(relay_pairs_t *p)
+{
+        relay_free_list(p->k, p->n);
+        relay_free_list(p->v, p->n);
+        *p = (relay_pairs_t){0};
+}
+
 bool relay_list_next(const char **p, const char **item, size_t *len)
 {
         const char *s = *p, *e;

@@ -23,55 +23,6 @@
 
 #include <jansson.h>
 
-typedef struct {
-        char **k, **v;
-        size_t n, cap;
-} pairs_t;
-
-static void pairs_free(pairs_t *p)
-{
-        for (size_t i = 0; i < p->n; i++) {
-                free(p->k[i]);
-                free(p->v[i]);
-        }
-        free(p->k);
-        free(p->v);
-}
-
-static int pairs_add(pairs_t *p, const char *k, size_t kl, const char *v, size_t vl)
-{
-        if (p->n == p->cap) {
-                size_t cap = p->cap ? p->cap * 2 : 32;
-                char **nk = realloc(p->k, cap * sizeof(*nk));
-                if (!nk)
-                        return RELAY_ENOMEM;
-                p->k = nk;
-                char **nv = realloc(p->v, cap * sizeof(*nv));
-                if (!nv)
-                        return RELAY_ENOMEM;
-                p->v = nv;
-                p->cap = cap;
-        }
-        p->k[p->n] = strndup(k, kl);
-        p->v[p->n] = strndup(v, vl);
-        if (!p->k[p->n] || !p->v[p->n]) {
-                free(p->k[p->n]);
-                free(p->v[p->n]);
-                return RELAY_ENOMEM;
-        }
-        p->n++;
-        return 0;
-}
-
-static const char *lookup(const pairs_t *p, const char *k)
-{
-        const char *v = NULL;
-        for (size_t i = 0; i < p->n; i++)
-                if (strcmp(p->k[i], k) == 0)
-                        v = p->v[i]; /* the last one wins, as in java.util.Properties */
-        return v;
-}
-
 /* Debezium Server's prefixes onto Connect's key names; NULL: not a Debezium key. */
 static const char *server_key(const char *k, char *buf, size_t buflen)
 {
@@ -97,7 +48,7 @@ static const char *server_key(const char *k, char *buf, size_t buflen)
 
 /* java.util.Properties, the parts configuration files use: key=value, key:
  * value or key value; # and ! comments; a trailing backslash continues. */
-static int parse_properties(const char *text, pairs_t *out, pairs_t *other)
+static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t *other)
 {
         const char *p = text;
         while (*p) {
@@ -141,7 +92,7 @@ static int parse_properties(const char *text, pairs_t *out, pairs_t *other)
                 char key[512], buf[512];
                 snprintf(key, sizeof(key), "%.*s", (int)ke, line);
                 const char *k = server_key(key, buf, sizeof(buf));
-                if (pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), line + vs,
+                if (relay_pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), line + vs,
                               ve - vs))
                         return RELAY_ENOMEM;
         }
@@ -149,7 +100,7 @@ static int parse_properties(const char *text, pairs_t *out, pairs_t *other)
 }
 
 /* A Connect connector: {"name": ..., "config": {...}} or the config object itself. */
-static int parse_connect_json(const char *text, pairs_t *out, char *err, size_t errlen,
+static int parse_connect_json(const char *text, relay_pairs_t *out, char *err, size_t errlen,
                               const char *path)
 {
         json_error_t je;
@@ -184,7 +135,7 @@ static int parse_connect_json(const char *text, pairs_t *out, char *err, size_t 
                         rc = RELAY_EINVAL;
                         break;
                 }
-                if ((rc = pairs_add(out, k, strlen(k), s, strlen(s))) != 0)
+                if ((rc = relay_pairs_add(out, k, strlen(k), s, strlen(s))) != 0)
                         break;
         }
         json_decref(root);
@@ -258,13 +209,13 @@ static int refuse(char *err, size_t errlen, const char *path, const char *k, con
 }
 
 /* The converters (Connect) or formats (Debezium Server) as a format.profile. */
-static int profile(relay_config_t *c, const pairs_t *p, bool server, const char *path, char *err,
+static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const char *path, char *err,
                    size_t errlen)
 {
         if (server) {
                 static const char *const parts[] = {"format.key", "format.value", "format.header"};
                 for (size_t i = 0; i < 3; i++) {
-                        const char *f = lookup(p, parts[i]);
+                        const char *f = relay_pairs_get(p, parts[i]);
                         if (f && strcmp(f, "json") != 0)
                                 return refuse(err, errlen, path, parts[i], f,
                                               "only Debezium Server's default json format has a "
@@ -275,7 +226,7 @@ static int profile(relay_config_t *c, const pairs_t *p, bool server, const char 
                                                       "format.value.schemas.enable",
                                                       "format.header.schemas.enable"};
                 for (size_t i = 0; i < 4; i++) {
-                        const char *f = lookup(p, schemas[i]);
+                        const char *f = relay_pairs_get(p, schemas[i]);
                         if (f && strcmp(f, "true") != 0)
                                 return refuse(err, errlen, path, schemas[i], f,
                                               "the debezium-server profile writes JsonConverter's "
@@ -284,13 +235,14 @@ static int profile(relay_config_t *c, const pairs_t *p, bool server, const char 
                 return set(c, "format.profile", "debezium-server", path, "debezium.format.*", err,
                            errlen);
         }
-        const char *kc = lookup(p, "key.converter"), *vc = lookup(p, "value.converter");
+        const char *kc = relay_pairs_get(p, "key.converter");
+        const char *vc = relay_pairs_get(p, "value.converter");
         if (!kc && !vc)
                 return 0; /* the worker's converters: unknown here; keep the relay's default */
         const char *chosen = NULL;
         const char *conv[2] = {kc, vc};
-        const char *sch[2] = {lookup(p, "key.converter.schemas.enable"),
-                              lookup(p, "value.converter.schemas.enable")};
+        const char *sch[2] = {relay_pairs_get(p, "key.converter.schemas.enable"),
+                              relay_pairs_get(p, "value.converter.schemas.enable")};
         for (int i = 0; i < 2; i++) {
                 const char *cv = conv[i];
                 const char *prof;
@@ -321,7 +273,7 @@ static int profile(relay_config_t *c, const pairs_t *p, bool server, const char 
 int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t noteslen,
                        char *err, size_t errlen)
 {
-        pairs_t p = {0}, other = {0};
+        relay_pairs_t p = {0}, other = {0};
         char *text = NULL;
         int rc = 0;
         bool server;
@@ -370,14 +322,14 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 note(notes, noteslen, other.k[i]);
 
         /* The connector. */
-        const char *cls = lookup(&p, "connector.class");
+        const char *cls = relay_pairs_get(&p, "connector.class");
         if (cls && !strstr(cls, "PostgresConnector")) {
                 rc = refuse(err, errlen, path, "connector.class", cls,
                             "the relay reads PostgreSQL (io.debezium.connector.postgresql."
                             "PostgresConnector)");
                 goto done;
         }
-        const char *plugin = lookup(&p, "plugin.name");
+        const char *plugin = relay_pairs_get(&p, "plugin.name");
         if (plugin && strcmp(plugin, "pgoutput") != 0) {
                 rc = refuse(err, errlen, path, "plugin.name", plugin,
                             "the relay decodes pgoutput only");
@@ -390,7 +342,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                     {"database.user", "user"},     {"database.password", "password"},
                     {"database.dbname", "dbname"}, {"database.sslmode", "sslmode"}};
         for (size_t i = 0; i < sizeof(conn) / sizeof(conn[0]); i++) {
-                const char *v = lookup(&p, conn[i].dbz);
+                const char *v = relay_pairs_get(&p, conn[i].dbz);
                 if (!v || !*v)
                         continue;
                 size_t m = strlen(conninfo);
@@ -413,14 +365,14 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
 
         /* The Outbox Event Router: the transform whose type is EventRouter. */
         char rprefix[256] = "";
-        const char *tlist = lookup(&p, "transforms");
+        const char *tlist = relay_pairs_get(&p, "transforms");
         if (tlist) {
                 char names[1024];
                 snprintf(names, sizeof(names), "%s", tlist);
                 for (char *tok = strtok(names, ", "); tok; tok = strtok(NULL, ", ")) {
                         char tk[300];
                         snprintf(tk, sizeof(tk), "transforms.%s.type", tok);
-                        const char *type = lookup(&p, tk);
+                        const char *type = relay_pairs_get(&p, tk);
                         if (type && strstr(type, "outbox.EventRouter")) {
                                 if (rprefix[0]) {
                                         rc = refuse(err, errlen, path, "transforms", tlist,
@@ -466,7 +418,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                             "until the slot holds its position, then remove the "
                                             "key (README, Cutover from Debezium)");
                 } else if (strcmp(k, "topic.prefix") == 0) {
-                        const char *x = lookup(&p, "extended.headers.enabled");
+                        const char *x = relay_pairs_get(&p, "extended.headers.enabled");
                         if (!x || strcmp(x, "false") != 0)
                                 rc = set(c, "format.debezium.topic_prefix", v, path, k, err,
                                          errlen);
@@ -542,7 +494,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
         if (rc == 0)
                 rc = profile(c, &p, server, path, err, errlen);
 done:
-        pairs_free(&p);
-        pairs_free(&other);
+        relay_pairs_free(&p);
+        relay_pairs_free(&other);
         return rc;
 }

@@ -110,36 +110,9 @@ static const struct {
 static int set_kafka(relay_inbox_config_t *c, const char *name, const char *value, char *err,
                      size_t errlen)
 {
-        for (size_t i = 0; i < c->n_kafka; i++) {
-                if (strcmp(c->kafka_names[i], name) == 0) {
-                        char *v = strdup(value);
-                        if (!v)
-                                goto oom;
-                        free(c->kafka_values[i]);
-                        c->kafka_values[i] = v;
-                        return 0;
-                }
-        }
-        char **nn = realloc(c->kafka_names, (c->n_kafka + 1) * sizeof(char *));
-        if (!nn)
-                goto oom;
-        c->kafka_names = nn;
-        char **nv = realloc(c->kafka_values, (c->n_kafka + 1) * sizeof(char *));
-        if (!nv)
-                goto oom;
-        c->kafka_values = nv;
-        c->kafka_names[c->n_kafka] = strdup(name);
-        c->kafka_values[c->n_kafka] = strdup(value);
-        if (!c->kafka_names[c->n_kafka] || !c->kafka_values[c->n_kafka]) {
-                free(c->kafka_names[c->n_kafka]);
-                free(c->kafka_values[c->n_kafka]);
-                goto oom;
-        }
-        c->n_kafka++;
+        if (relay_pairs_set(&c->kafka, name, value))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         return 0;
-oom:
-        relay_err_set(err, errlen, "out of memory");
-        return RELAY_ENOMEM;
 }
 
 static int parse_list(const char *value, char ***out, size_t *n_out)
@@ -302,8 +275,7 @@ void relay_inbox_config_free(relay_inbox_config_t *c)
         if (!c)
                 return;
         relay_free_list(c->topics, c->n_topics);
-        relay_free_list(c->kafka_names, c->n_kafka);
-        relay_free_list(c->kafka_values, c->n_kafka);
+        relay_pairs_free(&c->kafka);
         RELAY_FREE_ALL(c->postgres_conninfo, c->handler, c->id_header, c->errors_dlq_topic, c);
 }
 
@@ -375,17 +347,9 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
         return rc;
 }
 
-static const char *kafka_get(const relay_inbox_config_t *c, const char *name)
-{
-        for (size_t i = 0; i < c->n_kafka; i++)
-                if (strcmp(c->kafka_names[i], name) == 0)
-                        return c->kafka_values[i];
-        return NULL;
-}
-
 int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t errlen)
 {
-        const char *bs = kafka_get(c, "bootstrap.servers");
+        const char *bs = relay_pairs_get(&c->kafka, "bootstrap.servers");
         if (!bs || !*bs) {
                 relay_err_set(err, errlen,
                               "\"kafka.bootstrap.servers\" is not set: name the Kafka brokers, "

@@ -92,6 +92,30 @@ void relay_free_all(void *const *ptrs, size_t n);
 /** @brief free() the n strings of items, then items (NULL when n is 0). */
 void relay_free_list(char **items, size_t n);
 
+/*
+ * Key/value strings in the order they were added, owned copies; start
+ * from {0}, free the contents with relay_pairs_free().
+ */
+typedef struct {
+        char **k, **v;
+        size_t n, cap;
+} relay_pairs_t;
+
+/** @brief Append copies of the kl bytes at k and the vl bytes at v.
+ *  @returns 0; RELAY_ENOMEM (p unchanged). */
+int relay_pairs_add(relay_pairs_t *p, const char *k, size_t kl, const char *v, size_t vl);
+
+/** @brief Replace the value of key k, or append k = v when it has none.
+ *  @returns 0; RELAY_ENOMEM (p unchanged). */
+int relay_pairs_set(relay_pairs_t *p, const char *k, const char *v);
+
+/** @brief The value of key k, the last one added (as java.util.Properties
+ *         reads a file), or NULL. */
+const char *relay_pairs_get(const relay_pairs_t *p, const char *k);
+
+/** @brief Free the pairs and both arrays (not p itself); p is {0} again. */
+void relay_pairs_free(relay_pairs_t *p);
+
 /**
  * @brief Next item of a comma-separated list, blanks (space, tab) around it
  *        trimmed. Start with *p at the list; each call sets *item and *len

@@ -99,8 +99,32 @@ static void test_strbuf(void)
         ok(b.failed, "a bounded builder of 0 bytes has failed already");
 }
 
+static void test_pairs(void)
+{
+        relay_pairs_t p = {0};
+        ok(relay_pairs_get(&p, "a") == NULL, "no pairs: no value");
+        for (int i = 0; i < 40; i++) {
+                char k[16], v[16];
+                int kl = snprintf(k, sizeof(k), "k%d", i % 20);
+                int vl = snprintf(v, sizeof(v), "v%d", i);
+                if (relay_pairs_add(&p, k, (size_t)kl, v, (size_t)vl))
+                        break;
+        }
+        is_int((int)p.n, 40, "40 pairs added (the arrays grew past their first 16)");
+        is_str(relay_pairs_get(&p, "k3"), "v23", "a key added twice: the last value");
+        ok(relay_pairs_add(&p, "xyz", 1, "uvw", 2) == 0 && strcmp(p.k[40], "x") == 0 &&
+                   strcmp(p.v[40], "uv") == 0,
+           "add copies kl and vl bytes");
+        ok(relay_pairs_set(&p, "x", "new") == 0 && p.n == 41, "set of a key it has: no new pair");
+        is_str(relay_pairs_get(&p, "x"), "new", "set replaces the value");
+        ok(relay_pairs_set(&p, "y", "1") == 0 && p.n == 42, "set of a new key appends it");
+        relay_pairs_free(&p);
+        ok(p.n == 0 && p.k == NULL && p.v == NULL, "free leaves {0}");
+}
+
 int main(void)
 {
+        test_pairs();
         test_strerror();
         test_hex_and_dup();
         test_list();
