@@ -23,12 +23,15 @@
 
 #include <jansson.h>
 
+/* A Debezium name and what it is called on the other side. */
+typedef struct {
+        const char *from, *to;
+} rename_t;
+
 /* Debezium Server's prefixes onto Connect's key names; NULL: not a Debezium key. */
 static const char *server_key(const char *k, char *buf, size_t buflen)
 {
-        static const struct {
-                const char *from, *to;
-        } map[] = {
+        static const rename_t map[] = {
                 {"debezium.source.", ""},
                 {"debezium.transforms", "transforms"},
                 {"debezium.predicates", "predicates"},
@@ -151,9 +154,7 @@ static void note(char *notes, size_t noteslen, const char *key)
 }
 
 /* The Outbox Event Router options that are the relay's keys under the same or another name. */
-static const struct {
-        const char *dbz, *relay;
-} router_keys[] = {
+static const rename_t router_keys[] = {
         {"table.field.event.id", "outbox.column.id"},
         {"table.field.event.key", "outbox.column.aggregate_id"},
         {"table.field.event.payload", "outbox.column.payload"},
@@ -208,30 +209,61 @@ static int refuse(char *err, size_t errlen, const char *path, const char *k, con
         return RELAY_EINVAL;
 }
 
+/* Outbox Event Router options the relay takes at Debezium's default only. */
+static const struct {
+        const char *opt, *only, *why;
+} router_fixed[] = {
+        {"tracing.with.context.field.only", "true",
+         "the relay starts no traces of its own: only rows with a span context are traced "
+         "(true)"},
+        {"table.json.payload.null.behavior", "ignore",
+         "the relay expands JSON payloads with Debezium's default, ignore (null members leave "
+         "no field)"},
+};
+
+/* Why router option opt = v is refused (router_fixed), or NULL. */
+static const char *router_refusal(const char *opt, const char *v)
+{
+        for (size_t i = 0; i < sizeof(router_fixed) / sizeof(router_fixed[0]); i++)
+                if (strcmp(opt, router_fixed[i].opt) == 0 && strcmp(v, router_fixed[i].only) != 0)
+                        return router_fixed[i].why;
+        return NULL;
+}
+
+/* Each of the n keys that is set must be want, else it is refused with why. */
+static int require_all(const relay_pairs_t *p, const char *const *keys, size_t n,
+                       const char *want, const char *why, const char *path, char *err,
+                       size_t errlen)
+{
+        for (size_t i = 0; i < n; i++) {
+                const char *f = relay_pairs_get(p, keys[i]);
+                if (f && strcmp(f, want) != 0)
+                        return refuse(err, errlen, path, keys[i], f, why);
+        }
+        return 0;
+}
+
 /* The converters (Connect) or formats (Debezium Server) as a format.profile. */
 static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const char *path, char *err,
                    size_t errlen)
 {
         if (server) {
                 static const char *const parts[] = {"format.key", "format.value", "format.header"};
-                for (size_t i = 0; i < 3; i++) {
-                        const char *f = relay_pairs_get(p, parts[i]);
-                        if (f && strcmp(f, "json") != 0)
-                                return refuse(err, errlen, path, parts[i], f,
-                                              "only Debezium Server's default json format has a "
-                                              "profile (debezium-server)");
-                }
                 static const char *const schemas[] = {"format.schemas.enable",
                                                       "format.key.schemas.enable",
                                                       "format.value.schemas.enable",
                                                       "format.header.schemas.enable"};
-                for (size_t i = 0; i < 4; i++) {
-                        const char *f = relay_pairs_get(p, schemas[i]);
-                        if (f && strcmp(f, "true") != 0)
-                                return refuse(err, errlen, path, schemas[i], f,
-                                              "the debezium-server profile writes JsonConverter's "
-                                              "default, schemas.enable=true");
-                }
+                int rc = require_all(p, parts, 3, "json",
+                                     "only Debezium Server's default json format has a profile "
+                                     "(debezium-server)",
+                                     path, err, errlen);
+                if (rc == 0)
+                        rc = require_all(p, schemas, 4, "true",
+                                         "the debezium-server profile writes JsonConverter's "
+                                         "default, schemas.enable=true",
+                                         path, err, errlen);
+                if (rc)
+                        return rc;
                 return set(c, "format.profile", "debezium-server", path, "debezium.format.*", err,
                            errlen);
         }
@@ -432,8 +464,8 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         const char *opt = k + strlen(rprefix);
                         bool done_key = strcmp(opt, "type") == 0;
                         for (size_t j = 0; !done_key && j < sizeof(router_keys) / sizeof(router_keys[0]); j++)
-                                if (strcmp(opt, router_keys[j].dbz) == 0) {
-                                        rc = set(c, router_keys[j].relay, v, path, k, err, errlen);
+                                if (strcmp(opt, router_keys[j].from) == 0) {
+                                        rc = set(c, router_keys[j].to, v, path, k, err, errlen);
                                         done_key = true;
                                 }
                         if (done_key)
@@ -443,11 +475,9 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                 tracing_field = true;
                                 continue;
                         }
-                        if (strcmp(opt, "tracing.with.context.field.only") == 0 &&
-                            strcmp(v, "true") != 0) {
-                                rc = refuse(err, errlen, path, k, v,
-                                            "the relay starts no traces of its own: only rows "
-                                            "with a span context are traced (true)");
+                        const char *why = router_refusal(opt, v);
+                        if (why) {
+                                rc = refuse(err, errlen, path, k, v, why);
                                 continue;
                         }
                         if (strncmp(opt, "tracing.", 8) == 0) {
@@ -456,13 +486,6 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                 tracing_other = true;
                                 if (strcmp(opt, "tracing.operation.name") == 0)
                                         note(notes, noteslen, k); /* names Debezium's own span */
-                                continue;
-                        }
-                        if (strcmp(opt, "table.json.payload.null.behavior") == 0 &&
-                            strcmp(v, "ignore") != 0) {
-                                rc = refuse(err, errlen, path, k, v,
-                                            "the relay expands JSON payloads with Debezium's "
-                                            "default, ignore (null members leave no field)");
                                 continue;
                         }
                         if (strcmp(opt, "table.json.payload.null.behavior") == 0) {
