@@ -1,7 +1,9 @@
 /*
- * kadmin.c - the one Kafka admin request the relay and `check` make: read a
- * topic's or a broker's configuration value (DescribeConfigs), waiting for
- * the answer. Kept apart so the producer and the preflight share it.
+ * kadmin.c - Kafka admin requests: one request's reply queue, options and
+ * answer (also used for the checkpoint topic's CreateTopics), and the one
+ * the relay and `check` make: read a topic's or a broker's configuration
+ * value (DescribeConfigs), waiting for the answer. Kept apart so the
+ * producer and the preflight share it.
  *
  * SPDX-License-Identifier: Apache-2.0
  */

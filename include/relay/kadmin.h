@@ -1,6 +1,7 @@
 /*
- * kadmin.h - reading one configuration value of a Kafka topic or broker
- * (DescribeConfigs) on a client the caller owns.
+ * kadmin.h - Kafka admin requests on a client the caller owns: one
+ * request's queue, options and answer, and reading one configuration value
+ * of a topic or broker (DescribeConfigs).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
