@@ -1287,15 +1287,12 @@ bool relay_check_failed(const relay_check_t *c)
 
 const char *relay_check_status_name(relay_check_status_t s)
 {
-        switch (s) {
-        case RELAY_CHECK_OK:
-                return "ok";
-        case RELAY_CHECK_WARNING:
-                return "warning";
-        case RELAY_CHECK_FAIL:
-                return "fail";
-        }
-        return "?";
+        static const char *const names[] = {
+                [RELAY_CHECK_OK] = "ok",
+                [RELAY_CHECK_WARNING] = "warning",
+                [RELAY_CHECK_FAIL] = "fail",
+        };
+        return (size_t)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
 }
 
 int relay_check_print(const relay_check_t *c, FILE *out, bool json)

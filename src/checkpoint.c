@@ -12,6 +12,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "relay/kadmin.h"
 #include "relay/log.h"
 #include "relay/lsn.h"
 
@@ -69,19 +70,19 @@ static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, char 
 {
         char kerr[RELAY_ERRBUF];
         rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, 1, -1, kerr, sizeof(kerr));
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_AdminOptions_t *o = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+        relay_kadmin_req_t req;
+        bool begun = relay_kadmin_begin(&req, rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
         int rc = RELAY_EKAFKA;
 
-        if (!nt || !q || !o) {
+        if (!nt || !begun) {
                 relay_err_set(err, errlen, "could not create checkpoint topic \"%s\": %s", topic,
                               nt ? "out of memory" : kerr);
                 goto out;
         }
         rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
-        rd_kafka_AdminOptions_set_operation_timeout(o, timeout_ms, kerr, sizeof(kerr));
-        rd_kafka_CreateTopics(rk, &nt, 1, o, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+        rd_kafka_AdminOptions_set_operation_timeout(req.opt, timeout_ms, kerr, sizeof(kerr));
+        rd_kafka_CreateTopics(rk, &nt, 1, req.opt, req.q);
+        rd_kafka_event_t *ev = relay_kadmin_wait(&req, timeout_ms + 1000);
         if (!ev) {
                 relay_err_set(err, errlen, "could not create checkpoint topic \"%s\": timed out",
                               topic);
@@ -101,14 +102,10 @@ static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, char 
                               why ? why : rd_kafka_err2str(e));
         else
                 rc = 0;
-        rd_kafka_event_destroy(ev);
 out:
+        relay_kadmin_end(&req);
         if (nt)
                 rd_kafka_NewTopic_destroy(nt);
-        if (o)
-                rd_kafka_AdminOptions_destroy(o);
-        if (q)
-                rd_kafka_queue_destroy(q);
         return rc;
 }
 

@@ -27,38 +27,40 @@ void relay_err_set(char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
 }
 
+int relay_err(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err != NULL && errlen > 0) {
+                va_start(ap, fmt);
+                if (vsnprintf(err, errlen, fmt, ap) < 0)
+                        err[0] = '\0';
+                va_end(ap);
+        }
+        return code;
+}
+
 const char *relay_strerror(int code)
 {
-        switch (code) {
-        case RELAY_OK:
-                return "success";
-        case RELAY_EINVAL:
-                return "invalid configuration or argument";
-        case RELAY_EPROTO:
-                return "protocol violation by the server";
-        case RELAY_EIO:
-                return "connection lost or refused";
-        case RELAY_ENOMEM:
-                return "out of memory";
-        case RELAY_EKAFKA:
-                return "Kafka error";
-        case RELAY_EBUSY:
-                return "replication slot active in another process";
-        case RELAY_ESETUP:
-                return "server not set up for the relay";
-        case RELAY_EAGAIN:
-                return "queue full, try again";
-        case RELAY_EMAP:
-                return "outbox row cannot become an event";
-        case RELAY_ESLOTLOST:
-                return "replication slot dropped or invalidated";
-        case RELAY_EREJECTED:
-                return "event rejected by Kafka";
-        case RELAY_EFENCED:
-                return "fenced by another producer with the same transactional.id";
-        default:
+        /* Indexed by -code: the codes run from 0 down without a gap. */
+        static const char *const what[] = {
+                [-RELAY_OK] = "success",
+                [-RELAY_EINVAL] = "invalid configuration or argument",
+                [-RELAY_EPROTO] = "protocol violation by the server",
+                [-RELAY_EIO] = "connection lost or refused",
+                [-RELAY_ENOMEM] = "out of memory",
+                [-RELAY_EKAFKA] = "Kafka error",
+                [-RELAY_EBUSY] = "replication slot active in another process",
+                [-RELAY_ESETUP] = "server not set up for the relay",
+                [-RELAY_EAGAIN] = "queue full, try again",
+                [-RELAY_EMAP] = "outbox row cannot become an event",
+                [-RELAY_ESLOTLOST] = "replication slot dropped or invalidated",
+                [-RELAY_EREJECTED] = "event rejected by Kafka",
+                [-RELAY_EFENCED] = "fenced by another producer with the same transactional.id",
+        };
+        if (code > 0 || code <= -(int)(sizeof(what) / sizeof(what[0])))
                 return "unknown return code";
-        }
+        return what[-code];
 }
 
 int relay_hexval(char c)
@@ -84,6 +86,125 @@ char *relay_dupn(const char *s, size_t n)
         return d;
 }
 
+void relay_strbuf_fixed(relay_strbuf_t *b, char *buf, size_t size)
+{
+        *b = (relay_strbuf_t){.p = buf, .cap = size, .fixed = true, .failed = size == 0};
+        if (size > 0)
+                buf[0] = '\0';
+}
+
+void relay_strbuf_addn(relay_strbuf_t *b, const char *s, size_t n)
+{
+        if (b->failed)
+                return;
+        if (b->len + n + 1 > b->cap) {
+                size_t cap = b->cap ? b->cap : 64;
+                char *p;
+                if (b->fixed) {
+                        b->failed = true;
+                        return;
+                }
+                while (cap < b->len + n + 1)
+                        cap *= 2;
+                if (!(p = realloc(b->p, cap))) {
+                        b->failed = true;
+                        return;
+                }
+                b->p = p;
+                b->cap = cap;
+        }
+        if (n > 0)
+                memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+}
+
+void relay_strbuf_adds(relay_strbuf_t *b, const char *s)
+{
+        relay_strbuf_addn(b, s, strlen(s));
+}
+
+void relay_strbuf_addc(relay_strbuf_t *b, char c)
+{
+        relay_strbuf_addn(b, &c, 1);
+}
+
+char *relay_strbuf_finish(relay_strbuf_t *b)
+{
+        if (b->failed) {
+                free(b->p);
+                return NULL;
+        }
+        return b->p ? b->p : strdup("");
+}
+
+void relay_free_all(void *const *ptrs, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(ptrs[i]);
+}
+
+void relay_free_list(char **items, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                free(items[i]);
+        free(items);
+}
+
+int relay_pairs_add(relay_pairs_t *p, const char *k, size_t kl, const char *v, size_t vl)
+{
+        if (p->n == p->cap) {
+                size_t cap = p->cap ? p->cap * 2 : 16;
+                char **nk = realloc(p->k, cap * sizeof(*nk));
+                if (!nk)
+                        return RELAY_ENOMEM;
+                p->k = nk;
+                char **nv = realloc(p->v, cap * sizeof(*nv));
+                if (!nv)
+                        return RELAY_ENOMEM;
+                p->v = nv;
+                p->cap = cap;
+        }
+        p->k[p->n] = relay_dupn(k, kl);
+        p->v[p->n] = relay_dupn(v, vl);
+        if (!p->k[p->n] || !p->v[p->n]) {
+                RELAY_FREE_ALL(p->k[p->n], p->v[p->n]);
+                return RELAY_ENOMEM;
+        }
+        p->n++;
+        return 0;
+}
+
+int relay_pairs_set(relay_pairs_t *p, const char *k, const char *v)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                if (strcmp(p->k[i], k) == 0) {
+                        char *nv = strdup(v);
+                        if (!nv)
+                                return RELAY_ENOMEM;
+                        free(p->v[i]);
+                        p->v[i] = nv;
+                        return 0;
+                }
+        }
+        return relay_pairs_add(p, k, strlen(k), v, strlen(v));
+}
+
+const char *relay_pairs_get(const relay_pairs_t *p, const char *k)
+{
+        for (size_t i = p->n; i-- > 0;)
+                if (strcmp(p->k[i], k) == 0)
+                        return p->v[i];
+        return NULL;
+}
+
+void relay_pairs_free(relay_pairs_t *p)
+{
+        relay_free_list(p->k, p->n);
+        relay_free_list(p->v, p->n);
+        *p = (relay_pairs_t){0};
+}
+
 bool relay_list_next(const char **p, const char **item, size_t *len)
 {
         const char *s = *p, *e;
@@ -99,6 +220,17 @@ bool relay_list_next(const char **p, const char **item, size_t *len)
         *item = s;
         *len = (size_t)(e - s);
         return true;
+}
+
+void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const esc[256])
+{
+        for (size_t i = 0; i < n; i++) {
+                const char *e = esc[(unsigned char)s[i]];
+                if (e != NULL)
+                        fputs(e, out);
+                else
+                        fputc(s[i], out);
+        }
 }
 
 int64_t relay_now_ms(void)

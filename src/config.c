@@ -290,57 +290,6 @@ struct relay_config {
 
 /* --- small helpers ----------------------------------------------------- */
 
-/* Growable string; an allocation failure is remembered and reported at the end. */
-typedef struct {
-        char *p;
-        size_t len, cap;
-        bool oom;
-} sbuf_t;
-
-static void sb_addn(sbuf_t *b, const char *s, size_t n)
-{
-        if (b->oom)
-                return;
-        if (b->len + n + 1 > b->cap) {
-                size_t cap = b->cap ? b->cap : 64;
-                char *p;
-                while (cap < b->len + n + 1)
-                        cap *= 2;
-                p = realloc(b->p, cap);
-                if (p == NULL) {
-                        b->oom = true;
-                        return;
-                }
-                b->p = p;
-                b->cap = cap;
-        }
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-        b->p[b->len] = '\0';
-}
-
-static void sb_adds(sbuf_t *b, const char *s)
-{
-        sb_addn(b, s, strlen(s));
-}
-
-static void sb_addc(sbuf_t *b, char ch)
-{
-        sb_addn(b, &ch, 1);
-}
-
-/* The built string (caller frees), or NULL when out of memory. */
-static char *sb_finish(sbuf_t *b)
-{
-        if (b->oom) {
-                free(b->p);
-                return NULL;
-        }
-        if (b->p == NULL)
-                return strdup("");
-        return b->p;
-}
-
 static const key_def_t *find_key(const char *name, size_t *idx)
 {
         for (size_t i = 0; i < NKEYS; i++) {
@@ -494,43 +443,43 @@ static char *mask_conninfo(const char *ci, int depth);
  * URI form: scheme://[user[:password]@]hosts[/db][?k=v&...]. As libpq does,
  * the credentials are whatever precedes an '@' found before the first '/'.
  */
-static void mask_uri(sbuf_t *b, const char *ci)
+static void mask_uri(relay_strbuf_t *b, const char *ci)
 {
         const char *p = strstr(ci, "://") + 3;
         const char *q = p, *at, *colon, *query;
 
-        sb_addn(b, ci, (size_t)(p - ci));
+        relay_strbuf_addn(b, ci, (size_t)(p - ci));
         while (*q != '\0' && *q != '@' && *q != '/')
                 q++;
         if (*q == '@') {
                 at = q;
                 colon = memchr(p, ':', (size_t)(at - p));
                 if (colon != NULL) {
-                        sb_addn(b, p, (size_t)(colon - p) + 1);
-                        sb_adds(b, MASK);
+                        relay_strbuf_addn(b, p, (size_t)(colon - p) + 1);
+                        relay_strbuf_adds(b, MASK);
                 } else {
-                        sb_addn(b, p, (size_t)(at - p));
+                        relay_strbuf_addn(b, p, (size_t)(at - p));
                 }
                 p = at;
         }
         query = strchr(p, '?');
         if (query == NULL) {
-                sb_adds(b, p);
+                relay_strbuf_adds(b, p);
                 return;
         }
-        sb_addn(b, p, (size_t)(query - p) + 1);
+        relay_strbuf_addn(b, p, (size_t)(query - p) + 1);
         p = query + 1;
         while (*p != '\0') {
                 size_t n = strcspn(p, "&");
                 const char *eq = memchr(p, '=', n);
                 if (eq != NULL && (size_t)(eq - p) == 8 && strncmp(p, "password", 8) == 0) {
-                        sb_adds(b, "password=" MASK);
+                        relay_strbuf_adds(b, "password=" MASK);
                 } else {
-                        sb_addn(b, p, n);
+                        relay_strbuf_addn(b, p, n);
                 }
                 p += n;
                 if (*p == '&')
-                        sb_addc(b, *p++);
+                        relay_strbuf_addc(b, *p++);
         }
 }
 
@@ -541,18 +490,18 @@ static void mask_uri(sbuf_t *b, const char *ci)
  * string or URI (libpq expands it), so it is masked recursively. Anything
  * that does not scan is masked to the end: better too much than a leak.
  */
-static void mask_keyvalue(sbuf_t *b, const char *ci, int depth)
+static void mask_keyvalue(relay_strbuf_t *b, const char *ci, int depth)
 {
         const char *p = ci;
 
         while (*p != '\0') {
                 const char *kw, *val;
                 size_t kwlen;
-                sbuf_t dec = {0};
+                relay_strbuf_t dec = {0};
                 char *decoded, *inner = NULL;
 
                 while (isspace((unsigned char)*p))
-                        sb_addc(b, *p++);
+                        relay_strbuf_addc(b, *p++);
                 if (*p == '\0')
                         break;
                 kw = p;
@@ -563,20 +512,20 @@ static void mask_keyvalue(sbuf_t *b, const char *ci, int depth)
                         p++;
                 if (*p != '=') {
                         /* Not "keyword =": the word may be a stray password. */
-                        sb_adds(b, MASK);
+                        relay_strbuf_adds(b, MASK);
                         return;
                 }
-                sb_addn(b, kw, (size_t)(p - kw));
-                sb_addc(b, *p++);
+                relay_strbuf_addn(b, kw, (size_t)(p - kw));
+                relay_strbuf_addc(b, *p++);
                 while (isspace((unsigned char)*p))
-                        sb_addc(b, *p++);
+                        relay_strbuf_addc(b, *p++);
                 val = p;
                 if (*p == '\'') {
                         p++;
                         while (*p != '\0' && *p != '\'') {
                                 if (*p == '\\' && p[1] != '\0')
                                         p++;
-                                sb_addc(&dec, *p++);
+                                relay_strbuf_addc(&dec, *p++);
                         }
                         if (*p == '\'')
                                 p++;
@@ -584,27 +533,27 @@ static void mask_keyvalue(sbuf_t *b, const char *ci, int depth)
                         while (*p != '\0' && !isspace((unsigned char)*p)) {
                                 if (*p == '\\' && p[1] != '\0')
                                         p++;
-                                sb_addc(&dec, *p++);
+                                relay_strbuf_addc(&dec, *p++);
                         }
                 }
-                decoded = sb_finish(&dec);
+                decoded = relay_strbuf_finish(&dec);
                 if (kwlen == 8 && strncmp(kw, "password", 8) == 0) {
-                        sb_adds(b, MASK);
+                        relay_strbuf_adds(b, MASK);
                 } else if (kwlen == 6 && strncmp(kw, "dbname", 6) == 0 && decoded != NULL &&
                            (strchr(decoded, '=') != NULL || is_uri(decoded)) &&
                            (inner = mask_conninfo(decoded, depth + 1)) != NULL &&
                            strcmp(inner, decoded) != 0) {
-                        sb_addc(b, '\'');
+                        relay_strbuf_addc(b, '\'');
                         for (const char *s = inner; *s != '\0'; s++) {
                                 if (*s == '\'' || *s == '\\')
-                                        sb_addc(b, '\\');
-                                sb_addc(b, *s);
+                                        relay_strbuf_addc(b, '\\');
+                                relay_strbuf_addc(b, *s);
                         }
-                        sb_addc(b, '\'');
+                        relay_strbuf_addc(b, '\'');
                 } else if (decoded == NULL) {
-                        sb_adds(b, MASK); /* could not look inside: do not risk it */
+                        relay_strbuf_adds(b, MASK); /* could not look inside: do not risk it */
                 } else {
-                        sb_addn(b, val, (size_t)(p - val));
+                        relay_strbuf_addn(b, val, (size_t)(p - val));
                 }
                 free(inner);
                 free(decoded);
@@ -613,7 +562,7 @@ static void mask_keyvalue(sbuf_t *b, const char *ci, int depth)
 
 static char *mask_conninfo(const char *ci, int depth)
 {
-        sbuf_t b = {0};
+        relay_strbuf_t b = {0};
 
         if (depth > 2) /* libpq expands dbname only once; deeper nesting is hostile */
                 return strdup(MASK);
@@ -621,7 +570,7 @@ static char *mask_conninfo(const char *ci, int depth)
                 mask_uri(&b, ci);
         else
                 mask_keyvalue(&b, ci, depth);
-        return sb_finish(&b);
+        return relay_strbuf_finish(&b);
 }
 
 char *relay_config_mask_conninfo(const char *conninfo)
@@ -708,7 +657,7 @@ static int parse_name(const key_def_t *k, const char *v, char **norm, int64_t *n
 static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                        size_t whylen)
 {
-        sbuf_t b = {0};
+        relay_strbuf_t b = {0};
         const char *p = v, *s;
         size_t n, count = 0;
         int rc = 0;
@@ -737,10 +686,10 @@ static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *
                                 rc = RELAY_EINVAL;
                         }
                 if (count++ > 0)
-                        sb_addc(&b, ',');
-                sb_adds(&b, t.schema);
-                sb_addc(&b, '.');
-                sb_adds(&b, t.name);
+                        relay_strbuf_addc(&b, ',');
+                relay_strbuf_adds(&b, t.schema);
+                relay_strbuf_addc(&b, '.');
+                relay_strbuf_adds(&b, t.name);
                 relay_names_table_free(&t);
         }
         if (rc == 0 && count == 0) {
@@ -753,14 +702,14 @@ static int parse_table(const key_def_t *k, const char *v, char **norm, int64_t *
                 free(b.p);
                 return rc;
         }
-        *norm = sb_finish(&b);
+        *norm = relay_strbuf_finish(&b);
         return *norm != NULL ? 0 : RELAY_ENOMEM;
 }
 
 static int parse_columns(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                          size_t whylen)
 {
-        sbuf_t b = {0};
+        relay_strbuf_t b = {0};
         const char *p = v, *s;
         size_t count = 0, n;
 
@@ -789,10 +738,10 @@ static int parse_columns(const key_def_t *k, const char *v, char **norm, int64_t
                         }
                 }
                 if (count++ > 0)
-                        sb_addc(&b, ',');
-                sb_addn(&b, s, n);
+                        relay_strbuf_addc(&b, ',');
+                relay_strbuf_addn(&b, s, n);
         }
-        *norm = sb_finish(&b);
+        *norm = relay_strbuf_finish(&b);
         return *norm != NULL ? 0 : RELAY_ENOMEM;
 }
 
@@ -842,7 +791,7 @@ static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *nu
 static int parse_enum(const key_def_t *k, const char *v, char **norm, int64_t *num, char *why,
                       size_t whylen)
 {
-        sbuf_t list = {0};
+        relay_strbuf_t list = {0};
         char *s;
 
         (void)num;
@@ -854,10 +803,10 @@ static int parse_enum(const key_def_t *k, const char *v, char **norm, int64_t *n
         }
         for (size_t i = 0; k->choices[i] != NULL; i++) {
                 if (i > 0)
-                        sb_adds(&list, k->choices[i + 1] != NULL ? ", " : " or ");
-                sb_adds(&list, k->choices[i]);
+                        relay_strbuf_adds(&list, k->choices[i + 1] != NULL ? ", " : " or ");
+                relay_strbuf_adds(&list, k->choices[i]);
         }
-        s = sb_finish(&list);
+        s = relay_strbuf_finish(&list);
         relay_err_set(why, whylen, "must be %s", s != NULL ? s : "one of the documented values");
         free(s);
         return RELAY_EINVAL;
@@ -1541,27 +1490,11 @@ static void print_value(FILE *out, const char *v)
                 fputs(v, out);
                 return;
         }
+        static const char *const esc[256] = {
+                ['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\t'] = "\\t", ['\r'] = "\\r",
+        };
         fputc('"', out);
-        for (const char *p = v; *p != '\0'; p++) {
-                switch (*p) {
-                case '"':
-                case '\\':
-                        fputc('\\', out);
-                        fputc(*p, out);
-                        break;
-                case '\n':
-                        fputs("\\n", out);
-                        break;
-                case '\t':
-                        fputs("\\t", out);
-                        break;
-                case '\r':
-                        fputs("\\r", out);
-                        break;
-                default:
-                        fputc(*p, out);
-                }
-        }
+        relay_fput_escaped(out, v, n, esc);
         fputc('"', out);
 }
 

@@ -23,61 +23,15 @@
 
 #include <jansson.h>
 
+/* A Debezium name and what it is called on the other side. */
 typedef struct {
-        char **k, **v;
-        size_t n, cap;
-} pairs_t;
-
-static void pairs_free(pairs_t *p)
-{
-        for (size_t i = 0; i < p->n; i++) {
-                free(p->k[i]);
-                free(p->v[i]);
-        }
-        free(p->k);
-        free(p->v);
-}
-
-static int pairs_add(pairs_t *p, const char *k, size_t kl, const char *v, size_t vl)
-{
-        if (p->n == p->cap) {
-                size_t cap = p->cap ? p->cap * 2 : 32;
-                char **nk = realloc(p->k, cap * sizeof(*nk));
-                if (!nk)
-                        return RELAY_ENOMEM;
-                p->k = nk;
-                char **nv = realloc(p->v, cap * sizeof(*nv));
-                if (!nv)
-                        return RELAY_ENOMEM;
-                p->v = nv;
-                p->cap = cap;
-        }
-        p->k[p->n] = strndup(k, kl);
-        p->v[p->n] = strndup(v, vl);
-        if (!p->k[p->n] || !p->v[p->n]) {
-                free(p->k[p->n]);
-                free(p->v[p->n]);
-                return RELAY_ENOMEM;
-        }
-        p->n++;
-        return 0;
-}
-
-static const char *lookup(const pairs_t *p, const char *k)
-{
-        const char *v = NULL;
-        for (size_t i = 0; i < p->n; i++)
-                if (strcmp(p->k[i], k) == 0)
-                        v = p->v[i]; /* the last one wins, as in java.util.Properties */
-        return v;
-}
+        const char *from, *to;
+} rename_t;
 
 /* Debezium Server's prefixes onto Connect's key names; NULL: not a Debezium key. */
 static const char *server_key(const char *k, char *buf, size_t buflen)
 {
-        static const struct {
-                const char *from, *to;
-        } map[] = {
+        static const rename_t map[] = {
                 {"debezium.source.", ""},
                 {"debezium.transforms", "transforms"},
                 {"debezium.predicates", "predicates"},
@@ -97,7 +51,7 @@ static const char *server_key(const char *k, char *buf, size_t buflen)
 
 /* java.util.Properties, the parts configuration files use: key=value, key:
  * value or key value; # and ! comments; a trailing backslash continues. */
-static int parse_properties(const char *text, pairs_t *out, pairs_t *other)
+static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t *other)
 {
         const char *p = text;
         while (*p) {
@@ -141,7 +95,7 @@ static int parse_properties(const char *text, pairs_t *out, pairs_t *other)
                 char key[512], buf[512];
                 snprintf(key, sizeof(key), "%.*s", (int)ke, line);
                 const char *k = server_key(key, buf, sizeof(buf));
-                if (pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), line + vs,
+                if (relay_pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), line + vs,
                               ve - vs))
                         return RELAY_ENOMEM;
         }
@@ -149,7 +103,7 @@ static int parse_properties(const char *text, pairs_t *out, pairs_t *other)
 }
 
 /* A Connect connector: {"name": ..., "config": {...}} or the config object itself. */
-static int parse_connect_json(const char *text, pairs_t *out, char *err, size_t errlen,
+static int parse_connect_json(const char *text, relay_pairs_t *out, char *err, size_t errlen,
                               const char *path)
 {
         json_error_t je;
@@ -184,7 +138,7 @@ static int parse_connect_json(const char *text, pairs_t *out, char *err, size_t 
                         rc = RELAY_EINVAL;
                         break;
                 }
-                if ((rc = pairs_add(out, k, strlen(k), s, strlen(s))) != 0)
+                if ((rc = relay_pairs_add(out, k, strlen(k), s, strlen(s))) != 0)
                         break;
         }
         json_decref(root);
@@ -200,9 +154,7 @@ static void note(char *notes, size_t noteslen, const char *key)
 }
 
 /* The Outbox Event Router options that are the relay's keys under the same or another name. */
-static const struct {
-        const char *dbz, *relay;
-} router_keys[] = {
+static const rename_t router_keys[] = {
         {"table.field.event.id", "outbox.column.id"},
         {"table.field.event.key", "outbox.column.aggregate_id"},
         {"table.field.event.payload", "outbox.column.payload"},
@@ -257,40 +209,72 @@ static int refuse(char *err, size_t errlen, const char *path, const char *k, con
         return RELAY_EINVAL;
 }
 
+/* Outbox Event Router options the relay takes at Debezium's default only. */
+static const struct {
+        const char *opt, *only, *why;
+} router_fixed[] = {
+        {"tracing.with.context.field.only", "true",
+         "the relay starts no traces of its own: only rows with a span context are traced "
+         "(true)"},
+        {"table.json.payload.null.behavior", "ignore",
+         "the relay expands JSON payloads with Debezium's default, ignore (null members leave "
+         "no field)"},
+};
+
+/* Why router option opt = v is refused (router_fixed), or NULL. */
+static const char *router_refusal(const char *opt, const char *v)
+{
+        for (size_t i = 0; i < sizeof(router_fixed) / sizeof(router_fixed[0]); i++)
+                if (strcmp(opt, router_fixed[i].opt) == 0 && strcmp(v, router_fixed[i].only) != 0)
+                        return router_fixed[i].why;
+        return NULL;
+}
+
+/* Each of the n keys that is set must be want, else it is refused with why. */
+static int require_all(const relay_pairs_t *p, const char *const *keys, size_t n,
+                       const char *want, const char *why, const char *path, char *err,
+                       size_t errlen)
+{
+        for (size_t i = 0; i < n; i++) {
+                const char *f = relay_pairs_get(p, keys[i]);
+                if (f && strcmp(f, want) != 0)
+                        return refuse(err, errlen, path, keys[i], f, why);
+        }
+        return 0;
+}
+
 /* The converters (Connect) or formats (Debezium Server) as a format.profile. */
-static int profile(relay_config_t *c, const pairs_t *p, bool server, const char *path, char *err,
+static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const char *path, char *err,
                    size_t errlen)
 {
         if (server) {
                 static const char *const parts[] = {"format.key", "format.value", "format.header"};
-                for (size_t i = 0; i < 3; i++) {
-                        const char *f = lookup(p, parts[i]);
-                        if (f && strcmp(f, "json") != 0)
-                                return refuse(err, errlen, path, parts[i], f,
-                                              "only Debezium Server's default json format has a "
-                                              "profile (debezium-server)");
-                }
                 static const char *const schemas[] = {"format.schemas.enable",
                                                       "format.key.schemas.enable",
                                                       "format.value.schemas.enable",
                                                       "format.header.schemas.enable"};
-                for (size_t i = 0; i < 4; i++) {
-                        const char *f = lookup(p, schemas[i]);
-                        if (f && strcmp(f, "true") != 0)
-                                return refuse(err, errlen, path, schemas[i], f,
-                                              "the debezium-server profile writes JsonConverter's "
-                                              "default, schemas.enable=true");
-                }
+                int rc = require_all(p, parts, 3, "json",
+                                     "only Debezium Server's default json format has a profile "
+                                     "(debezium-server)",
+                                     path, err, errlen);
+                if (rc == 0)
+                        rc = require_all(p, schemas, 4, "true",
+                                         "the debezium-server profile writes JsonConverter's "
+                                         "default, schemas.enable=true",
+                                         path, err, errlen);
+                if (rc)
+                        return rc;
                 return set(c, "format.profile", "debezium-server", path, "debezium.format.*", err,
                            errlen);
         }
-        const char *kc = lookup(p, "key.converter"), *vc = lookup(p, "value.converter");
+        const char *kc = relay_pairs_get(p, "key.converter");
+        const char *vc = relay_pairs_get(p, "value.converter");
         if (!kc && !vc)
                 return 0; /* the worker's converters: unknown here; keep the relay's default */
         const char *chosen = NULL;
         const char *conv[2] = {kc, vc};
-        const char *sch[2] = {lookup(p, "key.converter.schemas.enable"),
-                              lookup(p, "value.converter.schemas.enable")};
+        const char *sch[2] = {relay_pairs_get(p, "key.converter.schemas.enable"),
+                              relay_pairs_get(p, "value.converter.schemas.enable")};
         for (int i = 0; i < 2; i++) {
                 const char *cv = conv[i];
                 const char *prof;
@@ -321,7 +305,7 @@ static int profile(relay_config_t *c, const pairs_t *p, bool server, const char 
 int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t noteslen,
                        char *err, size_t errlen)
 {
-        pairs_t p = {0}, other = {0};
+        relay_pairs_t p = {0}, other = {0};
         char *text = NULL;
         int rc = 0;
         bool server;
@@ -370,14 +354,14 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 note(notes, noteslen, other.k[i]);
 
         /* The connector. */
-        const char *cls = lookup(&p, "connector.class");
+        const char *cls = relay_pairs_get(&p, "connector.class");
         if (cls && !strstr(cls, "PostgresConnector")) {
                 rc = refuse(err, errlen, path, "connector.class", cls,
                             "the relay reads PostgreSQL (io.debezium.connector.postgresql."
                             "PostgresConnector)");
                 goto done;
         }
-        const char *plugin = lookup(&p, "plugin.name");
+        const char *plugin = relay_pairs_get(&p, "plugin.name");
         if (plugin && strcmp(plugin, "pgoutput") != 0) {
                 rc = refuse(err, errlen, path, "plugin.name", plugin,
                             "the relay decodes pgoutput only");
@@ -390,7 +374,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                     {"database.user", "user"},     {"database.password", "password"},
                     {"database.dbname", "dbname"}, {"database.sslmode", "sslmode"}};
         for (size_t i = 0; i < sizeof(conn) / sizeof(conn[0]); i++) {
-                const char *v = lookup(&p, conn[i].dbz);
+                const char *v = relay_pairs_get(&p, conn[i].dbz);
                 if (!v || !*v)
                         continue;
                 size_t m = strlen(conninfo);
@@ -413,14 +397,14 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
 
         /* The Outbox Event Router: the transform whose type is EventRouter. */
         char rprefix[256] = "";
-        const char *tlist = lookup(&p, "transforms");
+        const char *tlist = relay_pairs_get(&p, "transforms");
         if (tlist) {
                 char names[1024];
                 snprintf(names, sizeof(names), "%s", tlist);
                 for (char *tok = strtok(names, ", "); tok; tok = strtok(NULL, ", ")) {
                         char tk[300];
                         snprintf(tk, sizeof(tk), "transforms.%s.type", tok);
-                        const char *type = lookup(&p, tk);
+                        const char *type = relay_pairs_get(&p, tk);
                         if (type && strstr(type, "outbox.EventRouter")) {
                                 if (rprefix[0]) {
                                         rc = refuse(err, errlen, path, "transforms", tlist,
@@ -466,7 +450,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                             "until the slot holds its position, then remove the "
                                             "key (README, Cutover from Debezium)");
                 } else if (strcmp(k, "topic.prefix") == 0) {
-                        const char *x = lookup(&p, "extended.headers.enabled");
+                        const char *x = relay_pairs_get(&p, "extended.headers.enabled");
                         if (!x || strcmp(x, "false") != 0)
                                 rc = set(c, "format.debezium.topic_prefix", v, path, k, err,
                                          errlen);
@@ -480,8 +464,8 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         const char *opt = k + strlen(rprefix);
                         bool done_key = strcmp(opt, "type") == 0;
                         for (size_t j = 0; !done_key && j < sizeof(router_keys) / sizeof(router_keys[0]); j++)
-                                if (strcmp(opt, router_keys[j].dbz) == 0) {
-                                        rc = set(c, router_keys[j].relay, v, path, k, err, errlen);
+                                if (strcmp(opt, router_keys[j].from) == 0) {
+                                        rc = set(c, router_keys[j].to, v, path, k, err, errlen);
                                         done_key = true;
                                 }
                         if (done_key)
@@ -491,11 +475,9 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                 tracing_field = true;
                                 continue;
                         }
-                        if (strcmp(opt, "tracing.with.context.field.only") == 0 &&
-                            strcmp(v, "true") != 0) {
-                                rc = refuse(err, errlen, path, k, v,
-                                            "the relay starts no traces of its own: only rows "
-                                            "with a span context are traced (true)");
+                        const char *why = router_refusal(opt, v);
+                        if (why) {
+                                rc = refuse(err, errlen, path, k, v, why);
                                 continue;
                         }
                         if (strncmp(opt, "tracing.", 8) == 0) {
@@ -504,13 +486,6 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                 tracing_other = true;
                                 if (strcmp(opt, "tracing.operation.name") == 0)
                                         note(notes, noteslen, k); /* names Debezium's own span */
-                                continue;
-                        }
-                        if (strcmp(opt, "table.json.payload.null.behavior") == 0 &&
-                            strcmp(v, "ignore") != 0) {
-                                rc = refuse(err, errlen, path, k, v,
-                                            "the relay expands JSON payloads with Debezium's "
-                                            "default, ignore (null members leave no field)");
                                 continue;
                         }
                         if (strcmp(opt, "table.json.payload.null.behavior") == 0) {
@@ -542,7 +517,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
         if (rc == 0)
                 rc = profile(c, &p, server, path, err, errlen);
 done:
-        pairs_free(&p);
-        pairs_free(&other);
+        relay_pairs_free(&p);
+        relay_pairs_free(&other);
         return rc;
 }

@@ -131,26 +131,18 @@ relay_format_kind_t relay_format_kind(uint32_t typoid)
 
 const char *relay_format_kind_name(relay_format_kind_t k)
 {
-        switch (k) {
-        case RELAY_KIND_STRING:
-                return "string";
-        case RELAY_KIND_UUID:
-                return "io.debezium.data.Uuid";
-        case RELAY_KIND_JSON:
-                return "io.debezium.data.Json";
-        case RELAY_KIND_BYTES:
-                return "bytes";
-        case RELAY_KIND_INT16:
-                return "int16";
-        case RELAY_KIND_INT32:
-                return "int32";
-        case RELAY_KIND_INT64:
-                return "int64";
-        case RELAY_KIND_BOOLEAN:
-                return "boolean";
-        default:
-                return "unsupported";
-        }
+        static const char *const names[] = {
+                [RELAY_KIND_UNSUPPORTED] = "unsupported",
+                [RELAY_KIND_STRING] = "string",
+                [RELAY_KIND_UUID] = "io.debezium.data.Uuid",
+                [RELAY_KIND_JSON] = "io.debezium.data.Json",
+                [RELAY_KIND_BYTES] = "bytes",
+                [RELAY_KIND_INT16] = "int16",
+                [RELAY_KIND_INT32] = "int32",
+                [RELAY_KIND_INT64] = "int64",
+                [RELAY_KIND_BOOLEAN] = "boolean",
+        };
+        return (size_t)k < sizeof(names) / sizeof(names[0]) ? names[k] : "unsupported";
 }
 
 /* JsonConverter.asJsonSchema() for the kinds above: type, optional, name, version

@@ -192,16 +192,16 @@ static int kafka_conf(const relay_inbox_config_t *cfg, bool producer, rd_kafka_c
                 relay_err_set(err, errlen, "out of memory");
                 return RELAY_ENOMEM;
         }
-        for (size_t i = 0; i < cfg->n_kafka; i++) {
+        for (size_t i = 0; i < cfg->kafka.n; i++) {
                 bool skip = false;
                 for (size_t j = 0; producer && j < sizeof(consumer_only) / sizeof(char *); j++)
-                        skip = skip || strcmp(cfg->kafka_names[i], consumer_only[j]) == 0;
+                        skip = skip || strcmp(cfg->kafka.k[i], consumer_only[j]) == 0;
                 if (skip)
                         continue;
-                if (rd_kafka_conf_set(kc, cfg->kafka_names[i], cfg->kafka_values[i], kerr,
+                if (rd_kafka_conf_set(kc, cfg->kafka.k[i], cfg->kafka.v[i], kerr,
                                       sizeof(kerr)) != RD_KAFKA_CONF_OK) {
                         relay_err_set(err, errlen, "invalid Kafka setting \"kafka.%s\": %s",
-                                      cfg->kafka_names[i], kerr);
+                                      cfg->kafka.k[i], kerr);
                         rd_kafka_conf_destroy(kc);
                         return RELAY_EINVAL;
                 }
@@ -653,11 +653,10 @@ int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop
         rd_kafka_conf_t *kc = NULL;
         rd_kafka_topic_partition_list_t *subs = NULL;
         int exit_code = RELAY_INBOX_EXIT_OK;
-        const char *group = "outbox-inbox";
+        const char *group = relay_pairs_get(&cfg->kafka, "group.id");
 
-        for (size_t i = 0; i < cfg->n_kafka; i++)
-                if (strcmp(cfg->kafka_names[i], "group.id") == 0)
-                        group = cfg->kafka_values[i];
+        if (!group)
+                group = "outbox-inbox";
 
         int rc = pg_ensure(&ib, err, sizeof(err));
         if (rc != 0) {

@@ -46,34 +46,39 @@ static const char *const level_words[] = {"debug", "info", "warning", "error", N
 
 /* Alphabetical. */
 static const key_t_ keys[] = {
-        {"errors.backoff.max.ms", "30000", K_INT, F(errors_backoff_max_ms), 0, 3600000,
-         "longest wait between two attempts of a failing handler (doubling)", NULL},
-        {"errors.backoff.ms", "1000", K_INT, F(errors_backoff_ms), 0, 3600000,
-         "wait before the first retry of a failing handler", NULL},
-        {"errors.dlq.topic", "outbox.inbox.dlq", K_STR, F(errors_dlq_topic), 0, 0,
-         "dead-letter topic for messages whose handler still fails after the retries", NULL},
-        {"errors.policy", "dlq", K_WORD, F(errors_policy), 0, 0,
-         "after the retries: dlq (dead-letter the message and go on) or stop", policy_words},
-        {"errors.retries", "3", K_INT, F(errors_retries), 0, 1000000,
-         "retries of a failing handler before the policy applies", NULL},
-        {"inbox.handler", "", K_STR, F(handler), 0, 0,
-         "SQL run for each new message, with $1 key (text), $2 headers (jsonb), $3 payload "
-         "(inbox.payload), $4 topic (text), $5 partition (integer), $6 offset (bigint), $7 "
-         "message id (text); required", NULL},
-        {"inbox.id.header", "id", K_STR, F(id_header), 0, 0,
-         "header holding the message id that inbox_accept() records", NULL},
-        {"inbox.payload", "jsonb", K_WORD, F(payload), 0, 0, "type of $3: jsonb, text or bytea",
-         payload_words},
-        {"inbox.topics", "", K_LIST, F(topics), 0, 0,
-         "topics to consume, comma-separated; required", NULL},
-        {"log.level", "info", K_WORD, F(log_level), 0, 0, "debug, info, warning or error",
-         level_words},
-        {"postgres.conninfo", "", K_STR, F(postgres_conninfo), 0, 0,
-         "libpq connection string of the consumer's database (empty: PG* variables)", NULL},
-        {"reconnect.backoff.max.ms", "30000", K_INT, F(reconnect_backoff_max_ms), 10, 3600000,
-         "longest wait between reconnection attempts to PostgreSQL (doubling)", NULL},
-        {"reconnect.backoff.ms", "500", K_INT, F(reconnect_backoff_ms), 10, 3600000,
-         "first wait before reconnecting to PostgreSQL", NULL},
+        {.name = "errors.backoff.max.ms", .def = "30000", .kind = K_INT,
+         .off = F(errors_backoff_max_ms), .min = 0, .max = 3600000,
+         .desc = "longest wait between two attempts of a failing handler (doubling)"},
+        {.name = "errors.backoff.ms", .def = "1000", .kind = K_INT, .off = F(errors_backoff_ms),
+         .min = 0, .max = 3600000, .desc = "wait before the first retry of a failing handler"},
+        {.name = "errors.dlq.topic", .def = "outbox.inbox.dlq", .kind = K_STR,
+         .off = F(errors_dlq_topic),
+         .desc = "dead-letter topic for messages whose handler still fails after the retries"},
+        {.name = "errors.policy", .def = "dlq", .kind = K_WORD, .off = F(errors_policy),
+         .words = policy_words,
+         .desc = "after the retries: dlq (dead-letter the message and go on) or stop"},
+        {.name = "errors.retries", .def = "3", .kind = K_INT, .off = F(errors_retries), .min = 0,
+         .max = 1000000, .desc = "retries of a failing handler before the policy applies"},
+        {.name = "inbox.handler", .def = "", .kind = K_STR, .off = F(handler),
+         .desc = "SQL run for each new message, with $1 key (text), $2 headers (jsonb), $3 "
+                 "payload (inbox.payload), $4 topic (text), $5 partition (integer), $6 offset "
+                 "(bigint), $7 message id (text); required"},
+        {.name = "inbox.id.header", .def = "id", .kind = K_STR, .off = F(id_header),
+         .desc = "header holding the message id that inbox_accept() records"},
+        {.name = "inbox.payload", .def = "jsonb", .kind = K_WORD, .off = F(payload),
+         .words = payload_words, .desc = "type of $3: jsonb, text or bytea"},
+        {.name = "inbox.topics", .def = "", .kind = K_LIST, .off = F(topics),
+         .desc = "topics to consume, comma-separated; required"},
+        {.name = "log.level", .def = "info", .kind = K_WORD, .off = F(log_level),
+         .words = level_words, .desc = "debug, info, warning or error"},
+        {.name = "postgres.conninfo", .def = "", .kind = K_STR, .off = F(postgres_conninfo),
+         .desc = "libpq connection string of the consumer's database (empty: PG* variables)"},
+        {.name = "reconnect.backoff.max.ms", .def = "30000", .kind = K_INT,
+         .off = F(reconnect_backoff_max_ms), .min = 10, .max = 3600000,
+         .desc = "longest wait between reconnection attempts to PostgreSQL (doubling)"},
+        {.name = "reconnect.backoff.ms", .def = "500", .kind = K_INT,
+         .off = F(reconnect_backoff_ms), .min = 10, .max = 3600000,
+         .desc = "first wait before reconnecting to PostgreSQL"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -102,46 +107,12 @@ static const struct {
         {"client.id", "outbox-inbox"},
 };
 
-static void free_list(char **v, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
-}
-
 static int set_kafka(relay_inbox_config_t *c, const char *name, const char *value, char *err,
                      size_t errlen)
 {
-        for (size_t i = 0; i < c->n_kafka; i++) {
-                if (strcmp(c->kafka_names[i], name) == 0) {
-                        char *v = strdup(value);
-                        if (!v)
-                                goto oom;
-                        free(c->kafka_values[i]);
-                        c->kafka_values[i] = v;
-                        return 0;
-                }
-        }
-        char **nn = realloc(c->kafka_names, (c->n_kafka + 1) * sizeof(char *));
-        if (!nn)
-                goto oom;
-        c->kafka_names = nn;
-        char **nv = realloc(c->kafka_values, (c->n_kafka + 1) * sizeof(char *));
-        if (!nv)
-                goto oom;
-        c->kafka_values = nv;
-        c->kafka_names[c->n_kafka] = strdup(name);
-        c->kafka_values[c->n_kafka] = strdup(value);
-        if (!c->kafka_names[c->n_kafka] || !c->kafka_values[c->n_kafka]) {
-                free(c->kafka_names[c->n_kafka]);
-                free(c->kafka_values[c->n_kafka]);
-                goto oom;
-        }
-        c->n_kafka++;
+        if (relay_pairs_set(&c->kafka, name, value))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         return 0;
-oom:
-        relay_err_set(err, errlen, "out of memory");
-        return RELAY_ENOMEM;
 }
 
 static int parse_list(const char *value, char ***out, size_t *n_out)
@@ -155,7 +126,7 @@ static int parse_list(const char *value, char ***out, size_t *n_out)
                         continue;
                 char **nv = realloc(v, (n + 1) * sizeof(char *));
                 if (!nv || !(nv[n] = relay_dupn(item, len))) {
-                        free_list(nv ? nv : v, n);
+                        relay_free_list(nv ? nv : v, n);
                         return RELAY_ENOMEM;
                 }
                 v = nv;
@@ -223,7 +194,7 @@ static int set_known(relay_inbox_config_t *c, const key_t_ *k, const char *value
                         relay_err_set(err, errlen, "out of memory");
                         return RELAY_ENOMEM;
                 }
-                free_list(c->topics, c->n_topics);
+                relay_free_list(c->topics, c->n_topics);
                 c->topics = v;
                 c->n_topics = n;
                 return 0;
@@ -303,14 +274,9 @@ void relay_inbox_config_free(relay_inbox_config_t *c)
 {
         if (!c)
                 return;
-        free(c->postgres_conninfo);
-        free_list(c->topics, c->n_topics);
-        free(c->handler);
-        free(c->id_header);
-        free(c->errors_dlq_topic);
-        free_list(c->kafka_names, c->n_kafka);
-        free_list(c->kafka_values, c->n_kafka);
-        free(c);
+        relay_free_list(c->topics, c->n_topics);
+        relay_pairs_free(&c->kafka);
+        RELAY_FREE_ALL(c->postgres_conninfo, c->handler, c->id_header, c->errors_dlq_topic, c);
 }
 
 int relay_inbox_config_set_arg(relay_inbox_config_t *c, const char *arg, char *err, size_t errlen)
@@ -381,17 +347,9 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
         return rc;
 }
 
-static const char *kafka_get(const relay_inbox_config_t *c, const char *name)
-{
-        for (size_t i = 0; i < c->n_kafka; i++)
-                if (strcmp(c->kafka_names[i], name) == 0)
-                        return c->kafka_values[i];
-        return NULL;
-}
-
 int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t errlen)
 {
-        const char *bs = kafka_get(c, "bootstrap.servers");
+        const char *bs = relay_pairs_get(&c->kafka, "bootstrap.servers");
         if (!bs || !*bs) {
                 relay_err_set(err, errlen,
                               "\"kafka.bootstrap.servers\" is not set: name the Kafka brokers, "

@@ -1,7 +1,9 @@
 /*
- * kadmin.c - the one Kafka admin request the relay and `check` make: read a
- * topic's or a broker's configuration value (DescribeConfigs), waiting for
- * the answer. Kept apart so the producer and the preflight share it.
+ * kadmin.c - Kafka admin requests: one request's reply queue, options and
+ * answer (also used for the checkpoint topic's CreateTopics), and the one
+ * the relay and `check` make: read a topic's or a broker's configuration
+ * value (DescribeConfigs), waiting for the answer. Kept apart so the
+ * producer and the preflight share it.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -10,28 +12,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool relay_kadmin_begin(relay_kadmin_req_t *r, rd_kafka_t *rk, rd_kafka_admin_op_t op)
+{
+        *r = (relay_kadmin_req_t){.q = rd_kafka_queue_new(rk),
+                                  .opt = rd_kafka_AdminOptions_new(rk, op)};
+        return r->q && r->opt;
+}
+
+rd_kafka_event_t *relay_kadmin_wait(relay_kadmin_req_t *r, int timeout_ms)
+{
+        return r->ev = rd_kafka_queue_poll(r->q, timeout_ms);
+}
+
+void relay_kadmin_end(relay_kadmin_req_t *r)
+{
+        if (r->ev)
+                rd_kafka_event_destroy(r->ev);
+        if (r->opt)
+                rd_kafka_AdminOptions_destroy(r->opt);
+        if (r->q)
+                rd_kafka_queue_destroy(r->q);
+        *r = (relay_kadmin_req_t){0};
+}
+
 rd_kafka_resp_err_t relay_kadmin_config(rd_kafka_t *rk, rd_kafka_ResourceType_t type,
                                         const char *resname, const char *name, int timeout_ms,
                                         char **out, char *err, size_t errlen)
 {
         rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__TIMED_OUT;
         char kerr[RELAY_ERRBUF];
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+        relay_kadmin_req_t req;
+        bool begun = relay_kadmin_begin(&req, rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
         rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(type, resname);
-        rd_kafka_event_t *ev = NULL;
+        rd_kafka_event_t *ev;
 
         *out = NULL;
         relay_err_set(err, errlen, "no answer within %d ms", timeout_ms);
-        if (!q || !opt || !res) {
+        if (!begun || !res) {
                 relay_err_set(err, errlen, "out of memory");
                 e = RD_KAFKA_RESP_ERR__FAIL;
                 goto done;
         }
-        rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, kerr, sizeof(kerr));
-        rd_kafka_DescribeConfigs(rk, &res, 1, opt, q);
-        ev = rd_kafka_queue_poll(q, timeout_ms + 500);
-        if (!ev)
+        rd_kafka_AdminOptions_set_request_timeout(req.opt, timeout_ms, kerr, sizeof(kerr));
+        rd_kafka_DescribeConfigs(rk, &res, 1, req.opt, req.q);
+        if (!(ev = relay_kadmin_wait(&req, timeout_ms + 500)))
                 goto done;
         if ((e = rd_kafka_event_error(ev))) {
                 relay_err_set(err, errlen, "%s", rd_kafka_event_error_string(ev));
@@ -63,13 +87,8 @@ rd_kafka_resp_err_t relay_kadmin_config(rd_kafka_t *rk, rd_kafka_ResourceType_t 
                 e = RD_KAFKA_RESP_ERR__NOENT;
         }
 done:
-        if (ev)
-                rd_kafka_event_destroy(ev);
+        relay_kadmin_end(&req);
         if (res)
                 rd_kafka_ConfigResource_destroy(res);
-        if (opt)
-                rd_kafka_AdminOptions_destroy(opt);
-        if (q)
-                rd_kafka_queue_destroy(q);
         return e;
 }

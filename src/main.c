@@ -38,12 +38,12 @@
 /* POSIX: the environment; declared by no standard header in strict C mode. */
 extern char **environ;
 
-static void version(void)
+static void version(FILE *out)
 {
         int pq = PQlibVersion();
 
         /* PQlibVersion() is major * 10000 + minor since PostgreSQL 10. */
-        printf(PROG " %s (librdkafka %s, libpq %d.%d)\n", RELAY_VERSION, rd_kafka_version_str(),
+        fprintf(out, PROG " %s (librdkafka %s, libpq %d.%d)\n", RELAY_VERSION, rd_kafka_version_str(),
                pq / 10000, pq % 10000);
 }
 
@@ -62,6 +62,15 @@ static int finish_stdout(void)
                 return RELAY_EXIT_CONFIG;
         }
         return RELAY_EXIT_OK;
+}
+
+/* --help, --man, --example-config and --version: print, and exit with what
+ * finish_stdout() says. */
+static int print_only(void (*print)(FILE *), const char **sets)
+{
+        free(sets);
+        print(stdout);
+        return finish_stdout();
 }
 
 /*
@@ -294,24 +303,16 @@ int main(int argc, char **argv)
                         json = true;
                         break;
                 case OPT_EXAMPLE_CONFIG:
-                        free(sets);
-                        relay_manual_print_example(stdout);
-                        return finish_stdout();
+                        return print_only(relay_manual_print_example, sets);
                 case OPT_HEALTH_CHECK:
                         health = true;
                         break;
                 case OPT_MAN:
-                        free(sets);
-                        relay_manual_print_man(stdout);
-                        return finish_stdout();
+                        return print_only(relay_manual_print_man, sets);
                 case 'h':
-                        free(sets);
-                        relay_manual_print_help(stdout);
-                        return finish_stdout();
+                        return print_only(relay_manual_print_help, sets);
                 case 'V':
-                        free(sets);
-                        version();
-                        return finish_stdout();
+                        return print_only(version, sets);
                 case ':':
                         free(sets);
                         snprintf(err, sizeof(err),

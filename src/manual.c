@@ -217,24 +217,16 @@ void relay_manual_print_help(FILE *out)
  * with a control character ('.' or '\''). */
 static void roff(FILE *out, const char *s)
 {
-        if (*s == '.' || *s == '\'')
-                fputs("\\&", out);
-        for (; *s != '\0'; s++) {
-                switch (*s) {
-                case '\\':
-                        fputs("\\e", out);
-                        break;
-                case '-':
-                        fputs("\\-", out);
-                        break;
-                case '\n':
-                        fputc('\n', out);
-                        if (s[1] == '.' || s[1] == '\'')
-                                fputs("\\&", out);
-                        break;
-                default:
-                        fputc(*s, out);
-                }
+        static const char *const esc[256] = {['\\'] = "\\e", ['-'] = "\\-"};
+        for (;;) {
+                size_t n = strcspn(s, "\n");
+                if (*s == '.' || *s == '\'')
+                        fputs("\\&", out);
+                relay_fput_escaped(out, s, n, esc);
+                if (s[n] == '\0')
+                        return;
+                fputc('\n', out);
+                s += n + 1;
         }
 }
 

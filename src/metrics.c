@@ -524,6 +524,52 @@ static void per_topic(out_t *o, const figures_t *f, const char *name, size_t fie
         }
 }
 
+/* librdkafka's statistics: the producer's queues and brokers, then per
+ * broker its round trip and requests. */
+static void render_kafka(out_t *o, const relay_kafka_stats_t *k)
+{
+        const struct {
+                const char *name, *help;
+                double v;
+        } producer[] = {
+                {"outbox_relay_kafka_queue_messages",
+                 "Messages in the producer's queues (librdkafka msg_cnt).", (double)k->msg_cnt},
+                {"outbox_relay_kafka_queue_bytes",
+                 "Bytes of the messages in the producer's queues (librdkafka msg_size).",
+                 (double)k->msg_size},
+                {"outbox_relay_kafka_brokers_up", "Brokers the producer is connected to (state UP).",
+                 (double)k->brokers_up},
+        };
+        for (size_t i = 0; i < sizeof(producer) / sizeof(producer[0]); i++)
+                one(o, producer[i].name, "gauge", producer[i].help, producer[i].v);
+        static const struct {
+                const char *name, *help;
+        } g[] = {
+                {"outbox_relay_kafka_broker_rtt_avg_seconds",
+                 "Average request round-trip time to the broker."},
+                {"outbox_relay_kafka_broker_rtt_p99_seconds",
+                 "99th percentile of the request round-trip time to the broker."},
+                {"outbox_relay_kafka_broker_outbuf_requests",
+                 "Requests waiting to be sent to the broker."},
+                {"outbox_relay_kafka_broker_waitresp_requests",
+                 "Requests sent to the broker, waiting for a response."},
+        };
+        for (size_t gi = 0; gi < sizeof(g) / sizeof(g[0]); gi++) {
+                if (k->nbrokers == 0)
+                        break;
+                head(o, g[gi].name, "gauge", g[gi].help);
+                for (size_t b = 0; b < k->nbrokers; b++) {
+                        double v = gi == 0   ? k->broker[b].rtt_avg
+                                   : gi == 1 ? k->broker[b].rtt_p99
+                                   : gi == 2 ? (double)k->broker[b].outbuf_cnt
+                                             : (double)k->broker[b].waitresp_cnt;
+                        put(o, "%s{broker=\"", g[gi].name);
+                        put_label(o, k->broker[b].name);
+                        put(o, "\"} %.17g\n", v);
+                }
+        }
+}
+
 static void render(out_t *o, const figures_t *f, double start_time)
 {
         int64_t now_us = relay_pg_now_us();
@@ -640,43 +686,8 @@ static void render(out_t *o, const figures_t *f, double start_time)
                             f->catchup.eta_s);
         }
 
-        const relay_kafka_stats_t *k = &f->kafka;
-        if (k->known) {
-                one(o, "outbox_relay_kafka_queue_messages", "gauge",
-                    "Messages in the producer's queues (librdkafka msg_cnt).",
-                    (double)k->msg_cnt);
-                one(o, "outbox_relay_kafka_queue_bytes", "gauge",
-                    "Bytes of the messages in the producer's queues (librdkafka msg_size).",
-                    (double)k->msg_size);
-                one(o, "outbox_relay_kafka_brokers_up", "gauge",
-                    "Brokers the producer is connected to (state UP).", (double)k->brokers_up);
-                static const struct {
-                        const char *name, *help;
-                } g[] = {
-                        {"outbox_relay_kafka_broker_rtt_avg_seconds",
-                         "Average request round-trip time to the broker."},
-                        {"outbox_relay_kafka_broker_rtt_p99_seconds",
-                         "99th percentile of the request round-trip time to the broker."},
-                        {"outbox_relay_kafka_broker_outbuf_requests",
-                         "Requests waiting to be sent to the broker."},
-                        {"outbox_relay_kafka_broker_waitresp_requests",
-                         "Requests sent to the broker, waiting for a response."},
-                };
-                for (size_t gi = 0; gi < sizeof(g) / sizeof(g[0]); gi++) {
-                        if (k->nbrokers == 0)
-                                break;
-                        head(o, g[gi].name, "gauge", g[gi].help);
-                        for (size_t b = 0; b < k->nbrokers; b++) {
-                                double v = gi == 0   ? k->broker[b].rtt_avg
-                                           : gi == 1 ? k->broker[b].rtt_p99
-                                           : gi == 2 ? (double)k->broker[b].outbuf_cnt
-                                                     : (double)k->broker[b].waitresp_cnt;
-                                put(o, "%s{broker=\"", g[gi].name);
-                                put_label(o, k->broker[b].name);
-                                put(o, "\"} %.17g\n", v);
-                        }
-                }
-        }
+        if (f->kafka.known)
+                render_kafka(o, &f->kafka);
         render_process(o, start_time);
 }
 

@@ -120,35 +120,16 @@ void relay_outbox_free(relay_outbox_t *o)
 {
         if (!o)
                 return;
-        free(o->relids);
-        free(o->extra);
-        free(o->env);
-        free(o->env_kind);
-        free(o->env_optional);
-        free(o->schema_name);
-        for (size_t i = 0; i < o->nvnames; i++) {
-                free(o->vnames[i].text);
-                free(o->vnames[i].name);
-        }
-        free(o->vnames);
-        free(o->segcol);
         relay_route_free(o->route);
-        free(o->trace);
-        free(o->topic);
-        free(o->bytes);
-        free(o->headers);
         message_reset(o);
-        free(o->strs);
-        free(o->mheaders);
-        free(o->xkind);
-        free(o->xoptional);
-        free(o->hkind);
-        free(o->hoptional);
-        free(o->hoff);
         relay_fmtbuf_free(&o->kbuf);
         relay_fmtbuf_free(&o->vbuf);
         relay_fmtbuf_free(&o->hbuf);
-        free(o);
+        for (size_t i = 0; i < o->nvnames; i++)
+                RELAY_FREE_ALL(o->vnames[i].text, o->vnames[i].name);
+        RELAY_FREE_ALL(o->relids, o->extra, o->env, o->env_kind, o->env_optional, o->schema_name,
+                       o->vnames, o->segcol, o->trace, o->topic, o->bytes, o->headers, o->strs,
+                       o->mheaders, o->xkind, o->xoptional, o->hkind, o->hoptional, o->hoff, o);
 }
 
 /* A version 4 UUID, as java.util.UUID.randomUUID() prints it: Debezium's

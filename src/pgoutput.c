@@ -333,6 +333,32 @@ static int parse_origin(struct rd *r, relay_pgo_origin_t *m)
 }
 
 /*
+ * A relation entry in one allocation: the column array, then the names
+ * (namespace, relation, then colbytes for the columns' names). relid,
+ * replident, ncols and the two names are set; *colnames is where the
+ * columns' names go. NULL when out of memory.
+ */
+static relay_pgo_relation_t *relation_alloc(uint32_t relid, char replident, int ncols,
+                                            const char *nsp, size_t nsplen, const char *relname,
+                                            size_t rellen, size_t colbytes, char **colnames)
+{
+        relay_pgo_relation_t *rel = malloc(offsetof(struct relay_pgo_relation, cols) +
+                                           (size_t)ncols * sizeof(struct col) + nsplen + 1 +
+                                           rellen + 1 + colbytes);
+        if (rel == NULL)
+                return NULL;
+        char *s = (char *)&rel->cols[ncols];
+        rel->relid = relid;
+        rel->replident = replident;
+        rel->ncols = ncols;
+        rel->nspname = memcpy(s, nsp, nsplen + 1);
+        s += nsplen + 1;
+        rel->relname = memcpy(s, relname, rellen + 1);
+        *colnames = s + rellen + 1;
+        return rel;
+}
+
+/*
  * Relation: Byte1 'R', Int32 relid, String namespace, String relname,
  *           Int8 replident ('d', 'n', 'f', 'i'), Int16 ncols, then ncols times:
  *           Int8 flags (1 = part of the key), String name, Int32 type_oid,
@@ -346,7 +372,7 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_relation_
                           relay_pgo_relation_t **ret, char *err, size_t errlen)
 {
         const char *nsp, *relname, *name;
-        size_t nsplen, rellen, len, strbytes, size;
+        size_t nsplen, rellen, len, colbytes = 0;
         uint8_t replident, flags;
         int16_t ncols;
         int32_t typmod;
@@ -366,7 +392,6 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_relation_
                            m->relid);
 
         cols = *r;
-        strbytes = nsplen + 1 + rellen + 1;
         for (int i = 0; i < ncols; i++) {
                 if (!rd_u8(r, &flags) || !rd_str(r, &name, &len) || !rd_u32(r, &typid) ||
                     !rd_i32(r, &typmod))
@@ -375,25 +400,15 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_relation_
                         return bad(err, errlen, 'R',
                                    "unknown flags 0x%02x on column %d of relation %u", flags, i + 1,
                                    m->relid);
-                strbytes += len + 1;
+                colbytes += len + 1;
         }
 
         if (!reserve_values(d, (size_t)ncols))
                 return nomem(err, errlen, 'R');
-        size = offsetof(struct relay_pgo_relation, cols) + (size_t)ncols * sizeof(struct col) +
-               strbytes;
-        rel = malloc(size);
+        rel = relation_alloc(m->relid, (char)replident, ncols, nsp, nsplen, relname, rellen,
+                             colbytes, &s);
         if (rel == NULL)
                 return nomem(err, errlen, 'R');
-
-        s = (char *)&rel->cols[ncols];
-        rel->relid = m->relid;
-        rel->replident = (char)replident;
-        rel->ncols = ncols;
-        rel->nspname = memcpy(s, nsp, nsplen + 1);
-        s += nsplen + 1;
-        rel->relname = memcpy(s, relname, rellen + 1);
-        s += rellen + 1;
         for (int i = 0; i < ncols; i++) {
                 struct col *c = &rel->cols[i];
 
@@ -483,26 +498,47 @@ static int bad_tag(char *err, size_t errlen, uint8_t type, const char *accept, u
         return bad(err, errlen, type, "expected %s, got 0x%02x", list, tag);
 }
 
+/* Where a row message's parts go; old and new NULL: it has no such tuple. */
+typedef struct {
+        uint32_t *relid;
+        const relay_pgo_relation_t **rel;
+        char *oldkind;
+        relay_pgo_tuple_t *old, *new;
+} row_out_t;
+
 /*
- * What starts every row message: Int32 relid, Byte1 tag, one of accept
- * (the tuple that follows: 'N' new, 'K' key, 'O' old row). The relid must
- * be cached.
+ * The layout every row message shares after its type: Int32 relid (which
+ * must be cached), Byte1 tag, one of accept: 'K' (key) or 'O' (old row)
+ * followed by that TupleData and, when the message has a new row, Byte1
+ * 'N' and its TupleData; or 'N' and the new row's TupleData at once.
  */
-static int read_row_start(const relay_pgoutput_t *d, struct rd *r, uint8_t type,
-                          const char *accept, uint32_t *relid, const relay_pgo_relation_t **rel,
-                          uint8_t *tag, char *err, size_t errlen)
+static int read_row(const relay_pgoutput_t *d, struct rd *r, uint8_t type, const char *accept,
+                    row_out_t out, char *err, size_t errlen)
 {
-        if (!rd_u32(r, relid))
+        uint8_t tag;
+        int rc;
+
+        if (!rd_u32(r, out.relid))
                 return TRUNC;
-        *rel = lookup(d, *relid);
-        if (*rel == NULL)
+        *out.rel = lookup(d, *out.relid);
+        if (*out.rel == NULL)
                 return bad(err, errlen, type,
-                           "relation %u was never described by a Relation message", *relid);
-        if (!rd_u8(r, tag))
+                           "relation %u was never described by a Relation message", *out.relid);
+        if (!rd_u8(r, &tag))
                 return TRUNC;
-        if (*tag == 0 || strchr(accept, *tag) == NULL)
-                return bad_tag(err, errlen, type, accept, *tag);
-        return RELAY_OK;
+        if (tag == 0 || strchr(accept, tag) == NULL)
+                return bad_tag(err, errlen, type, accept, tag);
+        if (tag != 'N') {
+                *out.oldkind = (char)tag;
+                rc = parse_tuple(r, type, *out.rel, d->oldvals, out.old, err, errlen);
+                if (rc != RELAY_OK || out.new == NULL)
+                        return rc;
+                if (!rd_u8(r, &tag))
+                        return TRUNC;
+                if (tag != 'N')
+                        return bad_tag(err, errlen, type, "N", tag);
+        }
+        return parse_tuple(r, type, *out.rel, d->newvals, out.new, err, errlen);
 }
 
 /*
@@ -511,12 +547,9 @@ static int read_row_start(const relay_pgoutput_t *d, struct rd *r, uint8_t type,
 static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_insert_t *m, char *err,
                         size_t errlen)
 {
-        uint8_t tag;
-        int rc = read_row_start(d, r, 'I', "N", &m->relid, &m->relation, &tag, err, errlen);
-
-        if (rc != RELAY_OK)
-                return rc;
-        return parse_tuple(r, 'I', m->relation, d->newvals, &m->newtuple, err, errlen);
+        return read_row(d, r, 'I', "N",
+                        (row_out_t){&m->relid, &m->relation, NULL, NULL, &m->newtuple}, err,
+                        errlen);
 }
 
 /*
@@ -526,22 +559,10 @@ static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_inser
 static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_update_t *m, char *err,
                         size_t errlen)
 {
-        uint8_t tag;
-        int rc = read_row_start(d, r, 'U', "NKO", &m->relid, &m->relation, &tag, err, errlen);
-
-        if (rc != RELAY_OK)
-                return rc;
-        if (tag != 'N') {
-                m->oldkind = (char)tag;
-                rc = parse_tuple(r, 'U', m->relation, d->oldvals, &m->oldtuple, err, errlen);
-                if (rc != RELAY_OK)
-                        return rc;
-                if (!rd_u8(r, &tag))
-                        return TRUNC;
-                if (tag != 'N')
-                        return bad_tag(err, errlen, 'U', "N", tag);
-        }
-        return parse_tuple(r, 'U', m->relation, d->newvals, &m->newtuple, err, errlen);
+        return read_row(d, r, 'U', "NKO",
+                        (row_out_t){&m->relid, &m->relation, &m->oldkind, &m->oldtuple,
+                                    &m->newtuple},
+                        err, errlen);
 }
 
 /*
@@ -550,13 +571,9 @@ static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_updat
 static int parse_delete(const relay_pgoutput_t *d, struct rd *r, relay_pgo_delete_t *m, char *err,
                         size_t errlen)
 {
-        uint8_t tag;
-        int rc = read_row_start(d, r, 'D', "KO", &m->relid, &m->relation, &tag, err, errlen);
-
-        if (rc != RELAY_OK)
-                return rc;
-        m->oldkind = (char)tag;
-        return parse_tuple(r, 'D', m->relation, d->oldvals, &m->oldtuple, err, errlen);
+        return read_row(d, r, 'D', "KO",
+                        (row_out_t){&m->relid, &m->relation, &m->oldkind, &m->oldtuple, NULL},
+                        err, errlen);
 }
 
 /*
@@ -643,11 +660,7 @@ void relay_pgoutput_free(relay_pgoutput_t *d)
         if (d->slots != NULL)
                 for (size_t i = 0; i < d->cap; i++)
                         free(d->slots[i]);
-        free(d->slots);
-        free(d->oldvals);
-        free(d->newvals);
-        free(d->relids);
-        free(d);
+        RELAY_FREE_ALL(d->slots, d->oldvals, d->newvals, d->relids, d);
 }
 
 /*
@@ -803,25 +816,17 @@ relay_pgo_relation_t *relay_pgo_relation_new(uint32_t relid, const char *nspname
                                              const char *const *names, const uint32_t *types,
                                              const int32_t *typmods)
 {
-        size_t nsplen = strlen(nspname), rellen = strlen(relname);
-        size_t strbytes = nsplen + 1 + rellen + 1;
+        size_t colbytes = 0;
+        char *s;
 
         if (ncols < 0)
                 return NULL;
         for (int i = 0; i < ncols; i++)
-                strbytes += strlen(names[i]) + 1;
-        relay_pgo_relation_t *rel = malloc(offsetof(struct relay_pgo_relation, cols) +
-                                           (size_t)ncols * sizeof(struct col) + strbytes);
+                colbytes += strlen(names[i]) + 1;
+        relay_pgo_relation_t *rel = relation_alloc(relid, 'd', ncols, nspname, strlen(nspname),
+                                                   relname, strlen(relname), colbytes, &s);
         if (rel == NULL)
                 return NULL;
-        char *s = (char *)&rel->cols[ncols];
-        rel->relid = relid;
-        rel->replident = 'd';
-        rel->ncols = ncols;
-        rel->nspname = memcpy(s, nspname, nsplen + 1);
-        s += nsplen + 1;
-        rel->relname = memcpy(s, relname, rellen + 1);
-        s += rellen + 1;
         for (int i = 0; i < ncols; i++) {
                 size_t len = strlen(names[i]);
                 rel->cols[i].name = memcpy(s, names[i], len + 1);

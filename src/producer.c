@@ -528,6 +528,12 @@ bool relay_producer_linger_auto(const relay_producer_t *p)
         return p->linger_auto;
 }
 
+bool relay_producer_may_relinger(relay_producer_t *p, int linger_ms, size_t max_queued)
+{
+        return linger_ms > 0 && p->linger_auto && linger_ms != p->linger_ms &&
+               relay_producer_outq_len(p) <= max_queued;
+}
+
 int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t tag, char *err,
                         size_t errlen)
 {

@@ -77,11 +77,10 @@ static int slot_lost(char *err, size_t errlen)
 {
         char server[RELAY_ERRBUF];
         relay_err_set(server, sizeof(server), "%s", err);
-        relay_err_set(err, errlen,
-                      "%s; events may be missing: check the outbox for events written since the "
-                      "last one in Kafka, then drop the slot or set slot.recreate = true",
-                      server);
-        return RELAY_ESLOTLOST;
+        return relay_err(err, errlen, RELAY_ESLOTLOST,
+                         "%s; events may be missing: check the outbox for events written since the "
+                         "last one in Kafka, then drop the slot or set slot.recreate = true",
+                         server);
 }
 
 static bool sqlstate_is(const PGresult *res, const char *code)
@@ -94,6 +93,18 @@ static bool sqlstate_is(const PGresult *res, const char *code)
 static int failed_query_code(const relay_repl_t *r)
 {
         return PQstatus(r->conn) == CONNECTION_BAD ? RELAY_EIO : RELAY_ESETUP;
+}
+
+/* s quoted as an SQL literal / identifier for this connection; the caller
+ * frees it with PQfreemem(). NULL when out of memory. */
+static char *lit(const relay_repl_t *r, const char *s)
+{
+        return PQescapeLiteral(r->conn, s, strlen(s));
+}
+
+static char *ident(const relay_repl_t *r, const char *s)
+{
+        return PQescapeIdentifier(r->conn, s, strlen(s));
 }
 
 void relay_repl_free(relay_repl_t *r)
@@ -207,11 +218,11 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                 if (strstr(m, "must be superuser or replication role") ||
                     strstr(m, "permission denied to start WAL sender")) {
                         const char *user = PQuser(r->conn);
-                        relay_err_set(err, errlen,
-                                      "role \"%s\" is not allowed to stream logical replication; "
-                                      "grant it with ALTER ROLE %s REPLICATION (see sql/003_role.sql)",
-                                      user ? user : "?", user ? user : "...");
-                        rc = RELAY_ESETUP;
+                        rc = relay_err(err, errlen, RELAY_ESETUP,
+                                       "role \"%s\" is not allowed to stream logical "
+                                       "replication; grant it with ALTER ROLE %s REPLICATION "
+                                       "(see sql/003_role.sql)",
+                                       user ? user : "?", user ? user : "...");
                 } else if (strstr(m, "password authentication failed") ||
                            strstr(m, "password is required") || strstr(m, "no password supplied")) {
                         set_pg_error_fix(err, errlen, "could not connect to PostgreSQL", m,
@@ -240,11 +251,10 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
 
         r->server_version = PQserverVersion(r->conn);
         if (r->server_version < 140000) {
-                relay_err_set(err, errlen,
-                              "PostgreSQL %d.%d is not supported: outbox-relay needs PostgreSQL 14 "
-                              "or later",
-                              r->server_version / 10000, r->server_version % 10000 / 100);
-                rc = RELAY_ESETUP;
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "PostgreSQL %d.%d is not supported: outbox-relay needs "
+                               "PostgreSQL 14 or later",
+                               r->server_version / 10000, r->server_version % 10000 / 100);
                 goto fail;
         }
         /* Highest pgoutput protocol each server speaks (14: 2, 15: 3, 16+: 4). */
@@ -340,12 +350,11 @@ static int message_publication(relay_repl_t *r, bool may_create, bool *created, 
         char sql[512];
         PGresult *res;
         int rc;
-        char *pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication));
-        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+        char *pub = lit(r, r->publication);
+        char *qpub = ident(r, r->publication);
 
         if (!pub || !qpub) {
-                rc = RELAY_ENOMEM;
-                relay_err_set(err, errlen, "out of memory");
+                rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 goto out;
         }
         snprintf(sql, sizeof(sql), "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %s", pub);
@@ -356,11 +365,10 @@ static int message_publication(relay_repl_t *r, bool may_create, bool *created, 
         if (exists)
                 goto out;
         if (!may_create) {
-                relay_err_set(err, errlen,
-                              "publication \"%s\" does not exist; CREATE PUBLICATION %s, or start "
-                              "the relay once to create it",
-                              r->publication, r->publication);
-                rc = RELAY_ESETUP;
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "publication \"%s\" does not exist; CREATE PUBLICATION %s, or start "
+                               "the relay once to create it",
+                               r->publication, r->publication);
                 goto out;
         }
         snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s WITH (publish = 'insert')", qpub);
@@ -390,14 +398,13 @@ static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, 
         char sql[1024];
         PGresult *res;
         int rc;
-        char *nsp = PQescapeLiteral(r->conn, t->schema, strlen(t->schema));
-        char *rel = PQescapeLiteral(r->conn, t->name, strlen(t->name));
+        char *nsp = lit(r, t->schema);
+        char *rel = lit(r, t->name);
 
         if (!nsp || !rel) {
                 PQfreemem(nsp);
                 PQfreemem(rel);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         snprintf(sql, sizeof(sql),
                  "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
@@ -417,13 +424,11 @@ static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, 
         }
         *kind = PQgetvalue(res, 0, 0)[0];
         PQclear(res);
-        if (*kind != 'r' && *kind != 'p') {
-                relay_err_set(err, errlen,
-                              "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
-                              "outbox.table to a table or a partitioned table",
-                              t->schema, t->name, *kind);
-                return RELAY_ESETUP;
-        }
+        if (*kind != 'r' && *kind != 'p')
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "outbox table \"%s.%s\" is not a table (relkind '%c'); set "
+                                 "outbox.table to a table or a partitioned table",
+                                 t->schema, t->name, *kind);
         return 0;
 }
 
@@ -434,15 +439,15 @@ static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, si
         for (size_t i = 0; i < r->ntables; i++)
                 n += 2 * (strlen(r->tables[i].schema) + strlen(r->tables[i].name)) + 8;
         char *sql = malloc(n);
-        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
+        char *qpub = ident(r, r->publication);
         PGresult *res = NULL;
         if (!sql || !qpub)
                 goto out;
         size_t l = (size_t)snprintf(sql, n, "CREATE PUBLICATION %s FOR TABLE ", qpub);
         for (size_t i = 0; i < r->ntables; i++) {
                 const relay_table_name_t *t = &r->tables[i];
-                char *qn = PQescapeIdentifier(r->conn, t->schema, strlen(t->schema));
-                char *qr = PQescapeIdentifier(r->conn, t->name, strlen(t->name));
+                char *qn = ident(r, t->schema);
+                char *qr = ident(r, t->name);
                 if (qn && qr)
                         l += (size_t)snprintf(sql + l, n - l, "%s%s.%s", i ? ", " : "", qn, qr);
                 PQfreemem(qn);
@@ -481,16 +486,14 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
          * otherwise they arrive under each partition's name, which is not
          * outbox.table, and would be ignored. */
         for (size_t i = 0; i < r->ntables; i++) {
-                char kind;
+                char kind = 0;
                 if ((rc = table_kind(r, &r->tables[i], &kind, err, errlen)))
                         return rc;
                 if (kind == 'p' && !parted)
                         parted = &r->tables[i];
         }
-        if (!(pub = PQescapeLiteral(r->conn, r->publication, strlen(r->publication)))) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!(pub = lit(r, r->publication)))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         snprintf(sql, sizeof(sql),
                  "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication WHERE "
                  "pubname = %s",
@@ -541,37 +544,35 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         bool pubupdate = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         PQclear(res);
         if (parted && !pubviaroot) {
-                relay_err_set(err, errlen,
-                              "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
-                              "sends its rows under each partition's name, which the relay would "
-                              "not recognise; ALTER PUBLICATION %s SET (publish_via_partition_root "
-                              "= true) before events are written (see sql/002_publication.sql)",
-                              parted->schema, parted->name, r->publication, r->publication);
-                rc = RELAY_ESETUP;
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
+                               "sends its rows under each partition's name, which the relay "
+                               "would not recognise; ALTER PUBLICATION %s SET "
+                               "(publish_via_partition_root = true) before events are written "
+                               "(see sql/002_publication.sql)",
+                               parted->schema, parted->name, r->publication, r->publication);
                 goto out;
         }
         if (!pubinsert) {
-                relay_err_set(err, errlen,
-                              "publication \"%s\" does not publish inserts; ALTER PUBLICATION %s "
-                              "SET (publish = 'insert')",
-                              r->publication, r->publication);
-                rc = RELAY_ESETUP;
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "publication \"%s\" does not publish inserts; ALTER PUBLICATION %s "
+                               "SET (publish = 'insert')",
+                               r->publication, r->publication);
                 goto out;
         }
         if (r->need_updates && !pubupdate) {
-                relay_err_set(err, errlen,
-                              "publication \"%s\" does not publish updates, so the relay cannot "
-                              "see an UPDATE of an outbox row as table.op.invalid.behavior = "
-                              "error or fatal asks; ALTER PUBLICATION %s SET (publish = 'insert, "
-                              "update'), or set table.op.invalid.behavior = warn",
-                              r->publication, r->publication);
-                rc = RELAY_ESETUP;
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "publication \"%s\" does not publish updates, so the relay cannot "
+                               "see an UPDATE of an outbox row as table.op.invalid.behavior = "
+                               "error or fatal asks; ALTER PUBLICATION %s SET (publish = 'insert, "
+                               "update'), or set table.op.invalid.behavior = warn",
+                               r->publication, r->publication);
                 goto out;
         }
         for (size_t i = 0; i < r->ntables && rc == 0; i++) {
                 const relay_table_name_t *t = &r->tables[i];
-                char *nsp = PQescapeLiteral(r->conn, t->schema, strlen(t->schema));
-                char *rel = PQescapeLiteral(r->conn, t->name, strlen(t->name));
+                char *nsp = lit(r, t->schema);
+                char *rel = lit(r, t->name);
                 if (nsp && rel)
                         snprintf(sql, sizeof(sql),
                                  "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = "
@@ -580,19 +581,17 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 PQfreemem(nsp);
                 PQfreemem(rel);
                 if (!nsp || !rel) {
-                        relay_err_set(err, errlen, "out of memory");
-                        rc = RELAY_ENOMEM;
+                        rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                         break;
                 }
                 if ((rc = query(r, sql, &res, err, errlen)))
                         break;
                 if (PQntuples(res) == 0) {
-                        relay_err_set(err, errlen,
-                                      "publication \"%s\" does not include table \"%s.%s\"; ALTER "
-                                      "PUBLICATION %s ADD TABLE %s.%s",
-                                      r->publication, t->schema, t->name, r->publication,
-                                      t->schema, t->name);
-                        rc = RELAY_ESETUP;
+                        rc = relay_err(err, errlen, RELAY_ESETUP,
+                                       "publication \"%s\" does not include table \"%s.%s\"; ALTER "
+                                       "PUBLICATION %s ADD TABLE %s.%s",
+                                       r->publication, t->schema, t->name, r->publication,
+                                       t->schema, t->name);
                 }
                 PQclear(res);
         }
@@ -617,7 +616,7 @@ static PGresult *slot_command(relay_repl_t *r, const char *before, const char *a
                               size_t errlen)
 {
         char sql[256];
-        char *q = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
+        char *q = ident(r, r->slot);
         PGresult *res = NULL;
 
         if (q != NULL) {
@@ -666,13 +665,11 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
         char sql[1024];
         PGresult *res;
         int rc;
-        char *slot = PQescapeLiteral(r->conn, r->slot, strlen(r->slot));
+        char *slot = lit(r, r->slot);
 
         *outcome = RELAY_SLOT_EXISTED;
-        if (!slot) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!slot)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         /* Failover slots came with PostgreSQL 17: before it there is nothing
          * the standby could keep, so asking for one is a setup error, not
          * something to ignore (the operator counts on it at a promotion). */
@@ -694,9 +691,12 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                 r->failover_unguarded = !guard || !*guard;
                 free(guard);
         }
+        /* The last column: the process holding the slot, NULL when none
+         * holds it or this walsender does. */
         snprintf(sql, sizeof(sql),
-                 "SELECT plugin, database, wal_status, current_database(), %s FROM "
-                 "pg_catalog.pg_replication_slots WHERE slot_name = %s",
+                 "SELECT plugin, database, wal_status, current_database(), %s, "
+                 "NULLIF(active_pid, pg_catalog.pg_backend_pid()) "
+                 "FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
                  r->server_version >= 170000 ? "failover" : "false", slot);
         PQfreemem(slot);
         if ((rc = query(r, sql, &res, err, errlen)))
@@ -706,33 +706,32 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                 const char *db = PQgetvalue(res, 0, 1);
                 const char *wal_status = PQgetvalue(res, 0, 2);
                 const char *cur = PQgetvalue(res, 0, 3);
-                /* A logical slot another walsender is still creating shows
-                 * no plugin yet (CREATE_REPLICATION_SLOT sets it after the
-                 * slot appears, and then waits for a consistent point): that
-                 * relay will stream from it, this one stands by. Seen when
-                 * two relays started together on PostgreSQL 14 (0104). */
-                if (!PQgetisnull(res, 0, 0) && plugin[0] == '\0' && strcmp(db, cur) == 0) {
-                        relay_err_set(err, errlen,
-                                      "replication slot \"%s\" is being created by another "
-                                      "process",
-                                      r->slot);
-                        rc = RELAY_EBUSY;
+                /* A slot another process holds is not ours to judge yet:
+                 * another relay streams from it (or is still creating it: a
+                 * logical slot shows no plugin until CREATE_REPLICATION_SLOT
+                 * has set it, as when two relays start together, 0104), or
+                 * a client of another kind reads it. Stand by; what the slot
+                 * is gets checked once it is free. */
+                if (!PQgetisnull(res, 0, 5)) {
+                        rc = relay_err(err, errlen, RELAY_EBUSY,
+                                       "replication slot \"%s\" is active in another process "
+                                       "(PID %s)",
+                                       r->slot, PQgetvalue(res, 0, 5));
                 } else if (PQgetisnull(res, 0, 0) || strcmp(plugin, "pgoutput") != 0 ||
                            strcmp(db, cur) != 0) {
-                        relay_err_set(err, errlen,
-                                      "replication slot \"%s\" exists but is not a pgoutput slot "
-                                      "of database \"%s\" (plugin \"%s\", database \"%s\"); set "
-                                      "slot.name to a slot of its own",
-                                      r->slot, cur, plugin, db);
-                        rc = RELAY_ESETUP;
+                        rc = relay_err(err, errlen, RELAY_ESETUP,
+                                       "replication slot \"%s\" exists but is not a pgoutput slot "
+                                       "of database \"%s\" (plugin \"%s\", database \"%s\"); set "
+                                       "slot.name to a slot of its own",
+                                       r->slot, cur, plugin, db);
                 } else if (strcmp(wal_status, "lost") == 0 && !recreate) {
-                        relay_err_set(err, errlen,
-                                      "replication slot \"%s\" is invalidated (wal_status = lost): "
-                                      "the WAL it needed was removed, so events may be missing; "
-                                      "check the outbox for them, then drop the slot or set "
-                                      "slot.recreate = true",
-                                      r->slot);
-                        rc = RELAY_ESLOTLOST;
+                        rc = relay_err(err, errlen, RELAY_ESLOTLOST,
+                                       "replication slot \"%s\" is invalidated (wal_status = "
+                                       "lost): the WAL it needed was removed, so events may be "
+                                       "missing; "
+                                       "check the outbox for them, then drop the slot or set "
+                                       "slot.recreate = true",
+                                       r->slot);
                 } else if (strcmp(wal_status, "lost") == 0) {
                         PQclear(res);
                         if (!(res = slot_command(r, "DROP_REPLICATION_SLOT ", "", err, errlen)))
@@ -759,15 +758,13 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
         PQclear(res);
         if (!may_create && recreate)
                 may_create = true;
-        if (!may_create) {
-                relay_err_set(err, errlen,
-                              "replication slot \"%s\" does not exist any more: it was dropped "
-                              "while the relay used it, so events may be missing; restart the "
-                              "relay to create a new slot and check the outbox for events written "
-                              "in between",
-                              r->slot);
-                return RELAY_ESLOTLOST;
-        }
+        if (!may_create)
+                return relay_err(err, errlen, RELAY_ESLOTLOST,
+                                 "replication slot \"%s\" does not exist any more: it was dropped "
+                                 "while the relay used it, so events may be missing; restart the "
+                                 "relay to create a new slot and check the outbox for events "
+                                 "written in between",
+                                 r->slot);
 create:
         if (defer_create) {
                 *outcome = was_lost ? RELAY_SLOT_RECREATED : RELAY_SLOT_CREATED;
@@ -798,25 +795,37 @@ create:
         return rc;
 }
 
+/*
+ * CREATE_REPLICATION_SLOT's answer for temporary slot name: one row of
+ * slot_name, consistent_point (parsed into *lsn) and, when a snapshot was
+ * exported, snapshot_name (not NULL).
+ */
+static int temporary_slot_created(relay_repl_t *r, const PGresult *res, const char *name,
+                                  bool snapshot, relay_lsn_t *lsn, char *err, size_t errlen)
+{
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+            PQnfields(res) < (snapshot ? 3 : 2) || (snapshot && PQgetisnull(res, 0, 2))) {
+                char what[160];
+                snprintf(what, sizeof(what), "could not create temporary replication slot \"%.64s\"",
+                         name);
+                result_error(err, errlen, what, res, r->conn);
+                return failed_query_code(r);
+        }
+        if (relay_lsn_parse(PQgetvalue(res, 0, 1), lsn) != 0)
+                return relay_err(err, errlen, RELAY_EPROTO,
+                                 "CREATE_REPLICATION_SLOT returned an invalid LSN \"%s\"",
+                                 PQgetvalue(res, 0, 1));
+        return 0;
+}
+
 int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *err, size_t errlen)
 {
         /* Legacy syntax, accepted by 14 to 18 like the relay's own slot's. */
         PGresult *res = slot_command(r, "CREATE_REPLICATION_SLOT ",
                                      " TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT", err, errlen);
-        int rc = 0;
         if (!res)
                 return RELAY_ENOMEM;
-        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 2) {
-                char what[160];
-                snprintf(what, sizeof(what), "could not create temporary replication slot \"%.64s\"",
-                         r->slot);
-                result_error(err, errlen, what, res, r->conn);
-                rc = failed_query_code(r);
-        } else if (relay_lsn_parse(PQgetvalue(res, 0, 1), start) != 0) {
-                relay_err_set(err, errlen, "CREATE_REPLICATION_SLOT returned an invalid LSN \"%s\"",
-                              PQgetvalue(res, 0, 1));
-                rc = RELAY_EPROTO;
-        }
+        int rc = temporary_slot_created(r, res, r->slot, false, start, err, errlen);
         PQclear(res);
         return rc;
 }
@@ -832,31 +841,17 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
         /* Slot names are [a-z0-9_]{1,63}: room for the suffix and a pid. */
         snprintf(r->backfill_slot, sizeof(r->backfill_slot), "%.40s_backfill_%d", r->slot,
                  PQbackendPID(r->conn));
-        if (!(q = PQescapeIdentifier(r->conn, r->backfill_slot, strlen(r->backfill_slot)))) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!(q = ident(r, r->backfill_slot)))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         /* The legacy syntax is accepted by 14 to 18. The snapshot lives until
          * this connection's next command. */
         snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput "
                                    "EXPORT_SNAPSHOT", q);
         PQfreemem(q);
         res = PQexec(r->conn, sql);
-        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3 ||
-            PQgetisnull(res, 0, 2)) {
-                char what[160];
-                snprintf(what, sizeof(what),
-                         "could not create temporary replication slot \"%.64s\"",
-                         r->backfill_slot);
-                result_error(err, errlen, what, res, r->conn);
-                rc = failed_query_code(r);
-        } else if (relay_lsn_parse(PQgetvalue(res, 0, 1), consistent) != 0) {
-                relay_err_set(err, errlen, "CREATE_REPLICATION_SLOT returned an invalid LSN \"%s\"",
-                              PQgetvalue(res, 0, 1));
-                rc = RELAY_EPROTO;
-        } else {
+        rc = temporary_slot_created(r, res, r->backfill_slot, true, consistent, err, errlen);
+        if (rc == 0)
                 snprintf(snapshot, snaplen, "%s", PQgetvalue(res, 0, 2));
-        }
         PQclear(res);
         if (rc)
                 r->backfill_slot[0] = '\0';
@@ -867,15 +862,14 @@ int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char
                             size_t errlen)
 {
         char sql[512];
-        char *src = PQescapeLiteral(r->conn, r->backfill_slot, strlen(r->backfill_slot));
-        char *dst = PQescapeLiteral(r->conn, r->slot, strlen(r->slot));
-        char *qsrc = PQescapeIdentifier(r->conn, r->backfill_slot, strlen(r->backfill_slot));
+        char *src = lit(r, r->backfill_slot);
+        char *dst = lit(r, r->slot);
+        char *qsrc = ident(r, r->backfill_slot);
         PGresult *res = NULL;
         int rc = 0;
 
         if (!src || !dst || !qsrc) {
-                relay_err_set(err, errlen, "out of memory");
-                rc = RELAY_ENOMEM;
+                rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 goto out;
         }
         /* The copy keeps the temporary slot's restart and confirmed
@@ -932,16 +926,15 @@ out:
 int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
 {
         char sql[1024];
-        char *qslot = PQescapeIdentifier(r->conn, r->slot, strlen(r->slot));
-        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
-        char *lpub = qpub ? PQescapeLiteral(r->conn, qpub, strlen(qpub)) : NULL;
+        char *qslot = ident(r, r->slot);
+        char *qpub = ident(r, r->publication);
+        char *lpub = qpub ? lit(r, qpub) : NULL;
         int rc = 0;
 
         if (!qslot || !lpub) {
                 PQfreemem(qslot);
                 PQfreemem(qpub);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         /* The server starts at max(start, confirmed_flush_lsn) and skips
          * transactions that committed before it. Streaming stays off so
@@ -1144,9 +1137,8 @@ int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen)
         return rc;
 
 timeout:
-        relay_err_set(err, errlen,
-                      "%s: the server did not confirm the end within %d ms; the status already "
-                      "sent holds, so nothing is lost",
-                      what, timeout_ms);
-        return RELAY_EIO;
+        return relay_err(err, errlen, RELAY_EIO,
+                         "%s: the server did not confirm the end within %d ms; the status already "
+                         "sent holds, so nothing is lost",
+                         what, timeout_ms);
 }

@@ -37,9 +37,7 @@ struct relay_route {
 };
 
 typedef struct {
-        char *out;
-        size_t cap, n;
-        bool overflow;
+        relay_strbuf_t out;           /* the POSIX pattern, bounded by the caller's buffer */
         int java_groups;              /* capturing groups so far, Java's numbering */
         int posix_of[MAX_GROUPS + 1]; /* Java group -> POSIX group (0 -> 1: the wrapper) */
         char names[MAX_GROUPS + 1][33];
@@ -49,18 +47,12 @@ typedef struct {
 
 static void put(tr_t *t, const char *s, size_t n)
 {
-        if (t->n + n + 1 > t->cap) {
-                t->overflow = true;
-                return;
-        }
-        memcpy(t->out + t->n, s, n);
-        t->n += n;
-        t->out[t->n] = '\0';
+        relay_strbuf_addn(&t->out, s, n);
 }
 
 static void puts_(tr_t *t, const char *s)
 {
-        put(t, s, strlen(s));
+        relay_strbuf_adds(&t->out, s);
 }
 
 /* A literal character outside a bracket expression. */
@@ -390,7 +382,7 @@ static int translate(tr_t *t, const char *re, char *err, size_t errlen)
                 }
         }
         puts_(t, ")$");
-        if (t->overflow)
+        if (t->out.failed)
                 return refuse(err, errlen, "a pattern this long");
         return 0;
 }
@@ -399,10 +391,7 @@ int relay_route_translate(const char *regex, char *out, size_t outlen, char *err
 {
         tr_t t;
         memset(&t, 0, sizeof(t));
-        t.out = out;
-        t.cap = outlen;
-        if (outlen)
-                out[0] = '\0';
+        relay_strbuf_fixed(&t.out, out, outlen);
         return translate(&t, regex, err, errlen);
 }
 
@@ -504,8 +493,7 @@ int relay_route_new(relay_route_t **out, const char *regex, const char *replacem
                 return RELAY_ENOMEM;
         }
         memset(&t, 0, sizeof(t));
-        t.out = pat;
-        t.cap = sizeof(pat);
+        relay_strbuf_fixed(&t.out, pat, sizeof(pat));
         int rc = translate(&t, regex, err, errlen);
         if (rc == 0)
                 rc = parse_replacement(r, &t, replacement, err, errlen);

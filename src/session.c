@@ -712,24 +712,37 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 #define RELINGER_MAX_QUEUED 2500
 #define RELINGER_SETTLE_MS 5000
 
+/* Exactly-once and idle between transactions: commit what is open once it
+ * is due, so its events become visible. */
+static int eos_commit_if_due(relay_session_t *s, char *err, size_t errlen)
+{
+        if (relay_acktrack_in_txn(s->ack) || !eos_commit_due(s, relay_now_ms()))
+                return 0;
+        return eos_commit(s, err, errlen);
+}
+
+/* Whether session_relinger() may replace the producer now: the round trip
+ * asked for another linger.ms that the producer may take (the
+ * configuration left it to the relay), the stream follows rather than
+ * catches up (nothing more buffered, something relayed, 5 s after the
+ * round trip was measured, librdkafka's queue low), and nothing is held
+ * that a new producer could not carry on: no Kafka transaction, no event
+ * settled in place. */
+static bool session_relinger_due(relay_session_t *s, bool buffered)
+{
+        return !buffered && !s->inplace.pending && !s->eos.open && s->n.events > 0 &&
+               relay_now_ms() >= s->proc->relinger_after_ms &&
+               relay_producer_may_relinger(s->prod, s->proc->linger_ms, RELINGER_MAX_QUEUED);
+}
+
 /* The producer with the linger.ms of the round trip (session_linger()),
- * once the stream follows (the caller saw nothing more buffered; see
- * below) and holds no Kafka transaction or event settled in place: what is in flight
- * is waited for (a steady rate may never leave the producer empty by
- * itself; the next events wait meanwhile), then the producer is replaced,
- * once per process. Not drained within a second: again in 10 s. */
+ * once session_relinger_due(): what is in flight is waited for (a steady
+ * rate may never leave the producer empty by itself; the next events wait
+ * meanwhile), then the producer is replaced, once per process. Not drained
+ * within a second: again in 10 s. */
 static int session_relinger(relay_session_t *s, char *err, size_t errlen)
 {
         int rc;
-        if (s->proc->linger_ms <= 0 || s->proc->linger_ms == relay_producer_linger_ms(s->prod) ||
-            !relay_producer_linger_auto(s->prod) || s->inplace.pending || s->eos.open ||
-            relay_now_ms() < s->proc->relinger_after_ms)
-                return 0;
-        /* Following, not catching up: 5 s after the round trip was
-         * measured, something relayed, and librdkafka's queue low (a
-         * catch-up at a distance keeps it full). */
-        if (s->n.events == 0 || relay_producer_outq_len(s->prod) > RELINGER_MAX_QUEUED)
-                return 0;
         /* At most a second at a time, so a slow broker never holds the
          * loop (stop signals, status updates, the watchdog): try again at
          * the next quiet moment. */
@@ -759,16 +772,12 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                 if (session_may_stop(s))
                         return 0;
                 if ((rc = session_read_batch(s, &buffered, err, errlen)) ||
-                    (rc = relay_session_serve(s, 0, err, errlen)))
-                        return rc;
-                /* Exactly-once and idle between transactions: commit what is
-                 * open once it is due, so its events become visible. */
-                if (!relay_acktrack_in_txn(s->ack) && eos_commit_due(s, relay_now_ms()) &&
-                    (rc = eos_commit(s, err, errlen)))
+                    (rc = relay_session_serve(s, 0, err, errlen)) ||
+                    (rc = eos_commit_if_due(s, err, errlen)))
                         return rc;
                 if (session_may_stop(s))
                         continue;
-                if (!buffered && (rc = session_relinger(s, err, errlen)))
+                if (session_relinger_due(s, buffered) && (rc = session_relinger(s, err, errlen)))
                         return rc;
                 session_tick(s, &last_progress, &last_trim, &last_events);
                 if ((rc = session_wait(s, buffered, err, errlen)))

@@ -356,53 +356,28 @@ static void additional(reader_t *r, relay_settings_t *s)
         }
 }
 
-static void free_list(char **items, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                free(items[i]);
-        free(items);
-}
-
 void relay_settings_free(relay_settings_t *s)
 {
         if (s == NULL)
                 return;
-        free(s->postgres_conninfo);
-        free(s->kafka_bootstrap_servers);
-        free(s->slot_name);
-        free(s->publication_name);
-        free(s->outbox_message_prefix);
         relay_names_table_free(&s->outbox_table);
         for (size_t i = 0; i < s->n_outbox_tables; i++)
                 relay_names_table_free(&s->outbox_tables[i]);
-        free(s->outbox_tables);
-        free(s->outbox_column.id);
-        free(s->outbox_column.aggregate_type);
-        free(s->outbox_column.aggregate_id);
-        free(s->outbox_column.type);
-        free(s->outbox_column.payload);
-        free_list(s->outbox_headers, s->n_outbox_headers);
         relay_names_template_free(&s->topic_template);
-        free_list(s->format_not_null, s->n_format_not_null);
-        free(s->format_debezium_topic_prefix);
-        free(s->event_timestamp_column);
-        free(s->tracing_context_column);
-        free(s->schema_version_column);
-        free(s->route_by_field);
-        free(s->route_regex);
-        free(s->route_replacement);
-        for (size_t i = 0; i < s->n_additional; i++) {
-                free(s->additional[i].column);
-                free(s->additional[i].alias);
-        }
-        free(s->additional);
-        free(s->errors_dlq_topic);
-        free(s->http_listen);
-        free(s->eos_transactional_id);
-        free(s->eos_checkpoint_topic);
-        free(s->snapshot_filter);
-        free_list(s->errors_skip_ids, s->n_errors_skip_ids);
-        free(s);
+        relay_free_list(s->outbox_headers, s->n_outbox_headers);
+        relay_free_list(s->format_not_null, s->n_format_not_null);
+        relay_free_list(s->errors_skip_ids, s->n_errors_skip_ids);
+        for (size_t i = 0; i < s->n_additional; i++)
+                RELAY_FREE_ALL(s->additional[i].column, s->additional[i].alias);
+        RELAY_FREE_ALL(s->postgres_conninfo, s->kafka_bootstrap_servers, s->slot_name,
+                       s->publication_name, s->outbox_message_prefix, s->outbox_tables,
+                       s->outbox_column.id, s->outbox_column.aggregate_type,
+                       s->outbox_column.aggregate_id, s->outbox_column.type,
+                       s->outbox_column.payload, s->format_debezium_topic_prefix,
+                       s->event_timestamp_column, s->tracing_context_column,
+                       s->schema_version_column, s->route_by_field, s->route_regex,
+                       s->route_replacement, s->additional, s->errors_dlq_topic, s->http_listen,
+                       s->eos_transactional_id, s->eos_checkpoint_topic, s->snapshot_filter, s);
 }
 
 int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char *err,

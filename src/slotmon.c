@@ -43,6 +43,14 @@ struct relay_slotmon {
         char query_err[RELAY_ERRBUF]; /* the query's error, reported once its results are read */
 };
 
+/* Drop the side connection, if there is one. */
+static void disconnect(relay_slotmon_t *sm)
+{
+        if (sm->conn != NULL)
+                PQfinish(sm->conn);
+        sm->conn = NULL;
+}
+
 relay_slotmon_t *relay_slotmon_new(const char *conninfo, const char *slot)
 {
         relay_slotmon_t *sm = calloc(1, sizeof(*sm));
@@ -61,11 +69,8 @@ void relay_slotmon_free(relay_slotmon_t *sm)
 {
         if (sm == NULL)
                 return;
-        if (sm->conn != NULL)
-                PQfinish(sm->conn);
-        free(sm->conninfo);
-        free(sm->slot);
-        free(sm);
+        disconnect(sm);
+        RELAY_FREE_ALL(sm->conninfo, sm->slot, sm);
 }
 
 static int fail(relay_slotmon_t *sm, int64_t now_ms, const char *what, char *err, size_t errlen)
@@ -75,9 +80,7 @@ static int fail(relay_slotmon_t *sm, int64_t now_ms, const char *what, char *err
         while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
                 n--;
         relay_err_set(err, errlen, "%s: %.*s", what, (int)n, msg);
-        if (sm->conn != NULL)
-                PQfinish(sm->conn);
-        sm->conn = NULL;
+        disconnect(sm);
         sm->phase = IDLE;
         sm->next_ms = now_ms + RELAY_SLOTMON_INTERVAL_MS;
         return RELAY_EIO;

@@ -29,14 +29,8 @@ void relay_status_free(relay_status_t *s)
 {
         if (!s)
                 return;
-        free(s->slot_name);
-        free(s->plugin);
-        free(s->database);
-        free(s->wal_status);
-        free(s->client_addr);
-        free(s->application_name);
-        free(s->state);
-        free(s);
+        RELAY_FREE_ALL(s->slot_name, s->plugin, s->database, s->wal_status, s->client_addr,
+                       s->application_name, s->state, s);
 }
 
 static char *dup_value(const PGresult *res, int col, bool *oom)

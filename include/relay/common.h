@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /** @brief A WAL position: 64 bits, printed as two 32-bit hex halves. */
 typedef uint64_t relay_lsn_t;
@@ -56,6 +57,12 @@ enum {
 void relay_err_set(char *err, size_t errlen, const char *fmt, ...) RELAY_PRINTF(3, 4);
 
 /**
+ * @brief relay_err_set(), then code: a failure said and returned in one
+ *        statement (return relay_err(err, errlen, RELAY_ENOMEM, "out of memory")).
+ */
+int relay_err(char *err, size_t errlen, int code, const char *fmt, ...) RELAY_PRINTF(4, 5);
+
+/**
  * @brief What a return code means, in a few words ("connection lost or
  *        refused"), for messages that have no detail of their own; "unknown
  *        return code" for anything else.
@@ -71,6 +78,44 @@ int relay_hexval(char c);
  */
 char *relay_dupn(const char *s, size_t n);
 
+/** @brief free() each of the n pointers at ptrs (NULL ones too). */
+void relay_free_all(void *const *ptrs, size_t n);
+
+/**
+ * @brief free() every argument, in order: a destructor's list of owned
+ *        fields, the struct itself last (RELAY_FREE_ALL(s->a, s->b, s)).
+ */
+#define RELAY_FREE_ALL(...)                                                                        \
+        relay_free_all((void *const[]){__VA_ARGS__},                                               \
+                       sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+
+/** @brief free() the n strings of items, then items (NULL when n is 0). */
+void relay_free_list(char **items, size_t n);
+
+/*
+ * Key/value strings in the order they were added, owned copies; start
+ * from {0}, free the contents with relay_pairs_free().
+ */
+typedef struct {
+        char **k, **v;
+        size_t n, cap;
+} relay_pairs_t;
+
+/** @brief Append copies of the kl bytes at k and the vl bytes at v.
+ *  @returns 0; RELAY_ENOMEM (p unchanged). */
+int relay_pairs_add(relay_pairs_t *p, const char *k, size_t kl, const char *v, size_t vl);
+
+/** @brief Replace the value of key k, or append k = v when it has none.
+ *  @returns 0; RELAY_ENOMEM (p unchanged). */
+int relay_pairs_set(relay_pairs_t *p, const char *k, const char *v);
+
+/** @brief The value of key k, the last one added (as java.util.Properties
+ *         reads a file), or NULL. */
+const char *relay_pairs_get(const relay_pairs_t *p, const char *k);
+
+/** @brief Free the pairs and both arrays (not p itself); p is {0} again. */
+void relay_pairs_free(relay_pairs_t *p);
+
 /**
  * @brief Next item of a comma-separated list, blanks (space, tab) around it
  *        trimmed. Start with *p at the list; each call sets *item and *len
@@ -80,6 +125,46 @@ char *relay_dupn(const char *s, size_t n);
  * @returns false when *p is NULL (no more items).
  */
 bool relay_list_next(const char **p, const char **item, size_t *len);
+
+/*
+ * A string being built: growable (start from {0}; relay_strbuf_finish()
+ * hands the result over) or bounded by a caller's buffer
+ * (relay_strbuf_fixed()). The first append that fails (out of memory, or
+ * past a bounded buffer's end) sets failed, and every later one is then
+ * ignored; what was built so far stays NUL-terminated.
+ */
+typedef struct {
+        char *p;      /* the text; the caller's buffer when fixed */
+        size_t len;   /* bytes of text, the NUL not counted */
+        size_t cap;   /* bytes at p */
+        bool fixed;   /* bounded: p is never reallocated */
+        bool failed;  /* an append did not fit or memory ran out */
+} relay_strbuf_t;
+
+/** @brief Build into the caller's buf of size bytes (empties it). */
+void relay_strbuf_fixed(relay_strbuf_t *b, char *buf, size_t size);
+
+/** @brief Append n bytes at s (s may be NULL when n is 0). */
+void relay_strbuf_addn(relay_strbuf_t *b, const char *s, size_t n);
+
+/** @brief Append the string s. */
+void relay_strbuf_adds(relay_strbuf_t *b, const char *s);
+
+/** @brief Append the character c. */
+void relay_strbuf_addc(relay_strbuf_t *b, char c);
+
+/**
+ * @brief A growable builder's string (caller frees with free(); "" when
+ *        nothing was appended), or NULL when an append failed (the buffer
+ *        is freed then). b must not be used again but from {0}.
+ */
+char *relay_strbuf_finish(relay_strbuf_t *b);
+
+/**
+ * @brief Write the n bytes at s to out, each byte b for which esc[b] is set
+ *        as that string instead: an escaping scheme as a table by byte.
+ */
+void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const esc[256]);
 
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);

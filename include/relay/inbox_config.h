@@ -54,9 +54,7 @@ typedef struct {
         int64_t reconnect_backoff_max_ms;
         relay_log_level_t log_level;
         /* kafka.* pairs as set (names without "kafka."), after the program's own defaults */
-        char **kafka_names;
-        char **kafka_values;
-        size_t n_kafka;
+        relay_pairs_t kafka;
 } relay_inbox_config_t;
 
 /** @brief A configuration holding every default; RELAY_ENOMEM otherwise. */

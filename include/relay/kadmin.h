@@ -1,6 +1,7 @@
 /*
- * kadmin.h - reading one configuration value of a Kafka topic or broker
- * (DescribeConfigs) on a client the caller owns.
+ * kadmin.h - Kafka admin requests on a client the caller owns: one
+ * request's queue, options and answer, and reading one configuration value
+ * of a topic or broker (DescribeConfigs).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -8,9 +9,30 @@
 #define RELAY_KADMIN_H
 
 #include <librdkafka/rdkafka.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "relay/common.h"
+
+/*
+ * One admin request on a client the caller owns: its reply queue and
+ * options, and the event its answer came in. Start from {0}.
+ */
+typedef struct {
+        rd_kafka_queue_t *q;
+        rd_kafka_AdminOptions_t *opt;
+        rd_kafka_event_t *ev;
+} relay_kadmin_req_t;
+
+/** @brief A reply queue and options for op on rk (borrowed).
+ *  @returns false when out of memory (end the request all the same). */
+bool relay_kadmin_begin(relay_kadmin_req_t *r, rd_kafka_t *rk, rd_kafka_admin_op_t op);
+
+/** @brief Wait up to timeout_ms for the answer: r->ev, NULL when none came. */
+rd_kafka_event_t *relay_kadmin_wait(relay_kadmin_req_t *r, int timeout_ms);
+
+/** @brief Destroy what the request holds (event, options, queue). */
+void relay_kadmin_end(relay_kadmin_req_t *r);
 
 /**
  * @brief The value of name for resource resname of type (a topic's name,

@@ -128,6 +128,15 @@ int relay_producer_linger_ms(const relay_producer_t *p);
  *         kafka.linger.ms nor kafka.queue.buffering.max.ms was set). */
 bool relay_producer_linger_auto(const relay_producer_t *p);
 
+/**
+ * @brief Whether a producer with linger_ms (relay_producer_linger_for_rtt())
+ *        may replace this one now: linger_ms > 0, the configuration left
+ *        linger.ms to the relay, this producer's differs, and at most
+ *        max_queued messages wait in librdkafka's queue (a catch-up at a
+ *        distance keeps it full; while following it runs low).
+ */
+bool relay_producer_may_relinger(relay_producer_t *p, int linger_ms, size_t max_queued);
+
 /*
  * Transactions (delivery.mode = exactly-once: a producer created with a
  * transactional_id). Each returns 0; RELAY_EAGAIN when the call timed out

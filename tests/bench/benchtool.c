@@ -174,6 +174,28 @@ static int partition_count(rd_kafka_t *rk, const char *topic)
         return n;
 }
 
+/*
+ * Whether a wait for topic has to end, with its exit code: past the
+ * deadline (1), or the process pid it waits on has exited (2, looked at
+ * every 100 polls); where it got to (where, and n printed as "N 0") is
+ * said first. 0: wait on.
+ */
+static int wait_over(const char *topic, double deadline, pid_t pid, unsigned long *polls,
+                     int64_t n, const char *where, const char *why)
+{
+        if (now_s(CLOCK_MONOTONIC) > deadline) {
+                fprintf(stderr, "benchtool: %s: %s at the deadline%s\n", topic, where, why);
+                printf("%" PRId64 " 0\n", n);
+                return 1;
+        }
+        if (pid > 0 && (++*polls % 100) == 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+                fprintf(stderr, "benchtool: %s: process %ld exited at %s\n", topic, (long)pid, where);
+                printf("%" PRId64 " 0\n", n);
+                return 2;
+        }
+        return 0;
+}
+
 static int cmd_wait(int argc, char **argv)
 {
         if (argc < 5) {
@@ -206,18 +228,12 @@ static int cmd_wait(int argc, char **argv)
                 }
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR && hi >= want)
                         break;
-                if (now_s(CLOCK_MONOTONIC) > deadline) {
-                        fprintf(stderr, "benchtool: %s: end offset %" PRId64 " of %" PRId64 " at the deadline (%s)\n",
-                                argv[2], hi, want, e ? rd_kafka_err2str(e) : "ok");
-                        printf("%" PRId64 " 0\n", hi);
-                        return 1;
-                }
-                if (pid > 0 && (++polls % 100) == 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-                        fprintf(stderr, "benchtool: %s: process %ld exited at end offset %" PRId64 " of %" PRId64 "\n",
-                                argv[2], (long)pid, hi, want);
-                        printf("%" PRId64 " 0\n", hi);
-                        return 2;
-                }
+                char where[96], why[96];
+                snprintf(where, sizeof(where), "end offset %" PRId64 " of %" PRId64, hi, want);
+                snprintf(why, sizeof(why), " (%s)", e ? rd_kafka_err2str(e) : "ok");
+                int over = wait_over(argv[2], deadline, pid, &polls, hi, where, why);
+                if (over)
+                        return over;
                 usleep(e ? 50000 : 1000);
         }
         printf("%" PRId64 " %.0f %.0f\n", hi, now_s(CLOCK_REALTIME) * 1000.0, first_ms);
@@ -293,18 +309,11 @@ static int cmd_consume(int argc, char **argv)
                         }
                         rd_kafka_message_destroy(m);
                 }
-                if (now_s(CLOCK_MONOTONIC) > deadline) {
-                        fprintf(stderr, "benchtool: %s: %" PRId64 " of %" PRId64 " messages at the deadline\n",
-                                argv[2], got, want);
-                        printf("%" PRId64 " 0\n", got);
-                        return 1;
-                }
-                if (pid > 0 && (++polls % 100) == 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-                        fprintf(stderr, "benchtool: %s: process %ld exited at %" PRId64 " of %" PRId64 " messages\n",
-                                argv[2], (long)pid, got, want);
-                        printf("%" PRId64 " 0\n", got);
-                        return 2;
-                }
+                char where[96];
+                snprintf(where, sizeof(where), "%" PRId64 " of %" PRId64 " messages", got, want);
+                int over = wait_over(argv[2], deadline, pid, &polls, got, where, "");
+                if (over)
+                        return over;
         }
         if (lat)
                 fclose(lat);

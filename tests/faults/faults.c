@@ -691,6 +691,17 @@ void fx_crash_figures(const char *name, const h_verify_t *v, const fx_kills_t *k
                  v->missing, v->out_of_order, rolled_back, written_s, all_in_kafka_s);
 }
 
+void fx_mock_workload(struct rd_kafka_mock_cluster_s *mock, const fx_case_t *k, bool spread,
+                      h_workload_conf_t *wc)
+{
+        *wc = (h_workload_conf_t){
+                .db = k->db, .suffix = k->suffix, .writers = 2, .aggregates = 50, .events = 0,
+                .max_txn = 1, .pause_ms = 10, .partitions = 1,
+        };
+        h_workload_setup_tables(k->c, wc);
+        fx_mock_workload_topics(mock, wc, spread);
+}
+
 void fx_mock_workload_topics(struct rd_kafka_mock_cluster_s *mock, const h_workload_conf_t *wc,
                              bool spread)
 {

@@ -333,6 +333,15 @@ const char *fx_mock_start(int brokers, struct rd_kafka_mock_cluster_s **out);
 void fx_mock_workload_topics(struct rd_kafka_mock_cluster_s *mock, const h_workload_conf_t *wc,
                              bool spread);
 
+/**
+ * The steady workload the mock-cluster cases stream in *wc: two writers,
+ * 50 aggregates, one event per transaction every 10 ms until stopped, one
+ * partition per topic; its tables made in case k's database and its topics
+ * on mock (fx_mock_workload_topics(), spread as there). Bails on failure.
+ */
+void fx_mock_workload(struct rd_kafka_mock_cluster_s *mock, const fx_case_t *k, bool spread,
+                      h_workload_conf_t *wc);
+
 struct rd_kafka_s;
 /** A librdkafka log callback that keeps the test's output clean (the mock
  *  debug file gets the lines when RELAY_TEST_MOCK_DEBUG is set). */

@@ -11,6 +11,8 @@
  * no relay streamed. A standby stops cleanly on SIGTERM. Every committed
  * event must be in Kafka (none lost); duplicates are reported, not failed
  * (at-least-once: kill -9 may repeat what was sent but not yet confirmed).
+ * A relay whose slot another kind of client holds (test_decoding) stands by
+ * too, and refuses the slot once it is free.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -306,6 +308,37 @@ int main(void)
         if (rc != 0)
                 h_relay_diag_log(r4);
         h_relay_free(r4);
+
+        /* --- a slot of another kind that its own client holds --------------- */
+        /* Whoever holds the slot, the relay stands by before it judges what
+         * the slot is (a slot being created by another relay shows no plugin
+         * yet); once the slot is free it looks, and refuses this one. */
+        char *other = h_unique_name("slot_td");
+        h_pg_exec(c, "SELECT pg_create_logical_replication_slot('%s', 'test_decoding')", other);
+        char holder_ci[768], start_sql[256];
+        snprintf(holder_ci, sizeof(holder_ci), "%s replication=database", conninfo);
+        snprintf(start_sql, sizeof(start_sql), "START_REPLICATION SLOT %s LOGICAL 0/0", other);
+        PGconn *holder = PQconnectdb(holder_ci);
+        PGresult *hres = PQexec(holder, start_sql);
+        if (!ok(PQresultStatus(hres) == PGRES_COPY_BOTH, "a test_decoding client holds slot %s",
+                other))
+                tap_bail("START_REPLICATION: %s", PQerrorMessage(holder));
+        PQclear(hres);
+        char set_other[128];
+        snprintf(set_other, sizeof(set_other), "slot.name=%s", other);
+        const char *other_sets[] = {set_conn, set_kafka, set_other, NULL};
+        h_relay_t *r5 = h_relay_start(other_sets);
+        ok(h_relay_wait_log(r5, "standing by", 30000),
+           "a relay stands by while another kind of client holds its slot");
+        ok(!log_has(r5, "not a pgoutput slot"), "and does not judge the slot meanwhile");
+        PQfinish(holder);
+        rc = h_relay_wait(r5, 30000);
+        is_int(rc, 3, "once the slot is free, the relay refuses it (exit 3, setup)");
+        if (!ok(log_has(r5, "exists but is not a pgoutput slot"), "saying it is not a pgoutput slot"))
+                h_relay_diag_log(r5);
+        h_relay_free(r5);
+        h_pg_exec(c, "SELECT pg_drop_replication_slot('%s')", other);
+        free(other);
 
         h_relay_signal(active, SIGTERM);
         rc = h_relay_wait(active, 60000);

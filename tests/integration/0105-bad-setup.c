@@ -160,9 +160,7 @@ static void case_no_replication_role(void)
         free(expect_failure("role without REPLICATION", sets, 3, needles));
         PQfinish(c);
         h_pg_drop_db(db);
-        c = h_pg_connect("postgres");
-        h_pg_exec(c, "DROP ROLE IF EXISTS %s", role);
-        PQfinish(c);
+        h_pg_drop_role(role);
         free(slot);
         free(role);
         free(db);
@@ -241,16 +239,11 @@ static void case_config(void)
 
 static void case_wal_level(void)
 {
-        h_cluster_t *cl = h_cluster_init(7, NULL);
-        if (!ok(cl && h_cluster_start(cl, "-c wal_level=replica") == 0,
-                "a second cluster with wal_level=replica started")) {
-                h_cluster_free(cl);
+        h_cluster_t *cl = h_cluster_up(7, "-c wal_level=replica");
+        if (!ok(cl, "a second cluster with wal_level=replica started"))
                 return;
-        }
         char set_conn[512];
-        snprintf(set_conn, sizeof(set_conn),
-                 "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres",
-                 h_cluster_port(cl));
+        h_cluster_conninfo_set(cl, set_conn, sizeof(set_conn));
         const char *sets[] = {set_conn, g_kafka_set, "slot.name=never_created", NULL};
         const char *needles[] = {"wal_level", "logical", "restart", NULL};
         free(expect_failure("wal_level=replica", sets, 3, needles));

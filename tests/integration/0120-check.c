@@ -324,9 +324,7 @@ static void case_good_and_broken(void)
 
         PQfinish(c);
         h_pg_drop_db(db);
-        c = h_pg_connect("postgres");
-        h_pg_exec(c, "DROP ROLE IF EXISTS %s", role);
-        PQfinish(c);
+        h_pg_drop_role(role);
         h_kafka_delete_topic(topic_present);
         h_kafka_delete_topic(dlq);
         free(ci);
@@ -340,16 +338,11 @@ static void case_good_and_broken(void)
 
 static void case_wal_level(void)
 {
-        h_cluster_t *cl = h_cluster_init(-1, NULL);
-        if (!ok(cl && h_cluster_start(cl, "-c wal_level=replica") == 0,
-                "a second cluster with wal_level=replica started")) {
-                h_cluster_free(cl);
+        h_cluster_t *cl = h_cluster_up(-1, "-c wal_level=replica");
+        if (!ok(cl, "a second cluster with wal_level=replica started"))
                 return;
-        }
         char set_conn[512];
-        snprintf(set_conn, sizeof(set_conn),
-                 "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres",
-                 h_cluster_port(cl));
+        h_cluster_conninfo_set(cl, set_conn, sizeof(set_conn));
         const char *sets[] = {set_conn, g_set_kafka, NULL};
         const char *needles[] = {"\"replica\"", "wal_level = logical", "restart PostgreSQL", NULL};
         free(expect_line("wal_level=replica", sets, 3, "fail", "postgres.wal_level", needles));
@@ -440,9 +433,7 @@ static void case_messages_and_snapshot(void)
 
         PQfinish(c);
         h_pg_drop_db(db);
-        c = h_pg_connect("postgres");
-        h_pg_exec(c, "DROP ROLE IF EXISTS %s", role);
-        PQfinish(c);
+        h_pg_drop_role(role);
         h_kafka_delete_topic(dlq);
         free(ci);
         free(role);

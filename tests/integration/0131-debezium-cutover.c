@@ -151,6 +151,33 @@ static long count_rows(PGconn *c, const char *sql)
         return n;
 }
 
+/* The Connect worker's properties: Kafka, the offsets file and its flush
+ * interval, and the file the cutover program writes what it sent to. */
+static void write_worker(const char *worker, const char *offsets, const char *events)
+{
+        FILE *f = fopen(worker, "w");
+        if (!f)
+                tap_bail("could not write %s", worker);
+        fprintf(f,
+                "bootstrap.servers=%s\noffset.storage.file.filename=%s\n"
+                "offset.flush.interval.ms=%d\ncutover.events=%s\n",
+                h_kafka_bootstrap(), offsets, CUT_FLUSH_MS, events);
+        fclose(f);
+}
+
+/* Debezium (the cutover program) started and streaming within 90 s, or bail
+ * saying what did not happen. */
+static h_relay_t *debezium_streaming(const char *const *jargs, const char *profile,
+                                     const char *what)
+{
+        h_relay_t *dbz = h_debezium_start("dev.outboxrelay.cutover.OutboxCutover", jargs);
+        if (!h_relay_wait_log(dbz, "CUTOVER streaming", 90000)) {
+                h_relay_diag_log(dbz);
+                tap_bail("%s: Debezium did not %s within 90 s", profile, what);
+        }
+        return dbz;
+}
+
 static void run(PGconn *c, const char *db, const char *profile_name, bool kill9, bool rollback)
 {
         char profile[64]; /* the label of every line */
@@ -205,22 +232,11 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
                        "  \"value.converter.schemas.enable\": \"false\""
                      : "");
         fclose(f);
-        f = fopen(worker, "w");
-        if (!f)
-                tap_bail("could not write %s", worker);
-        fprintf(f,
-                "bootstrap.servers=%s\noffset.storage.file.filename=%s\n"
-                "offset.flush.interval.ms=%d\ncutover.events=%s\n",
-                h_kafka_bootstrap(), offsets, CUT_FLUSH_MS, events);
-        fclose(f);
+        write_worker(worker, offsets, events);
 
         /* 1. Debezium streams under load. */
         const char *jargs[] = {conf, worker, NULL};
-        h_relay_t *dbz = h_debezium_start("dev.outboxrelay.cutover.OutboxCutover", jargs);
-        if (!h_relay_wait_log(dbz, "CUTOVER streaming", 90000)) {
-                h_relay_diag_log(dbz);
-                tap_bail("%s: Debezium did not start streaming within 90 s", profile);
-        }
+        h_relay_t *dbz = debezium_streaming(jargs, profile, "start streaming");
         long slots0 = count_rows(c, "SELECT count(*) FROM pg_replication_slots");
         long pubs0 = count_rows(c, "SELECT count(*) FROM pg_publication");
         struct writer w = {.db = db, .table = table, .type = type};
@@ -480,19 +496,10 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
                 for (size_t i = 0; i < nmsg; i++)
                         if (msgs[i].partition < PARTS && msgs[i].offset + 1 > end[msgs[i].partition])
                                 end[msgs[i].partition] = msgs[i].offset + 1;
-                f = fopen(worker, "w");
-                if (!f)
-                        tap_bail("could not write %s", worker);
-                fprintf(f,
-                        "bootstrap.servers=%s\noffset.storage.file.filename=%s\n"
-                        "offset.flush.interval.ms=%d\ncutover.events=%s.2\n",
-                        h_kafka_bootstrap(), offsets, CUT_FLUSH_MS, events);
-                fclose(f);
-                h_relay_t *back = h_debezium_start("dev.outboxrelay.cutover.OutboxCutover", jargs);
-                if (!h_relay_wait_log(back, "CUTOVER streaming", 90000)) {
-                        h_relay_diag_log(back);
-                        tap_bail("%s: Debezium did not stream again within 90 s", profile);
-                }
+                char events2[sizeof(events) + 2];
+                snprintf(events2, sizeof(events2), "%s.2", events);
+                write_worker(worker, offsets, events2);
+                h_relay_t *back = debezium_streaming(jargs, profile, "stream again");
                 atomic_store(&w.stop, false);
                 if (pthread_create(&w.thread, NULL, write_loop, &w) != 0)
                         tap_bail("could not start the writer");

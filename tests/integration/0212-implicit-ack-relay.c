@@ -113,12 +113,8 @@ static void run_case(const char *name, const char *bootstraps, int rounds, bool 
 
         fx_case_t fc;
         fx_case_open(&fc, "implicitack", "ia");
-        h_workload_conf_t wc = {
-                .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
-                .max_txn = 1, .pause_ms = 10, .partitions = 1,
-        };
-        h_workload_setup_tables(fc.c, &wc);
-        fx_mock_workload_topics(g_mock, &wc, true);
+        h_workload_conf_t wc;
+        fx_mock_workload(g_mock, &fc, true, &wc);
 
         fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         if (pipelining) {

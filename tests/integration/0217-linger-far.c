@@ -32,12 +32,8 @@ static void run_case(const char *name, const char *bootstraps, const char *setti
 {
         fx_case_t fc;
         fx_case_open(&fc, "lingerfar", "lf");
-        h_workload_conf_t wc = {
-                .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
-                .max_txn = 1, .pause_ms = 10, .partitions = 1,
-        };
-        h_workload_setup_tables(fc.c, &wc);
-        fx_mock_workload_topics(g_mock, &wc, false);
+        h_workload_conf_t wc;
+        fx_mock_workload(g_mock, &fc, false, &wc);
         fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         if (setting)
                 fx_sets_add(&fc.sets, "%s", setting);

@@ -466,6 +466,13 @@ static long h_pg_count_param(PGconn *c, const char *sql, const char *param, char
         return n;
 }
 
+void h_pg_drop_role(const char *role)
+{
+        PGconn *c = h_pg_connect("postgres");
+        h_pg_exec(c, "DROP ROLE IF EXISTS %s", role);
+        PQfinish(c);
+}
+
 void h_pg_drop_db(const char *dbname)
 {
         PGconn *c = h_pg_connect("postgres");
@@ -1500,6 +1507,22 @@ h_cluster_t *h_cluster_init(int port_offset, const char *initdb_opts)
                 return NULL;
         }
         return c;
+}
+
+h_cluster_t *h_cluster_up(int port_offset, const char *server_opts)
+{
+        h_cluster_t *c = h_cluster_init(port_offset, NULL);
+        if (c && h_cluster_start(c, server_opts) != 0) {
+                h_cluster_free(c);
+                c = NULL;
+        }
+        return c;
+}
+
+void h_cluster_conninfo_set(const h_cluster_t *c, char *buf, size_t len)
+{
+        snprintf(buf, len, "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres",
+                 h_cluster_port(c));
 }
 
 void h_cluster_free(h_cluster_t *c)

@@ -49,6 +49,9 @@ char *h_pg_create_db(const char *prefix);
 /** Drop a database and every replication slot in it (terminating walsenders). */
 void h_pg_drop_db(const char *dbname);
 
+/** Drop a role a test made, if it exists (from the postgres database). */
+void h_pg_drop_role(const char *role);
+
 /** Connect or bail. Caller PQfinish()es. */
 PGconn *h_pg_connect(const char *dbname);
 
@@ -81,6 +84,13 @@ int h_cluster_start(h_cluster_t *c, const char *server_opts);
 
 /** Stop (immediate) and remove the cluster now; accepts NULL. */
 void h_cluster_free(h_cluster_t *c);
+
+/** A cluster made (h_cluster_init(), no initdb options) and started with
+ *  server_opts; NULL (with a diagnostic) when either failed. */
+h_cluster_t *h_cluster_up(int port_offset, const char *server_opts);
+
+/** "postgres.conninfo=..." reaching database postgres of c as postgres, for --set. */
+void h_cluster_conninfo_set(const h_cluster_t *c, char *buf, size_t len);
 
 /** Run a shell command (no single quotes in it) as the postgres OS user
  *  when root; system()'s status. */

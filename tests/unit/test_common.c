@@ -67,10 +67,67 @@ static void test_list(void)
         is_str(buf, "[a b]", "inner blanks kept");
 }
 
+static void test_strbuf(void)
+{
+        relay_strbuf_t b = {0};
+        char *s = relay_strbuf_finish(&b);
+        is_str(s, "", "a growable builder with nothing appended gives \"\"");
+        free(s);
+
+        b = (relay_strbuf_t){0};
+        for (int i = 0; i < 100; i++)
+                relay_strbuf_adds(&b, "abc");
+        relay_strbuf_addc(&b, '!');
+        relay_strbuf_addn(&b, "xyz", 2);
+        s = relay_strbuf_finish(&b);
+        ok(s && strlen(s) == 303 && strncmp(s, "abcabc", 6) == 0 &&
+                   strcmp(s + 300, "!xy") == 0,
+           "a growable builder grows past its first 64 bytes");
+        free(s);
+
+        char buf[6];
+        relay_strbuf_fixed(&b, buf, sizeof(buf));
+        is_str(buf, "", "a bounded builder empties the caller's buffer");
+        relay_strbuf_adds(&b, "abc");
+        relay_strbuf_addc(&b, 'd');
+        ok(!b.failed, "5 bytes fit in 6");
+        relay_strbuf_adds(&b, "ef");
+        ok(b.failed, "past the end: failed");
+        relay_strbuf_addc(&b, 'g');
+        is_str(buf, "abcd", "what was built stays terminated, later appends ignored");
+        relay_strbuf_fixed(&b, buf, 0);
+        ok(b.failed, "a bounded builder of 0 bytes has failed already");
+}
+
+static void test_pairs(void)
+{
+        relay_pairs_t p = {0};
+        ok(relay_pairs_get(&p, "a") == NULL, "no pairs: no value");
+        for (int i = 0; i < 40; i++) {
+                char k[16], v[16];
+                int kl = snprintf(k, sizeof(k), "k%d", i % 20);
+                int vl = snprintf(v, sizeof(v), "v%d", i);
+                if (relay_pairs_add(&p, k, (size_t)kl, v, (size_t)vl))
+                        break;
+        }
+        is_int((int)p.n, 40, "40 pairs added (the arrays grew past their first 16)");
+        is_str(relay_pairs_get(&p, "k3"), "v23", "a key added twice: the last value");
+        ok(relay_pairs_add(&p, "xyz", 1, "uvw", 2) == 0 && strcmp(p.k[40], "x") == 0 &&
+                   strcmp(p.v[40], "uv") == 0,
+           "add copies kl and vl bytes");
+        ok(relay_pairs_set(&p, "x", "new") == 0 && p.n == 41, "set of a key it has: no new pair");
+        is_str(relay_pairs_get(&p, "x"), "new", "set replaces the value");
+        ok(relay_pairs_set(&p, "y", "1") == 0 && p.n == 42, "set of a new key appends it");
+        relay_pairs_free(&p);
+        ok(p.n == 0 && p.k == NULL && p.v == NULL, "free leaves {0}");
+}
+
 int main(void)
 {
+        test_pairs();
         test_strerror();
         test_hex_and_dup();
         test_list();
+        test_strbuf();
         return done_testing();
 }

@@ -76,9 +76,9 @@ static int set(relay_inbox_config_t *c, const char *arg)
 
 static const char *kafka(const relay_inbox_config_t *c, const char *name)
 {
-        for (size_t i = 0; i < c->n_kafka; i++)
-                if (strcmp(c->kafka_names[i], name) == 0)
-                        return c->kafka_values[i];
+        for (size_t i = 0; i < c->kafka.n; i++)
+                if (strcmp(c->kafka.k[i], name) == 0)
+                        return c->kafka.v[i];
         return NULL;
 }
 

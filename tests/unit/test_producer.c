@@ -45,6 +45,10 @@ static void check(const char *arg, int linger_ms, int want, bool want_auto, cons
         is_int(relay_producer_linger_ms(p), want, "%s: linger.ms", what);
         ok(relay_producer_linger_auto(p) == want_auto, "%s: left to the relay: %s", what,
            want_auto ? "yes" : "no");
+        ok(relay_producer_may_relinger(p, want + 10, 0) == want_auto,
+           "%s: another linger.ms may replace it: %s", what, want_auto ? "yes" : "no");
+        ok(!relay_producer_may_relinger(p, want, 0), "%s: its own linger.ms does not", what);
+        ok(!relay_producer_may_relinger(p, 0, 0), "%s: no measured linger.ms does not", what);
         relay_producer_free(p);
         relay_config_free(c);
 }
