@@ -31,6 +31,11 @@ static rd_kafka_t *consumer(const relay_config_t *cfg, char *err, size_t errlen)
                 {"isolation.level", "read_committed"},
                 {"auto.offset.reset", "earliest"},
                 {"allow.auto.create.topics", "false"},
+                /* The end of a partition shows as an empty fetch, which the
+                 * broker holds this long: librdkafka's 500 ms default was
+                 * half a second of every exactly-once start (the data came
+                 * in the first 10 ms). */
+                {"fetch.wait.max.ms", "10"},
         };
         rd_kafka_conf_t *conf = rd_kafka_conf_new();
         char kerr[RELAY_ERRBUF];
@@ -116,6 +121,8 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
         rd_kafka_topic_t *rkt = NULL;
         const struct rd_kafka_metadata *md = NULL;
         rd_kafka_topic_partition_list_t *parts = NULL;
+        int64_t *end = NULL;
+        bool *done = NULL;
         size_t keylen = strlen(key);
         int rc = RELAY_EKAFKA;
 
@@ -123,6 +130,7 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
         *found = false;
         if (!rk)
                 return RELAY_EKAFKA;
+        int64_t deadline = relay_now_ms() + timeout_ms;
         rkt = rd_kafka_topic_new(rk, topic, NULL);
         rd_kafka_resp_err_t e = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
                                     : rd_kafka_last_error();
@@ -141,49 +149,68 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                               rd_kafka_err2str(md->topics[0].err));
                 goto out;
         }
+        /*
+         * Read each partition to its high watermark as its first fetch after
+         * our producer's init saw it: every record we ever wrote lies below
+         * it. Not merely to its end as read_committed sees it (the stable
+         * offset, also what ListOffsets answers such a consumer): another
+         * relay's transaction still open there (its own checkpoint, written
+         * at its commit) holds that below records of ours committed after
+         * it, whose checkpoint would then be missed.
+         */
         int np = md->topics[0].partition_cnt, left = np;
-        bool *done = calloc((size_t)np, sizeof(bool));
-        if (!done) {
+        end = malloc((size_t)np * sizeof(*end));
+        done = calloc((size_t)np, sizeof(*done));
+        parts = rd_kafka_topic_partition_list_new(np);
+        if (!end || !done || !parts) {
                 relay_err_set(err, errlen, "out of memory");
                 goto out;
         }
-        parts = rd_kafka_topic_partition_list_new(np);
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np; i++) {
+                end[i] = -1; /* not fetched yet */
                 rd_kafka_topic_partition_list_add(parts, topic, md->topics[0].partitions[i].id)
                         ->offset = RD_KAFKA_OFFSET_BEGINNING;
+        }
         if ((e = rd_kafka_assign(rk, parts))) {
-                free(done);
                 relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s", topic,
                               rd_kafka_err2str(e));
                 goto out;
         }
-        int64_t deadline = relay_now_ms() + timeout_ms;
         while (left > 0) {
                 if (relay_now_ms() > deadline) {
-                        free(done);
                         relay_err_set(err, errlen,
                                       "could not read checkpoint topic \"%s\" to its end within "
-                                      "%d ms",
+                                      "%d ms (an open transaction of another producer holds it "
+                                      "back until it ends)",
                                       topic, timeout_ms);
                         goto out;
                 }
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
                 if (!m)
                         continue;
-                if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                        for (int i = 0; i < np; i++) {
-                                if (!done[i] && md->topics[0].partitions[i].id == m->partition) {
-                                        done[i] = true;
-                                        left--;
-                                }
-                        }
-                } else if (m->err) {
+                if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                         relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s",
                                       topic, rd_kafka_message_errstr(m));
                         rd_kafka_message_destroy(m);
-                        free(done);
                         goto out;
-                } else if (m->key_len == keylen && memcmp(m->key, key, keylen) == 0) {
+                }
+                /* The last record is usually a transaction marker, which no
+                 * message shows: the end of the fetch (EOF, at the next
+                 * offset to read) does. */
+                int64_t next = m->err ? m->offset : m->offset + 1, lo;
+                for (int i = 0; i < np; i++) {
+                        if (done[i] || md->topics[0].partitions[i].id != m->partition)
+                                continue;
+                        if (end[i] < 0 &&
+                            rd_kafka_get_watermark_offsets(rk, topic, m->partition, &lo,
+                                                           &end[i]) != RD_KAFKA_RESP_ERR_NO_ERROR)
+                                end[i] = -1;
+                        if (end[i] >= 0 && next >= end[i]) {
+                                done[i] = true;
+                                left--;
+                        }
+                }
+                if (!m->err && m->key_len == keylen && memcmp(m->key, key, keylen) == 0) {
                         char v[64];
                         relay_lsn_t lsn;
                         snprintf(v, sizeof(v), "%.*s", (int)(m->len < 63 ? m->len : 63),
@@ -194,7 +221,6 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                                               "offset %lld, which is not an LSN",
                                               topic, v, key, (long long)m->offset);
                                 rd_kafka_message_destroy(m);
-                                free(done);
                                 rc = RELAY_EPROTO;
                                 goto out;
                         }
@@ -204,9 +230,10 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                 }
                 rd_kafka_message_destroy(m);
         }
-        free(done);
         rc = 0;
 out:
+        free(end);
+        free(done);
         if (parts)
                 rd_kafka_topic_partition_list_destroy(parts);
         if (md)

@@ -19,9 +19,13 @@
 /**
  * @brief The highest checkpoint recorded under key in topic, read with a
  *        group-less read_committed consumer (the kafka.* pairs of cfg,
- *        borrowed, for brokers and security) up to the end of every
- *        partition. A topic that does not exist is created (compacted, one
- *        partition, the brokers' replication factor) and holds none.
+ *        borrowed, for brokers and security) up to every partition's high
+ *        watermark as it is when called, so past every record a previous
+ *        owner of our transactional.id committed, even while another
+ *        producer's open transaction holds the partition's stable end below
+ *        them (then it waits for that transaction to end, up to timeout_ms).
+ *        A topic that does not exist is created (compacted, one partition,
+ *        the brokers' replication factor) and holds none.
  *        Call it after the transactional producer's init, which aborts any
  *        transaction a previous owner left open (it would hold back the
  *        read_committed end of the partition).

@@ -14,11 +14,20 @@
  *       a consumer (ISOLATION: read_committed or read_uncommitted) reads
  *       TOPIC's partition 0 from the beginning until it has COUNT messages;
  *       prints "<count> <epoch ms when the COUNT-th was seen> <epoch ms when
- *       the first was seen>". What a read_committed consumer sees is what
- *       exactly-once makes visible (end offsets count aborted messages and
- *       transaction markers too, so wait cannot tell). With LATFILE, one
- *       line per message: its arrival minus the payload's "t0", in ms. Exit
- *       codes as wait's.
+ *       the first was seen> <its own CPU seconds>". What a read_committed
+ *       consumer sees is what exactly-once makes visible (end offsets count
+ *       aborted messages and transaction markers too, so wait cannot tell).
+ *       With LATFILE, one line per message: its arrival minus the payload's
+ *       "t0", in ms. With $BENCH_CONSUME_TRACE naming a file, "<epoch ms>
+ *       <count>" there every 10 000 messages (how fast it reads, and when).
+ *       Exit codes as wait's.
+ *   benchtool confirmed CONNINFO SLOT LSN TIMEOUT_S
+ *       poll the slot every 5 ms until its confirmed_flush_lsn reaches LSN;
+ *       print "<epoch ms when seen> <epoch ms when its walsender had sent up
+ *       to LSN> <the walsender's pid>". The first is the moment PostgreSQL
+ *       holds the relay's confirmation of everything up to LSN, which either
+ *       delivery mode gives only after Kafka has acknowledged (at-least-once)
+ *       or committed (exactly-once) it. Exit 1 on the deadline.
  *   benchtool load CONNINFO AGGREGATETYPE RATE SECONDS
  *       insert RATE outbox events per second for SECONDS, one multi-row INSERT
  *       (one transaction) per 10 ms tick on an absolute schedule; a late tick
@@ -56,6 +65,7 @@
 #include <librdkafka/rdkafka_mock.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +300,8 @@ static int cmd_consume(int argc, char **argv)
         }
         double first_ms = 0, last_ms = 0;
         unsigned long polls = 0;
+        const char *trace_path = getenv("BENCH_CONSUME_TRACE");
+        FILE *trace = trace_path && *trace_path ? fopen(trace_path, "w") : NULL;
         while (got < want) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 10);
                 if (m) {
@@ -298,6 +310,8 @@ static int cmd_consume(int argc, char **argv)
                                 last_ms = t * 1000.0;
                                 if (got++ == 0)
                                         first_ms = last_ms;
+                                if (trace && (got % 10000 == 0 || got == want))
+                                        fprintf(trace, "%.0f %" PRId64 "\n", last_ms, got);
                                 if (lat) {
                                         double l = arrival_latency_ms(m, t * 1e6);
                                         if (!isnan(l))
@@ -317,10 +331,65 @@ static int cmd_consume(int argc, char **argv)
         }
         if (lat)
                 fclose(lat);
-        printf("%" PRId64 " %.0f %.0f\n", got, last_ms, first_ms);
+        if (trace)
+                fclose(trace);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("%" PRId64 " %.0f %.0f %.2f\n", got, last_ms, first_ms,
+               (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
         rd_kafka_consumer_close(rk);
         rd_kafka_destroy(rk);
         return 0;
+}
+
+static int cmd_confirmed(int argc, char **argv)
+{
+        if (argc < 5) {
+                fprintf(stderr, "usage: benchtool confirmed CONNINFO SLOT LSN TIMEOUT_S\n");
+                return 3;
+        }
+        PGconn *c = PQconnectdb(argv[1]);
+        if (PQstatus(c) != CONNECTION_OK) {
+                fprintf(stderr, "benchtool: %s", PQerrorMessage(c));
+                return 3;
+        }
+        const char *params[] = {argv[2], argv[3]};
+        double deadline = now_s(CLOCK_MONOTONIC) + atof(argv[4]), sent_ms = 0;
+        char pid[32] = "0";
+        for (;;) {
+                PGresult *r = PQexecParams(c,
+                                           "SELECT s.confirmed_flush_lsn >= $2::pg_lsn, "
+                                           "coalesce(r.sent_lsn >= $2::pg_lsn, false), "
+                                           "coalesce(s.active_pid, 0) FROM pg_replication_slots s "
+                                           "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid "
+                                           "WHERE s.slot_name = $1",
+                                           2, NULL, params, NULL, NULL, 0);
+                double t = now_s(CLOCK_REALTIME) * 1000.0;
+                if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+                        fprintf(stderr, "benchtool: %s", PQerrorMessage(c));
+                        return 3;
+                }
+                if (PQntuples(r) == 1) {
+                        if (strcmp(PQgetvalue(r, 0, 2), "0") != 0)
+                                snprintf(pid, sizeof(pid), "%s", PQgetvalue(r, 0, 2));
+                        if (sent_ms == 0 && strcmp(PQgetvalue(r, 0, 1), "t") == 0)
+                                sent_ms = t;
+                        if (strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
+                                printf("%.0f %.0f %s\n", t, sent_ms ? sent_ms : t, pid);
+                                PQclear(r);
+                                PQfinish(c);
+                                return 0;
+                        }
+                }
+                PQclear(r);
+                if (now_s(CLOCK_MONOTONIC) > deadline) {
+                        fprintf(stderr, "benchtool: slot %s did not confirm %s in time\n", argv[2], argv[3]);
+                        PQfinish(c);
+                        return 1;
+                }
+                usleep(5000);
+        }
 }
 
 /* The 10 ms tick schedule of load and produce: *due is how many events are
@@ -736,10 +805,12 @@ int main(int argc, char **argv)
                 return cmd_wait(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "consume") == 0)
                 return cmd_consume(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "confirmed") == 0)
+                return cmd_confirmed(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "load") == 0)
                 return cmd_load(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "produce") == 0)
                 return cmd_produce(argc - 1, argv + 1);
-        fprintf(stderr, "usage: benchtool topics|wait|consume|load|produce ... (see the comment at the top of benchtool.c)\n");
+        fprintf(stderr, "usage: benchtool topics|wait|consume|confirmed|load|produce ... (see the comment at the top of benchtool.c)\n");
         return 3;
 }
