@@ -520,18 +520,18 @@ int relay_producer_linger_for_rtt(double rtt_ms)
         return (int)(rtt_ms + 0.5);
 }
 
-struct relay_rtt_watch {
-        double rtt[RELAY_RTT_WATCH_WINDOWS]; /* ms, the run's windows */
+struct relay_producer_rtt_watch {
+        double rtt[RELAY_PRODUCER_RTT_WINDOWS]; /* ms, the run's windows */
         int n;                               /* windows in the run */
         int side;                            /* +1 farther, -1 nearer */
 };
 
-relay_rtt_watch_t *relay_rtt_watch_new(void)
+relay_producer_rtt_watch_t *relay_producer_rtt_watch_new(void)
 {
-        return calloc(1, sizeof(relay_rtt_watch_t));
+        return calloc(1, sizeof(relay_producer_rtt_watch_t));
 }
 
-void relay_rtt_watch_free(relay_rtt_watch_t *w)
+void relay_producer_rtt_watch_free(relay_producer_rtt_watch_t *w)
 {
         free(w);
 }
@@ -553,8 +553,8 @@ static int cmp_double(const void *a, const void *b)
         return (x > y) - (x < y);
 }
 
-int relay_rtt_watch_report(relay_rtt_watch_t *w, const relay_kafka_stats_t *st, bool steady,
-                           int linger_ms, double *rtt_ms)
+int relay_producer_rtt_watch_report(relay_producer_rtt_watch_t *w, const relay_kafka_stats_t *st,
+                                    bool steady, int linger_ms, double *rtt_ms)
 {
         double least = -1;
         for (size_t i = 0; i < st->nbrokers; i++)
@@ -570,13 +570,13 @@ int relay_rtt_watch_report(relay_rtt_watch_t *w, const relay_kafka_stats_t *st, 
         }
         w->side = side;
         w->rtt[w->n++] = least;
-        if (w->n < RELAY_RTT_WATCH_WINDOWS)
+        if (w->n < RELAY_PRODUCER_RTT_WINDOWS)
                 return 0;
-        double sorted[RELAY_RTT_WATCH_WINDOWS];
+        double sorted[RELAY_PRODUCER_RTT_WINDOWS];
         memcpy(sorted, w->rtt, sizeof(sorted));
-        qsort(sorted, RELAY_RTT_WATCH_WINDOWS, sizeof(double), cmp_double);
+        qsort(sorted, RELAY_PRODUCER_RTT_WINDOWS, sizeof(double), cmp_double);
         w->n = 0;
-        *rtt_ms = sorted[RELAY_RTT_WATCH_WINDOWS / 2];
+        *rtt_ms = sorted[RELAY_PRODUCER_RTT_WINDOWS / 2];
         return relay_producer_linger_for_rtt(*rtt_ms);
 }
 

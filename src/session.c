@@ -167,7 +167,7 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
 #define RELINGER_SETTLE_MS 5000
 #define RELINGER_GAP_MS 300000
 
-/* The round trip while following (relay_rtt_watch_report()): a broker that
+/* The round trip while following (relay_producer_rtt_watch_report()): a broker that
  * moved farther or nearer since the start's measurement asks for another
  * linger.ms, which session_relinger() applies as it did the first, at
  * most once per RELINGER_GAP_MS (a link that flaps between two distances
@@ -180,14 +180,14 @@ static void session_rewatch(relay_session_t *s, const relay_kafka_stats_t *ks, i
                 return;
         int cur = pr->linger_ms > 0 ? pr->linger_ms : relay_producer_linger_ms(s->prod);
         double rtt;
-        int linger = relay_rtt_watch_report(pr->rttw, ks, ks->msg_cnt <= RELINGER_MAX_QUEUED, cur,
-                                            &rtt);
+        bool steady = ks->msg_cnt <= RELINGER_MAX_QUEUED;
+        int linger = relay_producer_rtt_watch_report(pr->rttw, ks, steady, cur, &rtt);
         if (linger <= 0 || linger == cur ||
             (pr->relingered_ms > 0 && now - pr->relingered_ms < RELINGER_GAP_MS))
                 return;
         relay_log_info("Kafka round trip now %.1f ms (shortest requests of %d statistics "
                        "windows in a row, the middle one): linger.ms %d once following (from %d)",
-                       rtt, RELAY_RTT_WATCH_WINDOWS, linger, cur);
+                       rtt, RELAY_PRODUCER_RTT_WINDOWS, linger, cur);
         pr->linger_ms = linger;
         pr->relinger_after_ms = now;
 }
@@ -1163,7 +1163,7 @@ void relay_process_free(relay_process_t *pr)
         relay_limits_free(pr->lim);
         relay_slotmon_free(pr->slotmon);
         relay_metrics_free(pr->metrics);
-        relay_rtt_watch_free(pr->rttw);
+        relay_producer_rtt_watch_free(pr->rttw);
         free(pr);
 }
 
@@ -1191,7 +1191,7 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *
         };
         *out = NULL;
         if (!(pr = calloc(1, sizeof(*pr))) || !(pr->lim = relay_limits_new()) ||
-            !(pr->metrics = relay_metrics_new()) || !(pr->rttw = relay_rtt_watch_new()) ||
+            !(pr->metrics = relay_metrics_new()) || !(pr->rttw = relay_producer_rtt_watch_new()) ||
             !(pr->slotmon = relay_slotmon_new(set->postgres_conninfo, set->slot_name))) {
                 relay_process_free(pr);
                 relay_err_set(err, errlen, "out of memory");

@@ -137,29 +137,29 @@ int relay_producer_linger_for_rtt(double rtt_ms);
  * every request is a full batch and even the minimum is the broker's
  * time).
  */
-typedef struct relay_rtt_watch relay_rtt_watch_t;
+typedef struct relay_producer_rtt_watch relay_producer_rtt_watch_t;
 
 /** @brief Windows in a row that must ask for the same change. */
-#define RELAY_RTT_WATCH_WINDOWS 3
+#define RELAY_PRODUCER_RTT_WINDOWS 3
 
 /** @brief A watch with no window seen; NULL when out of memory. Free with
- *         relay_rtt_watch_free(), which accepts NULL. */
-relay_rtt_watch_t *relay_rtt_watch_new(void);
-void relay_rtt_watch_free(relay_rtt_watch_t *w);
+ *         relay_producer_rtt_watch_free(), which accepts NULL. */
+relay_producer_rtt_watch_t *relay_producer_rtt_watch_new(void);
+void relay_producer_rtt_watch_free(relay_producer_rtt_watch_t *w);
 
 /**
  * @brief One statistics report (st, borrowed) against the linger.ms in
  *        force (linger_ms).
  * @returns the linger.ms for the round trip now (relay_producer_linger_for_rtt()
- *          of the middle of the last RELAY_RTT_WATCH_WINDOWS windows' round
+ *          of the middle of the last RELAY_PRODUCER_RTT_WINDOWS windows' round
  *          trips) once that many steady windows in a row each asked for one
  *          clearly on the same side of linger_ms (twice or half, and 10 ms
  *          apart), with that round trip in *rtt_ms; then the watch starts
  *          over. 0 otherwise: a window without requests is passed over, one
  *          not steady or not asking for that change starts the count again.
  */
-int relay_rtt_watch_report(relay_rtt_watch_t *w, const relay_kafka_stats_t *st, bool steady,
-                           int linger_ms, double *rtt_ms);
+int relay_producer_rtt_watch_report(relay_producer_rtt_watch_t *w, const relay_kafka_stats_t *st,
+                                    bool steady, int linger_ms, double *rtt_ms);
 
 /** @brief linger.ms as this producer was configured. */
 int relay_producer_linger_ms(const relay_producer_t *p);

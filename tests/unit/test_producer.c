@@ -46,16 +46,16 @@ static relay_kafka_stats_t stats(int n, const double *min_ms, const int *cnt)
 }
 
 /* Feed one broker's window minimum; what the watch answers. */
-static int feed(relay_rtt_watch_t *w, double min_ms, bool steady, int linger, double *rtt)
+static int feed(relay_producer_rtt_watch_t *w, double min_ms, bool steady, int linger, double *rtt)
 {
         int cnt = 40;
         relay_kafka_stats_t st = stats(1, &min_ms, &cnt);
-        return relay_rtt_watch_report(w, &st, steady, linger, rtt);
+        return relay_producer_rtt_watch_report(w, &st, steady, linger, rtt);
 }
 
 static void test_watch(void)
 {
-        relay_rtt_watch_t *w = relay_rtt_watch_new();
+        relay_producer_rtt_watch_t *w = relay_producer_rtt_watch_new();
         double rtt = -1;
         if (!w)
                 tap_bail("out of memory");
@@ -67,9 +67,9 @@ static void test_watch(void)
         ok(rtt > 30.1 && rtt < 30.3, "the middle window's round trip (%.1f)", rtt);
         /* Starts over after answering. */
         is_int(feed(w, 30.2, true, 5, &rtt), 0, "after an answer the count starts again");
-        relay_rtt_watch_free(w);
+        relay_producer_rtt_watch_free(w);
 
-        w = relay_rtt_watch_new();
+        w = relay_producer_rtt_watch_new();
         /* Unsteady (catch-up) windows, or one back to normal, break the run. */
         feed(w, 30, true, 5, &rtt);
         feed(w, 30, true, 5, &rtt);
@@ -81,7 +81,7 @@ static void test_watch(void)
         feed(w, 30, true, 5, &rtt);
         int none = 0;
         relay_kafka_stats_t idle = stats(1, (double[]){0}, &none);
-        is_int(relay_rtt_watch_report(w, &idle, true, 5, &rtt), 0,
+        is_int(relay_producer_rtt_watch_report(w, &idle, true, 5, &rtt), 0,
                "a window without requests tells nothing...");
         is_int(feed(w, 30, true, 5, &rtt), 30, "...and does not break the run");
 
@@ -106,26 +106,28 @@ static void test_watch(void)
                 got |= feed(w, i % 2 ? 60 : 0.5, true, 26, &rtt);
         is_int(got, 0, "alternating farther and nearer: nothing");
 
-        relay_rtt_watch_free(w);
+        relay_producer_rtt_watch_free(w);
 
         /* Several brokers: the nearest one that answered counts. */
-        w = relay_rtt_watch_new();
+        w = relay_producer_rtt_watch_new();
         double mins[2] = {40, 20};
         int cnts[2] = {10, 3};
         relay_kafka_stats_t two = stats(2, mins, cnts);
         for (int i = 0; i < 2; i++)
-                relay_rtt_watch_report(w, &two, true, 5, &rtt);
-        is_int(relay_rtt_watch_report(w, &two, true, 5, &rtt), 20, "two brokers: the nearer one's");
+                relay_producer_rtt_watch_report(w, &two, true, 5, &rtt);
+        is_int(relay_producer_rtt_watch_report(w, &two, true, 5, &rtt), 20,
+               "two brokers: the nearer one's");
         cnts[1] = 0;
         two = stats(2, mins, cnts);
         for (int i = 0; i < 2; i++)
-                relay_rtt_watch_report(w, &two, true, 5, &rtt);
-        is_int(relay_rtt_watch_report(w, &two, true, 5, &rtt), 40,
+                relay_producer_rtt_watch_report(w, &two, true, 5, &rtt);
+        is_int(relay_producer_rtt_watch_report(w, &two, true, 5, &rtt), 40,
                "the nearer one idle: the other's");
         relay_kafka_stats_t none_up = {.known = true, .nbrokers = 0};
-        is_int(relay_rtt_watch_report(w, &none_up, true, 5, &rtt), 0, "no brokers: nothing");
-        relay_rtt_watch_free(w);
-        relay_rtt_watch_free(NULL);
+        is_int(relay_producer_rtt_watch_report(w, &none_up, true, 5, &rtt), 0,
+               "no brokers: nothing");
+        relay_producer_rtt_watch_free(w);
+        relay_producer_rtt_watch_free(NULL);
 }
 
 /* linger.ms of a producer made from --set args (NULL-terminated) and linger_ms. */
