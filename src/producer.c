@@ -230,6 +230,8 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
                         st->brokers_up++;
                 st->broker[i].rtt_avg = (double)json_int(rtt, "avg") / 1e6;
                 st->broker[i].rtt_p99 = (double)json_int(rtt, "p99") / 1e6;
+                st->broker[i].rtt_min = (double)json_int(rtt, "min") / 1e6;
+                st->broker[i].rtt_cnt = json_int(rtt, "cnt");
                 st->broker[i].outbuf_cnt = json_int(b, "outbuf_cnt");
                 st->broker[i].waitresp_cnt = json_int(b, "waitresp_cnt");
         }
@@ -516,6 +518,66 @@ int relay_producer_linger_for_rtt(double rtt_ms)
         if (rtt_ms > 100)
                 return 100;
         return (int)(rtt_ms + 0.5);
+}
+
+struct relay_producer_rtt_watch {
+        double rtt[RELAY_PRODUCER_RTT_WINDOWS]; /* ms, the run's windows */
+        int n;                               /* windows in the run */
+        int side;                            /* +1 farther, -1 nearer */
+};
+
+relay_producer_rtt_watch_t *relay_producer_rtt_watch_new(void)
+{
+        return calloc(1, sizeof(relay_producer_rtt_watch_t));
+}
+
+void relay_producer_rtt_watch_free(relay_producer_rtt_watch_t *w)
+{
+        free(w);
+}
+
+/* +1 or -1 when linger b is clearly longer or shorter than a, else 0: both
+ * twice (or half) and 10 ms apart, so the noise of a loaded machine or a
+ * few ms of broker time never replaces the producer. */
+static int linger_side(int a, int b)
+{
+        int lo = a < b ? a : b, hi = a < b ? b : a;
+        if (hi < 2 * lo || hi - lo < 10)
+                return 0;
+        return b > a ? 1 : -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
+int relay_producer_rtt_watch_report(relay_producer_rtt_watch_t *w, const relay_kafka_stats_t *st,
+                                    bool steady, int linger_ms, double *rtt_ms)
+{
+        double least = -1;
+        for (size_t i = 0; i < st->nbrokers; i++)
+                if (st->broker[i].rtt_cnt > 0 && (least < 0 || st->broker[i].rtt_min * 1e3 < least))
+                        least = st->broker[i].rtt_min * 1e3;
+        if (least < 0)
+                return 0; /* nothing asked of any broker: tells nothing */
+        int side = steady ? linger_side(linger_ms, relay_producer_linger_for_rtt(least)) : 0;
+        if (side == 0 || (w->n > 0 && side != w->side)) {
+                w->n = 0;
+                if (side == 0)
+                        return 0;
+        }
+        w->side = side;
+        w->rtt[w->n++] = least;
+        if (w->n < RELAY_PRODUCER_RTT_WINDOWS)
+                return 0;
+        double sorted[RELAY_PRODUCER_RTT_WINDOWS];
+        memcpy(sorted, w->rtt, sizeof(sorted));
+        qsort(sorted, RELAY_PRODUCER_RTT_WINDOWS, sizeof(double), cmp_double);
+        w->n = 0;
+        *rtt_ms = sorted[RELAY_PRODUCER_RTT_WINDOWS / 2];
+        return relay_producer_linger_for_rtt(*rtt_ms);
 }
 
 int relay_producer_linger_ms(const relay_producer_t *p)

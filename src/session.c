@@ -163,6 +163,35 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
         return rc;
 }
 
+#define RELINGER_MAX_QUEUED 2500
+#define RELINGER_SETTLE_MS 5000
+#define RELINGER_GAP_MS 300000
+
+/* The round trip while following (relay_producer_rtt_watch_report()): a broker that
+ * moved farther or nearer since the start's measurement asks for another
+ * linger.ms, which session_relinger() applies as it did the first, at
+ * most once per RELINGER_GAP_MS (a link that flaps between two distances
+ * would otherwise cost a new connection every few windows). A window whose
+ * report found librdkafka's queue long was a catch-up: not steady. */
+static void session_rewatch(relay_session_t *s, const relay_kafka_stats_t *ks, int64_t now)
+{
+        relay_process_t *pr = s->proc;
+        if (!relay_producer_linger_auto(s->prod))
+                return;
+        int cur = pr->linger_ms > 0 ? pr->linger_ms : relay_producer_linger_ms(s->prod);
+        double rtt;
+        bool steady = ks->msg_cnt <= RELINGER_MAX_QUEUED;
+        int linger = relay_producer_rtt_watch_report(pr->rttw, ks, steady, cur, &rtt);
+        if (linger <= 0 || linger == cur ||
+            (pr->relingered_ms > 0 && now - pr->relingered_ms < RELINGER_GAP_MS))
+                return;
+        relay_log_info("Kafka round trip now %.1f ms (shortest requests of %d statistics "
+                       "windows in a row, the middle one): linger.ms %d once following (from %d)",
+                       rtt, RELAY_PRODUCER_RTT_WINDOWS, linger, cur);
+        pr->linger_ms = linger;
+        pr->relinger_after_ms = now;
+}
+
 /*
  * Metrics (metrics.h): every turn tells the metrics the loop is alive and
  * what is confirmable; at most every RELAY_METRICS_PUBLISH_MS the gauges are
@@ -179,8 +208,10 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
 
         if (!relay_metrics_turn(pr->metrics, now, confirmable))
                 return;
-        if (relay_producer_stats(s->prod, &ks))
+        if (relay_producer_stats(s->prod, &ks)) {
                 relay_metrics_kafka(pr->metrics, &ks);
+                session_rewatch(s, &ks, now);
+        }
         int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
         if (rc == 1)
                 relay_metrics_slot(pr->metrics, &si);
@@ -709,9 +740,6 @@ static void session_tick(relay_session_t *s, int64_t *last_progress, int64_t *la
 #endif
 }
 
-#define RELINGER_MAX_QUEUED 2500
-#define RELINGER_SETTLE_MS 5000
-
 /* Exactly-once and idle between transactions: commit what is open once it
  * is due, so its events become visible. */
 static int eos_commit_if_due(relay_session_t *s, char *err, size_t errlen)
@@ -735,10 +763,12 @@ static bool session_relinger_due(relay_session_t *s, bool buffered)
                relay_producer_may_relinger(s->prod, s->proc->linger_ms, RELINGER_MAX_QUEUED);
 }
 
-/* The producer with the linger.ms of the round trip (session_linger()),
- * once session_relinger_due(): what is in flight is waited for (a steady
- * rate may never leave the producer empty by itself; the next events wait
- * meanwhile), then the producer is replaced, once per process. Not drained
+/* The producer with the linger.ms of the round trip (session_linger(),
+ * later session_rewatch()), once session_relinger_due(): what is in flight
+ * is waited for (a steady rate may never leave the producer empty by
+ * itself; the next events wait meanwhile), then the producer is replaced.
+ * Under exactly-once the new one registers the same transactional.id,
+ * which fences the closed one and aborts nothing (0217). Not drained
  * within a second: again in 10 s. */
 static int session_relinger(relay_session_t *s, char *err, size_t errlen)
 {
@@ -757,6 +787,7 @@ static int session_relinger(relay_session_t *s, char *err, size_t errlen)
         }
         relay_log_info("replacing the Kafka producer for linger.ms %d (from %d)", s->proc->linger_ms,
                        relay_producer_linger_ms(s->prod));
+        s->proc->relingered_ms = relay_now_ms();
         return relay_session_new_producer(s, err, errlen);
 }
 
@@ -866,10 +897,11 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
         return 0;
 }
 
-/* linger.ms from the broker's round trip, once per process. librdkafka
- * cannot change it on a live producer, and replacing it now would cost a
- * catch-up a new connection (four round trips): the stream loop replaces
- * it once following (session_relinger()). */
+/* linger.ms from the broker's round trip, measured once per process (then
+ * watched in the statistics: session_rewatch()). librdkafka cannot change
+ * it on a live producer, and replacing it now would cost a catch-up a new
+ * connection (four round trips): the stream loop replaces it once
+ * following (session_relinger()). */
 static int session_linger(relay_session_t *s, char *err, size_t errlen)
 {
         (void)err;
@@ -1140,6 +1172,7 @@ void relay_process_free(relay_process_t *pr)
         relay_limits_free(pr->lim);
         relay_slotmon_free(pr->slotmon);
         relay_metrics_free(pr->metrics);
+        relay_producer_rtt_watch_free(pr->rttw);
         free(pr);
 }
 
@@ -1167,7 +1200,7 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *
         };
         *out = NULL;
         if (!(pr = calloc(1, sizeof(*pr))) || !(pr->lim = relay_limits_new()) ||
-            !(pr->metrics = relay_metrics_new()) ||
+            !(pr->metrics = relay_metrics_new()) || !(pr->rttw = relay_producer_rtt_watch_new()) ||
             !(pr->slotmon = relay_slotmon_new(set->postgres_conninfo, set->slot_name))) {
                 relay_process_free(pr);
                 relay_err_set(err, errlen, "out of memory");

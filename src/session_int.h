@@ -33,6 +33,8 @@ struct relay_process {
         int64_t max_batch; /* batch.size for new producers (0: librdkafka's) */
         int linger_ms;     /* linger.ms for new producers, from the first session's round trip (0: 5) */
         int64_t relinger_after_ms; /* no attempt to apply linger_ms before (settling; a drain timed out) */
+        int64_t relingered_ms;     /* when the producer was last replaced for linger_ms (0: never) */
+        relay_producer_rtt_watch_t *rttw; /* the round trip in librdkafka's statistics */
         uint64_t implicit_acks;
         relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
         relay_slotmon_t *slotmon;

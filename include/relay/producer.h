@@ -74,6 +74,8 @@ typedef struct {
                 char name[128];   /* "host:port/id" as librdkafka names it */
                 bool up;
                 double rtt_avg, rtt_p99; /* request round-trip time */
+                double rtt_min;       /* the shortest request round trip */
+                int64_t rtt_cnt;      /* requests answered (rtt_* are 0 without any) */
                 int64_t outbuf_cnt;   /* requests waiting to be sent */
                 int64_t waitresp_cnt; /* requests sent, waiting for a response */
         } broker[RELAY_KAFKA_STATS_BROKERS];
@@ -120,6 +122,44 @@ int relay_producer_rtt(relay_producer_t *p, int tries, int timeout_ms, double *r
 /** @brief linger.ms for a broker rtt_ms away: the round trip (at most 100)
  *         from 10 ms on, 5 below. */
 int relay_producer_linger_for_rtt(double rtt_ms);
+
+/*
+ * The round trip as it goes on, from the statistics reports: the broker
+ * may move (a failover to another zone, a new route) after the start's
+ * measurement. Each report covers one statistics.interval.ms window. Its
+ * round trip is the shortest request round trip (rtt.min) of the brokers
+ * that answered any, the least over them. librdkafka times a request from
+ * its last byte written to its response read, so the wait behind the
+ * request in flight is not in it, but the broker's own time is (an
+ * acks=all Produce of 1 MB took it 20-40 ms on a loaded machine): the
+ * average follows what was sent, the minimum the link. A window counts
+ * only when the caller calls it steady (following, not catching up: then
+ * every request is a full batch and even the minimum is the broker's
+ * time).
+ */
+typedef struct relay_producer_rtt_watch relay_producer_rtt_watch_t;
+
+/** @brief Windows in a row that must ask for the same change. */
+#define RELAY_PRODUCER_RTT_WINDOWS 3
+
+/** @brief A watch with no window seen; NULL when out of memory. Free with
+ *         relay_producer_rtt_watch_free(), which accepts NULL. */
+relay_producer_rtt_watch_t *relay_producer_rtt_watch_new(void);
+void relay_producer_rtt_watch_free(relay_producer_rtt_watch_t *w);
+
+/**
+ * @brief One statistics report (st, borrowed) against the linger.ms in
+ *        force (linger_ms).
+ * @returns the linger.ms for the round trip now (relay_producer_linger_for_rtt()
+ *          of the middle of the last RELAY_PRODUCER_RTT_WINDOWS windows' round
+ *          trips) once that many steady windows in a row each asked for one
+ *          clearly on the same side of linger_ms (twice or half, and 10 ms
+ *          apart), with that round trip in *rtt_ms; then the watch starts
+ *          over. 0 otherwise: a window without requests is passed over, one
+ *          not steady or not asking for that change starts the count again.
+ */
+int relay_producer_rtt_watch_report(relay_producer_rtt_watch_t *w, const relay_kafka_stats_t *st,
+                                    bool steady, int linger_ms, double *rtt_ms);
 
 /** @brief linger.ms as this producer was configured. */
 int relay_producer_linger_ms(const relay_producer_t *p);

@@ -1,7 +1,8 @@
 /*
  * test_producer.c - the producer's linger.ms: the rule from the broker's
- * round trip, and that a kafka.linger.ms (or its alias) of the
- * configuration wins over it. No broker: rd_kafka_new() does not connect
+ * round trip, the watch that follows the round trip in the statistics
+ * reports, and that a kafka.linger.ms (or its alias) of the configuration
+ * wins over it. No broker: rd_kafka_new() does not connect
  * before it is used.
  */
 #include "relay/config.h"
@@ -30,6 +31,105 @@ static void test_rule(void)
         is_int(relay_producer_linger_for_rtt(NAN), 5, "no measurement: 5");
 }
 
+/* A statistics report: broker i answered cnt[i] requests, the shortest
+ * in min_ms[i]; one more broker never answered. */
+static relay_kafka_stats_t stats(int n, const double *min_ms, const int *cnt)
+{
+        relay_kafka_stats_t st = {.known = true, .nbrokers = (size_t)n + 1};
+        for (int i = 0; i < n; i++) {
+                st.broker[i].up = true;
+                st.broker[i].rtt_min = min_ms[i] / 1e3;
+                st.broker[i].rtt_avg = min_ms[i] / 1e3 * 3; /* never used */
+                st.broker[i].rtt_cnt = cnt[i];
+        }
+        return st;
+}
+
+/* Feed one broker's window minimum; what the watch answers. */
+static int feed(relay_producer_rtt_watch_t *w, double min_ms, bool steady, int linger, double *rtt)
+{
+        int cnt = 40;
+        relay_kafka_stats_t st = stats(1, &min_ms, &cnt);
+        return relay_producer_rtt_watch_report(w, &st, steady, linger, rtt);
+}
+
+static void test_watch(void)
+{
+        relay_producer_rtt_watch_t *w = relay_producer_rtt_watch_new();
+        double rtt = -1;
+        if (!w)
+                tap_bail("out of memory");
+        /* Near (linger 5), the broker moves 30 ms away: three windows. */
+        is_int(feed(w, 0.4, true, 5, &rtt), 0, "near and near: nothing");
+        is_int(feed(w, 30.2, true, 5, &rtt), 0, "farther, window 1: not yet");
+        is_int(feed(w, 31.0, true, 5, &rtt), 0, "farther, window 2: not yet");
+        is_int(feed(w, 29.6, true, 5, &rtt), 30, "farther, window 3: linger 30");
+        ok(rtt > 30.1 && rtt < 30.3, "the middle window's round trip (%.1f)", rtt);
+        /* Starts over after answering. */
+        is_int(feed(w, 30.2, true, 5, &rtt), 0, "after an answer the count starts again");
+        relay_producer_rtt_watch_free(w);
+
+        w = relay_producer_rtt_watch_new();
+        /* Unsteady (catch-up) windows, or one back to normal, break the run. */
+        feed(w, 30, true, 5, &rtt);
+        feed(w, 30, true, 5, &rtt);
+        is_int(feed(w, 30, false, 5, &rtt), 0, "a catch-up window breaks the run");
+        feed(w, 30, true, 5, &rtt);
+        feed(w, 30, true, 5, &rtt);
+        is_int(feed(w, 2, true, 5, &rtt), 0, "a near window breaks the run");
+        feed(w, 30, true, 5, &rtt);
+        feed(w, 30, true, 5, &rtt);
+        int none = 0;
+        relay_kafka_stats_t idle = stats(1, (double[]){0}, &none);
+        is_int(relay_producer_rtt_watch_report(w, &idle, true, 5, &rtt), 0,
+               "a window without requests tells nothing...");
+        is_int(feed(w, 30, true, 5, &rtt), 30, "...and does not break the run");
+
+        /* Not a clear change: twice and 10 ms apart, both. */
+        for (int i = 0; i < 5; i++)
+                feed(w, 19, true, 10, &rtt);
+        is_int(feed(w, 19, true, 10, &rtt), 0, "10 -> 19 ms: not twice, kept");
+        for (int i = 0; i < 5; i++)
+                feed(w, 55, true, 40, &rtt);
+        is_int(feed(w, 55, true, 40, &rtt), 0, "40 -> 55 ms: not twice, kept");
+        for (int i = 0; i < 5; i++)
+                feed(w, 8, true, 12, &rtt);
+        is_int(feed(w, 8, true, 12, &rtt), 0, "12 -> 8 ms (linger 5): not 10 ms apart, kept");
+
+        /* Nearer: from 26 back to loopback. */
+        feed(w, 0.5, true, 26, &rtt);
+        feed(w, 0.3, true, 26, &rtt);
+        is_int(feed(w, 0.6, true, 26, &rtt), 5, "26 -> loopback: linger 5");
+        /* Alternating sides never completes a run. */
+        int got = 0;
+        for (int i = 0; i < 6; i++)
+                got |= feed(w, i % 2 ? 60 : 0.5, true, 26, &rtt);
+        is_int(got, 0, "alternating farther and nearer: nothing");
+
+        relay_producer_rtt_watch_free(w);
+
+        /* Several brokers: the nearest one that answered counts. */
+        w = relay_producer_rtt_watch_new();
+        double mins[2] = {40, 20};
+        int cnts[2] = {10, 3};
+        relay_kafka_stats_t two = stats(2, mins, cnts);
+        for (int i = 0; i < 2; i++)
+                relay_producer_rtt_watch_report(w, &two, true, 5, &rtt);
+        is_int(relay_producer_rtt_watch_report(w, &two, true, 5, &rtt), 20,
+               "two brokers: the nearer one's");
+        cnts[1] = 0;
+        two = stats(2, mins, cnts);
+        for (int i = 0; i < 2; i++)
+                relay_producer_rtt_watch_report(w, &two, true, 5, &rtt);
+        is_int(relay_producer_rtt_watch_report(w, &two, true, 5, &rtt), 40,
+               "the nearer one idle: the other's");
+        relay_kafka_stats_t none_up = {.known = true, .nbrokers = 0};
+        is_int(relay_producer_rtt_watch_report(w, &none_up, true, 5, &rtt), 0,
+               "no brokers: nothing");
+        relay_producer_rtt_watch_free(w);
+        relay_producer_rtt_watch_free(NULL);
+}
+
 /* linger.ms of a producer made from --set args (NULL-terminated) and linger_ms. */
 static void check(const char *arg, int linger_ms, int want, bool want_auto, const char *what)
 {
@@ -56,6 +156,7 @@ static void check(const char *arg, int linger_ms, int want, bool want_auto, cons
 int main(void)
 {
         test_rule();
+        test_watch();
         check(NULL, 0, 5, true, "defaults");
         check(NULL, 24, 24, true, "from a 24 ms round trip");
         check("kafka.linger.ms=2", 24, 2, false, "kafka.linger.ms=2");
