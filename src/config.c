@@ -106,7 +106,9 @@ static const key_def_t keys[] = {
          .unit = "milliseconds",
          .desc = "exactly-once: commit the open Kafka transaction at the first PostgreSQL "
                  "transaction boundary once this long has passed since the previous commit "
-                 "began; events become visible to read_committed consumers then"},
+                 "began, less what recent commits took (at most half of it), so that it ends "
+                 "about this long after the previous one began; events become visible to "
+                 "read_committed consumers then"},
         {.name = "eos.commit.max.events", .type = KT_INT, .def = "100000", .min = 0,
          .max = 100000000, .unit = "events",
          .desc = "exactly-once: commit, at the next PostgreSQL transaction boundary, once the "

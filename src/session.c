@@ -363,11 +363,18 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
  * goes faster with fewer of them; events already that old lose little by
  * waiting that much longer. Timed from the previous commit rather than from
  * the transaction's first event, so an event waits at most about one
- * interval (plus the commit) and a lone event after a quiet spell none. */
+ * interval and a lone event after a quiet spell none. While following, a
+ * commit begins as much before the interval is up as recent commits took
+ * (at most half of it), so it ends about one interval after the previous
+ * one began: an event that came just after that one is visible about one
+ * interval later, not one interval plus the commit (issue 14: p99 within
+ * the interval + 10 ms). */
 static int64_t eos_interval(const relay_session_t *s)
 {
         int64_t i = s->set->eos_commit_interval_ms, c = s->set->eos_commit_catchup_interval_ms;
-        return s->eos.behind && c > i ? c : i;
+        if (s->eos.behind && c > i)
+                return c;
+        return i - (s->eos.commit_ms < i / 2 ? s->eos.commit_ms : i / 2);
 }
 
 /* At a PostgreSQL transaction boundary: is the open Kafka transaction due? */
@@ -422,6 +429,8 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
                                 (unsigned long long)e->txn_events, RELAY_LSN_ARGS(e->open_end),
                                 (long long)(t0 - e->opened_ms), (long long)(t1 - t0));
                 e->held_ms += t1 - t0;
+                if (!e->behind)
+                        e->commit_ms = e->commit_ms ? (3 * e->commit_ms + (t1 - t0)) / 4 : t1 - t0;
                 if (t1 - t0 > e->max_held_ms)
                         e->max_held_ms = t1 - t0;
                 e->open = false;

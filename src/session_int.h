@@ -78,6 +78,7 @@ typedef struct {
         bool open;              /* a Kafka transaction is open */
         int64_t opened_ms;
         int64_t last_commit_ms; /* when the last commit began (0: none yet) */
+        int64_t commit_ms;      /* how long recent commits took while following, smoothed */
         relay_lsn_t open_end;   /* end LSN of the last PostgreSQL transaction in it */
         relay_lsn_t committed;  /* Kafka holds everything up to here, committed */
         bool spoilt;            /* a Kafka transaction failed or was aborted: events it
