@@ -13,17 +13,20 @@
 
 #include "relay/common.h"
 
+/* Callers that do not care about the detail pass NULL/0. vsnprintf
+ * truncates and always terminates when errlen > 0. */
+static void err_vset(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+        if (err != NULL && errlen > 0 && vsnprintf(err, errlen, fmt, ap) < 0)
+                err[0] = '\0';
+}
+
 void relay_err_set(char *err, size_t errlen, const char *fmt, ...)
 {
         va_list ap;
 
-        /* Callers that do not care about the detail pass NULL/0. */
-        if (err == NULL || errlen == 0)
-                return;
         va_start(ap, fmt);
-        /* vsnprintf truncates and always terminates when errlen > 0. */
-        if (vsnprintf(err, errlen, fmt, ap) < 0)
-                err[0] = '\0';
+        err_vset(err, errlen, fmt, ap);
         va_end(ap);
 }
 
@@ -31,12 +34,9 @@ int relay_err(char *err, size_t errlen, int code, const char *fmt, ...)
 {
         va_list ap;
 
-        if (err != NULL && errlen > 0) {
-                va_start(ap, fmt);
-                if (vsnprintf(err, errlen, fmt, ap) < 0)
-                        err[0] = '\0';
-                va_end(ap);
-        }
+        va_start(ap, fmt);
+        err_vset(err, errlen, fmt, ap);
+        va_end(ap);
         return code;
 }
 
