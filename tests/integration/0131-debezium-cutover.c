@@ -31,9 +31,14 @@
  *    and its events keep their commit order (first copies);
  *  - the relay created no slot and no publication: it used Debezium's.
  *
- * The first run then rolls back (README): Debezium started again with its
- * configuration and offsets unchanged resumes from the slot, i.e. after the
- * relay: none of the events before is sent again, every event after once.
+ * The first run then rolls back (README): a checkpoint while the relay ran
+ * has moved the slot's restart_lsn past Debezium's stored offsets (checked),
+ * as any longer relay run does; Debezium started again with its offsets
+ * unchanged and "offset.mismatch.strategy": "trust_slot" added to its
+ * configuration resumes from the slot, i.e. after the relay: none of the
+ * events before is sent again, every event after once. (Without the option
+ * Debezium 3.6.1 refuses to start: its offsets are "no longer available on
+ * the server".)
  *
  * Three runs: connect-string and connect-json with the graceful stop (the
  * engine commits its offsets as it closes, so mostly only the transaction
@@ -163,6 +168,28 @@ static void write_worker(const char *worker, const char *offsets, const char *ev
                 "offset.flush.interval.ms=%d\ncutover.events=%s\n",
                 h_kafka_bootstrap(), offsets, CUT_FLUSH_MS, events);
         fclose(f);
+}
+
+/* The connector JSON for the rollback (README): conf with
+ * "offset.mismatch.strategy": "trust_slot" added, Debezium 3.4's option that
+ * moves stored offsets older than the slot up to the slot. Without it
+ * Debezium refuses offsets behind the slot's restart_lsn ("... is no longer
+ * available on the server"), which a relay run moves past them. */
+static void write_rollback_conf(const char *conf, const char *conf2)
+{
+        FILE *in = fopen(conf, "r");
+        FILE *out = fopen(conf2, "w");
+        char line[512];
+        if (!in || !out)
+                tap_bail("could not copy %s to %s", conf, conf2);
+        while (fgets(line, sizeof(line), in)) {
+                fputs(line, out);
+                if (strstr(line, "\"config\": {"))
+                        fputs("  \"offset.mismatch.strategy\": \"trust_slot\",\n", out);
+        }
+        fclose(in);
+        if (fclose(out) != 0)
+                tap_bail("could not write %s", conf2);
 }
 
 /* Debezium (the cutover program) started and streaming within 90 s, or bail
@@ -348,7 +375,13 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
         free(out);
         free(log);
 
-        /* 4. The writer goes on, then stops; the relay catches up. */
+        /* 4. The writer goes on, then stops; the relay catches up. A
+         *    checkpoint logs the running transactions, so the relay's
+         *    confirmations move the slot's restart_lsn past everything
+         *    Debezium read, as any relay run longer than a checkpoint or
+         *    15 s of writes does (the rollback below depends on it). */
+        if (rollback)
+                h_pg_exec(c, "CHECKPOINT");
         got = h_kafka_wait_count(topic, (int64_t)nbefore + AFTER, 90000);
         atomic_store(&w.stop, true);
         pthread_join(w.thread, NULL);
@@ -489,9 +522,16 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
                NAGG);
         is_int(out_of_order, 0, "%s: each aggregate's events in commit order", profile);
 
-        /* 6. Rolling back: Debezium again, configuration and offsets
-         *    unchanged, resumes from the slot, i.e. after the relay. */
+        /* 6. Rolling back: Debezium again, offsets unchanged, told to trust
+         *    the slot, resumes from it, i.e. after the relay. */
         if (rollback) {
+                char *restart = h_pg_value(c, "SELECT restart_lsn FROM pg_replication_slots "
+                                              "WHERE slot_name = '%s'", slot);
+                relay_lsn_t rl = 0;
+                ok(restart && relay_lsn_parse(restart, &rl) == 0 && rl > top,
+                   "%s: rollback: the slot's restart_lsn %s is past Debezium's stored offsets "
+                   "(its last event at %s)", profile, restart ? restart : "(none)", last);
+                free(restart);
                 int64_t end[PARTS] = {0};
                 for (size_t i = 0; i < nmsg; i++)
                         if (msgs[i].partition < PARTS && msgs[i].offset + 1 > end[msgs[i].partition])
@@ -499,7 +539,11 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
                 char events2[sizeof(events) + 2];
                 snprintf(events2, sizeof(events2), "%s.2", events);
                 write_worker(worker, offsets, events2);
-                h_relay_t *back = debezium_streaming(jargs, profile, "stream again");
+                char conf2[sizeof(conf) + 2];
+                snprintf(conf2, sizeof(conf2), "%s.2", conf);
+                write_rollback_conf(conf, conf2);
+                const char *jargs2[] = {conf2, worker, NULL};
+                h_relay_t *back = debezium_streaming(jargs2, profile, "stream again");
                 atomic_store(&w.stop, false);
                 if (pthread_create(&w.thread, NULL, write_loop, &w) != 0)
                         tap_bail("could not start the writer");
@@ -554,6 +598,7 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
                 char ev2[300];
                 snprintf(ev2, sizeof(ev2), "%s.2", events);
                 unlink(ev2);
+                unlink(conf2);
         }
 
         if (!tap_failed) {
