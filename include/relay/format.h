@@ -23,7 +23,7 @@
 
 #include "relay/common.h"
 
-/** @brief format.profile, in config.c's order. */
+/** @brief format.profile, in the order of its choices in src/config_keys.dat. */
 typedef enum {
         RELAY_PROFILE_RAW = 0,             /* the relay's own: bytes as stored, id+type headers */
         RELAY_PROFILE_CONNECT_STRING,      /* Connect, StringConverter/ByteArrayConverter */
