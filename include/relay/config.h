@@ -1,6 +1,7 @@
 /*
  * config.h - the relay's configuration: a declarative key table with
- * defaults, layered as defaults < file < environment < command line.
+ * defaults (src/config_keys.dat), layered as defaults < file < environment <
+ * command line.
  *
  * Keys are dotted names (postgres.conninfo, outbox.column.id, ...). Every key
  * under "kafka." is passed verbatim (without the prefix) to librdkafka. Its
