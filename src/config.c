@@ -1266,16 +1266,34 @@ const char *relay_config_get(const relay_config_t *c, const char *key)
         return NULL;
 }
 
+/* Is key of type t, as its caller knows? A wrong name or type is a bug
+ * there, not a user error. Its index in *i. */
+static bool typed_key(const char *key, key_type_t t, size_t *i)
+{
+        const key_def_t *k = find_key(key, i);
+
+        assert(k != NULL && k->type == t);
+        return k != NULL && k->type == t;
+}
+
 int64_t relay_config_get_int(const relay_config_t *c, const char *key)
 {
         size_t i;
-        const key_def_t *k = find_key(key, &i);
 
-        /* A wrong name here is a bug in the caller, not a user error. */
-        assert(k != NULL && k->type == KT_INT);
-        if (k == NULL || k->type != KT_INT)
+        return typed_key(key, KT_INT, &i) ? c->num[i] : 0;
+}
+
+int relay_config_get_choice(const relay_config_t *c, const char *key)
+{
+        size_t i;
+
+        if (!typed_key(key, KT_ENUM, &i))
                 return 0;
-        return c->num[i];
+        /* Stored as the choice itself (parse_enum), so one of them matches. */
+        for (int j = 0; keys[i].choices[j] != NULL; j++)
+                if (strcmp(c->value[i], keys[i].choices[j]) == 0)
+                        return j;
+        return 0;
 }
 
 size_t relay_config_kafka_count(const relay_config_t *c)
