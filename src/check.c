@@ -1287,12 +1287,8 @@ bool relay_check_failed(const relay_check_t *c)
 
 const char *relay_check_status_name(relay_check_status_t s)
 {
-        static const char *const names[] = {
-                [RELAY_CHECK_OK] = "ok",
-                [RELAY_CHECK_WARNING] = "warning",
-                [RELAY_CHECK_FAIL] = "fail",
-        };
-        return (size_t)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+        static const char *const names[] = {RELAY_CHECK_STATUSES(RELAY_NAME_ENTRY)};
+        return RELAY_NAME_OF(names, s, "?");
 }
 
 int relay_check_print(const relay_check_t *c, FILE *out, bool json)

@@ -44,23 +44,16 @@ const char *relay_strerror(int code)
 {
         /* Indexed by -code: the codes run from 0 down without a gap. */
         static const char *const what[] = {
-                [-RELAY_OK] = "success",
-                [-RELAY_EINVAL] = "invalid configuration or argument",
-                [-RELAY_EPROTO] = "protocol violation by the server",
-                [-RELAY_EIO] = "connection lost or refused",
-                [-RELAY_ENOMEM] = "out of memory",
-                [-RELAY_EKAFKA] = "Kafka error",
-                [-RELAY_EBUSY] = "replication slot active in another process",
-                [-RELAY_ESETUP] = "server not set up for the relay",
-                [-RELAY_EAGAIN] = "queue full, try again",
-                [-RELAY_EMAP] = "outbox row cannot become an event",
-                [-RELAY_ESLOTLOST] = "replication slot dropped or invalidated",
-                [-RELAY_EREJECTED] = "event rejected by Kafka",
-                [-RELAY_EFENCED] = "fenced by another producer with the same transactional.id",
+#define WHAT(name, value, text) [-(value)] = text,
+                RELAY_RETURN_CODES(WHAT)
+#undef WHAT
         };
-        if (code > 0 || code <= -(int)(sizeof(what) / sizeof(what[0])))
-                return "unknown return code";
-        return what[-code];
+        return RELAY_NAME_OF(what, -(long)code, "unknown return code");
+}
+
+const char *relay_name_of(const char *const *names, size_t n, long v, const char *unknown)
+{
+        return v >= 0 && (unsigned long)v < n && names[v] != NULL ? names[v] : unknown;
 }
 
 int relay_hexval(char c)

@@ -1,11 +1,12 @@
 /*
  * config.c - the relay's configuration: one declarative table of keys (type,
- * default, bounds, description, flags), and the layers applied on top of it
+ * default, bounds, description, flags; written in config_keys.dat, made C by
+ * gen_config_keys.py at build time), and the layers applied on top of it
  * (file, environment, --set), each value remembering where it came from.
  *
  * The table is the single source of truth: parsing, validation, --help,
  * --print-config and the environment mapping are all driven from it, so a new
- * key is one table row. Values are checked when they are set, while the
+ * key is one entry of config_keys.dat. Values are checked when they are set, while the
  * origin is still known, so every error names the file line, variable or
  * --set that caused it; only rules spanning several keys wait for
  * relay_config_validate().
@@ -37,7 +38,6 @@
 #define ENV_PREFIX "OUTBOX_RELAY_"
 #define ENV_KAFKA_PREFIX ENV_PREFIX "KAFKA_"
 #define MASK "********"
-#define MAX_MS INT64_C(3600000) /* one hour: anything longer is a typo */
 
 typedef enum {
         KT_STRING,   /* free text */
@@ -67,200 +67,12 @@ typedef struct {
         const char *const *choices;  /* KT_ENUM, NULL-terminated */
 } key_def_t;
 
-static const char *const log_levels[] = {"debug", "info", "warning", "error", NULL};
-static const char *const log_formats[] = {"text", "json", NULL};
-static const char *const error_policies[] = {"dlq", "stop", NULL};
-static const char *const booleans[] = {"false", "true", NULL};
-static const char *const outbox_sources[] = {"table", "messages", "both", NULL};
-static const char *const missing_behaviors[] = {"error", "ignore", NULL};
-static const char *const invalid_op_behaviors[] = {"warn", "error", "fatal", NULL};
-/* In relay_format_profile_t order. */
-static const char *const format_profiles[] = {"raw", "connect-string", "connect-json",
-                                              "connect-json-schema", "debezium-server", NULL};
-static const char *const snapshot_modes[] = {"never", "initial", NULL};
-static const char *const delivery_modes[] = {"at-least-once", "exactly-once", NULL};
-
-/* Alphabetical, as --help and --print-config list it. */
-static const key_def_t keys[] = {
-        {.name = "delivery.mode", .type = KT_ENUM, .def = "at-least-once",
-         .choices = delivery_modes,
-         .desc = "at-least-once (a crash can send events again) or exactly-once (Kafka "
-                 "transactions with a checkpoint: a read_committed consumer sees each event "
-                 "once)"},
-        {.name = "delivery.unsafe.allow.pipelining", .type = KT_ENUM, .def = "false",
-         .choices = booleans,
-         .desc = "UNSAFE: allow kafka.max.in.flight.requests.per.connection above 1 or "
-                 "kafka.enable.gapless.guarantee=false, which reopen librdkafka's implicit-ack "
-                 "hole (an event reported delivered that Kafka never stored; the relay detects "
-                 "it and resends) and let an aggregate's later events pass a refused one"},
-        {.name = "eos.checkpoint.topic", .type = KT_TOPIC, .def = "outbox.relay.checkpoints",
-         .desc = "exactly-once: compacted topic holding the end LSN of the last PostgreSQL "
-                 "transaction each Kafka transaction committed (created when missing)"},
-        {.name = "eos.commit.catchup.interval.ms", .type = KT_INT, .def = "1000", .min = 0,
-         .max = 60000, .unit = "milliseconds",
-         .desc = "exactly-once: while the relay is behind (the PostgreSQL transaction it reads "
-                 "committed longer ago than this), commit this often instead of every "
-                 "eos.commit.interval.ms: fewer commits, each of which holds the stream while it "
-                 "flushes; 0 turns it off"},
-        {.name = "eos.commit.interval.ms", .type = KT_INT, .def = "100", .min = 10, .max = 60000,
-         .unit = "milliseconds",
-         .desc = "exactly-once: commit the open Kafka transaction at the first PostgreSQL "
-                 "transaction boundary once this long has passed since the previous commit "
-                 "began, less what recent commits took (at most half of it), so that it ends "
-                 "about this long after the previous one began; events become visible to "
-                 "read_committed consumers then"},
-        {.name = "eos.commit.max.events", .type = KT_INT, .def = "100000", .min = 0,
-         .max = 100000000, .unit = "events",
-         .desc = "exactly-once: commit, at the next PostgreSQL transaction boundary, once the "
-                 "open Kafka transaction holds this many events, however short a time it has "
-                 "been open; 0: no limit"},
-        {.name = "eos.transactional.id", .type = KT_STRING, .def = "",
-         .desc = "exactly-once: Kafka transactional.id; empty derives outbox-relay-<system "
-                 "identifier>-<slot>, so a second relay on the same slot fences the first"},
-        {.name = "errors.backoff.max.ms", .type = KT_INT, .def = "30000", .min = 10,
-         .max = MAX_MS, .unit = "milliseconds",
-         .desc = "longest wait between two attempts at an event Kafka rejected"},
-        {.name = "errors.backoff.ms", .type = KT_INT, .def = "1000", .min = 10, .max = MAX_MS,
-         .unit = "milliseconds",
-         .desc = "first wait before resending an event Kafka rejected (doubles per attempt)"},
-        {.name = "errors.dlq.topic", .type = KT_TOPIC, .def = "outbox.dlq",
-         .desc = "dead-letter topic for events that cannot be delivered (errors.policy = dlq)"},
-        {.name = "errors.policy", .type = KT_ENUM, .def = "dlq", .choices = error_policies,
-         .desc = "an event Kafka rejects for good or that cannot be mapped: dlq (retry, then "
-                 "dead-letter topic) or stop (halt before it)"},
-        {.name = "errors.retries", .type = KT_INT, .def = "3", .min = 0, .max = 1000,
-         .unit = "attempts",
-         .desc = "resends of an event Kafka rejected before the error policy applies"},
-        {.name = "errors.skip.ids", .type = KT_STRING, .def = "",
-         .desc = "event ids to skip (logged and counted), comma-separated: the operator's "
-                 "way past a known poison event"},
-        {.name = "format.debezium.topic_prefix", .type = KT_STRING, .def = "",
-         .desc = "with a format.profile other than raw: Debezium's topic.prefix (the connector's "
-                 "logical name), to send the four __debezium.context.* headers Debezium 3.x adds "
-                 "by default (extended.headers.enabled); empty sends none"},
-        {.name = "format.not_null_columns", .type = KT_COLUMNS,
-         .def = "id,aggregatetype,aggregateid,type",
-         .desc = "the outbox columns declared NOT NULL, comma-separated: their JSON schema says "
-                 "\"optional\":false (format.profile connect-json-schema, debezium-server)"},
-        {.name = "format.profile", .type = KT_ENUM, .def = "raw", .choices = format_profiles,
-         .desc = "message bytes: raw (the relay's own), or as Debezium's Outbox Event Router "
-                 "with connect-string, connect-json, connect-json-schema or debezium-server"},
-        {.name = "http.listen", .type = KT_LISTEN, .def = "127.0.0.1:10187",
-         .desc = "address of the HTTP endpoint (/metrics, /healthz, /readyz): HOST:PORT with a "
-                 "numeric IPv4 address, [IPV6]:PORT, :PORT for every interface, or off"},
-        {.name = "http.liveness.timeout.ms", .type = KT_INT, .def = "30000", .min = 1000,
-         .max = MAX_MS, .unit = "milliseconds",
-         .desc = "/healthz fails when the main loop has not turned for this long"},
-        {.name = "log.format", .type = KT_ENUM, .def = "text", .choices = log_formats,
-         .desc = "log line format on stderr: text (PostgreSQL-like) or json (one object per line)"},
-        {.name = "log.level", .type = KT_ENUM, .def = "info", .choices = log_levels,
-         .desc = "lowest level logged: debug, info, warning or error"},
-        {.name = "outbox.column.aggregate_id", .type = KT_COLUMN, .def = "aggregateid",
-         .desc = "outbox column holding the aggregate id (the Kafka message key)"},
-        {.name = "outbox.column.aggregate_type", .type = KT_COLUMN, .def = "aggregatetype",
-         .desc = "outbox column holding the aggregate type"},
-        {.name = "outbox.column.id", .type = KT_COLUMN, .def = "id",
-         .desc = "outbox column holding the unique event id"},
-        {.name = "outbox.column.payload", .type = KT_COLUMN, .def = "payload",
-         .desc = "outbox column holding the event payload (the Kafka message value)"},
-        {.name = "outbox.column.type", .type = KT_COLUMN, .def = "type",
-         .desc = "outbox column holding the event type"},
-        {.name = "outbox.headers", .type = KT_COLUMNS, .def = "",
-         .desc = "extra outbox columns sent as Kafka headers, comma-separated"},
-        {.name = "outbox.message.prefix", .type = KT_STRING, .def = "outbox",
-         .desc = "prefix of the pg_logical_emit_message() messages that are outbox events "
-                 "(outbox.source = messages or both)"},
-        {.name = "outbox.source", .type = KT_ENUM, .def = "table", .choices = outbox_sources,
-         .desc = "where events come from: table (inserts into outbox.table), messages "
-                 "(transactional logical decoding messages with outbox.message.prefix) or both"},
-        {.name = "outbox.table", .type = KT_TABLE, .def = "public.outbox",
-         .desc = "the outbox table, schema.table (a bare table name means public); several, "
-                 "comma-separated, are all read by the same mapping"},
-        {.name = "postgres.conninfo", .type = KT_CONNINFO, .def = "", .flags = KF_SECRET,
-         .desc = "libpq connection string or URI; empty uses the PG* environment variables "
-                 "and libpq defaults"},
-        {.name = "publication.name", .type = KT_IDENT, .def = "outbox_pub",
-         .desc = "publication to stream; it must include outbox.table (outbox.source = "
-                 "messages: any publication, created empty when missing)"},
-        {.name = "reconnect.backoff.max.ms", .type = KT_INT, .def = "30000", .min = 10,
-         .max = MAX_MS, .unit = "milliseconds",
-         .desc = "longest wait between reconnection attempts"},
-        {.name = "reconnect.backoff.ms", .type = KT_INT, .def = "500", .min = 10, .max = MAX_MS,
-         .unit = "milliseconds", .desc = "first wait before reconnecting after a failure"},
-        {.name = "route.by.field", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: the column whose value routes an event, ${routedByValue} in "
-                 "route.topic.replacement (empty: the aggregate type column); setting a route.* "
-                 "key replaces topic.template"},
-        {.name = "route.tombstone.on.empty.payload", .type = KT_ENUM, .def = "false",
-         .choices = booleans,
-         .desc = "Debezium's name: a NULL payload, or a text one that is empty or blank, is sent "
-                 "as a tombstone (a NULL value), whatever format.profile"},
-        {.name = "route.topic.regex", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: a Java regular expression that must match the whole "
-                 "route.by.field value for route.topic.replacement to apply (else the value is "
-                 "the topic); translated to POSIX, constructs it lacks are refused by name "
-                 "(empty: Debezium's (?<routedByValue>.*))"},
-        {.name = "route.topic.replacement", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: the topic, with route.topic.regex's groups as $1 or ${name} "
-                 "(${routedByValue}: the route.by.field column's value under the default regex; "
-                 "empty: outbox.event.${routedByValue} when route.by.field is set)"},
-        {.name = "shutdown.timeout.ms", .type = KT_INT, .def = "30000", .min = 0, .max = MAX_MS,
-         .unit = "milliseconds",
-         .desc = "on SIGTERM, how long to wait for Kafka to acknowledge events in flight"},
-        {.name = "slot.failover", .type = KT_ENUM, .def = "false", .choices = booleans,
-         .desc = "create the slot with failover enabled, so a physical standby with "
-                 "sync_replication_slots = on keeps a copy the relay resumes from after a "
-                 "promotion (PostgreSQL 17 or later; an existing slot is altered)"},
-        {.name = "slot.name", .type = KT_SLOT, .def = "outbox_relay",
-         .desc = "logical replication slot (pgoutput) to stream from"},
-        {.name = "slot.recreate", .type = KT_ENUM, .def = "false", .choices = booleans,
-         .desc = "when the slot was dropped or invalidated, create it anew instead of "
-                 "stopping (events written in between may be missing)"},
-        {.name = "snapshot.filter", .type = KT_STRING, .def = "",
-         .desc = "snapshot.mode = initial: a condition on the outbox table's columns, as in a "
-                 "WHERE clause (e.g. sent_at IS NULL), that the backfilled rows must meet; "
-                 "empty: every row"},
-        {.name = "snapshot.mode", .type = KT_ENUM, .def = "never", .choices = snapshot_modes,
-         .desc = "never (only rows inserted after the slot was created) or initial (when the "
-                 "relay creates the slot, first relay the rows the outbox table already holds, "
-                 "from the snapshot of the slot's creation)"},
-        {.name = "status.interval.ms", .type = KT_INT, .def = "10000", .min = 100, .max = MAX_MS,
-         .unit = "milliseconds", .desc = "interval between standby status updates to the server"},
-        {.name = "table.expand.json.payload", .type = KT_ENUM, .def = "false", .choices = booleans,
-         .desc = "Debezium's name: a JSON object payload (json, jsonb or text) is sent as the "
-                 "struct Debezium infers from it instead of a string: Struct{...} under "
-                 "connect-string, a JSON object under connect-json, with its inferred schema "
-                 "under connect-json-schema and debezium-server (not with envelope placements)"},
-        {.name = "table.field.additional.missing", .type = KT_ENUM, .def = "error",
-         .choices = missing_behaviors,
-         .desc = "Debezium's name: a table.fields.additional.placement column the table lacks "
-                 "is an error (the row goes to the error policy) or ignored (left out)"},
-        {.name = "table.field.event.schema.version", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: an integer column whose value is the version of the value's "
-                 "struct schema (envelope placements with connect-json-schema or "
-                 "debezium-server); empty: none"},
-        {.name = "table.field.event.timestamp", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: a timestamp (or timestamptz) column whose value is the "
-                 "message timestamp (a NULL falls back to the commit time); empty: the commit "
-                 "time"},
-        {.name = "table.fields.additional.placement", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: more columns, comma-separated column:placement[:alias] with "
-                 "placement header (a header named alias), envelope (a field of the value next "
-                 "to payload; JSON profiles) or partition (an integer column: the partition)"},
-        {.name = "table.op.invalid.behavior", .type = KT_ENUM, .def = "warn",
-         .choices = invalid_op_behaviors,
-         .desc = "Debezium's name: an UPDATE of an outbox row is skipped with a warning (warn), "
-                 "an error (error), or stops the relay before it (fatal, exit 4); error and "
-                 "fatal need the publication to publish updates (the relay's own then does). "
-                 "DELETEs are always skipped in silence"},
-        {.name = "topic.template", .type = KT_TEMPLATE, .def = "outbox.event.${aggregatetype}",
-         .desc = "Kafka topic of each event; ${column} is replaced by that column's value"},
-        {.name = "tracing.span.context.field", .type = KT_STRING, .def = "",
-         .desc = "Debezium's name: the text column holding the writer's span context as Java "
-                 "properties (traceparent=00-..., Debezium's default column tracingspancontext); "
-                 "its traceparent (with tracestate and baggage) is sent as the W3C trace "
-                 "headers, before id (empty: no tracing)"},
-};
+/*
+ * The choices arrays and keys[], alphabetical as --help and --print-config
+ * list them: generated at build time from config_keys.dat, where the keys
+ * are data (one entry each) and checked (order, fields, defaults).
+ */
+#include "config_keys.h"
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -1454,16 +1266,34 @@ const char *relay_config_get(const relay_config_t *c, const char *key)
         return NULL;
 }
 
+/* Is key of type t, as its caller knows? A wrong name or type is a bug
+ * there, not a user error. Its index in *i. */
+static bool typed_key(const char *key, key_type_t t, size_t *i)
+{
+        const key_def_t *k = find_key(key, i);
+
+        assert(k != NULL && k->type == t);
+        return k != NULL && k->type == t;
+}
+
 int64_t relay_config_get_int(const relay_config_t *c, const char *key)
 {
         size_t i;
-        const key_def_t *k = find_key(key, &i);
 
-        /* A wrong name here is a bug in the caller, not a user error. */
-        assert(k != NULL && k->type == KT_INT);
-        if (k == NULL || k->type != KT_INT)
+        return typed_key(key, KT_INT, &i) ? c->num[i] : 0;
+}
+
+int relay_config_get_choice(const relay_config_t *c, const char *key)
+{
+        size_t i;
+
+        if (!typed_key(key, KT_ENUM, &i))
                 return 0;
-        return c->num[i];
+        /* Stored as the choice itself (parse_enum), so one of them matches. */
+        for (int j = 0; keys[i].choices[j] != NULL; j++)
+                if (strcmp(c->value[i], keys[i].choices[j]) == 0)
+                        return j;
+        return 0;
 }
 
 size_t relay_config_kafka_count(const relay_config_t *c)

@@ -131,18 +131,8 @@ relay_format_kind_t relay_format_kind(uint32_t typoid)
 
 const char *relay_format_kind_name(relay_format_kind_t k)
 {
-        static const char *const names[] = {
-                [RELAY_KIND_UNSUPPORTED] = "unsupported",
-                [RELAY_KIND_STRING] = "string",
-                [RELAY_KIND_UUID] = "io.debezium.data.Uuid",
-                [RELAY_KIND_JSON] = "io.debezium.data.Json",
-                [RELAY_KIND_BYTES] = "bytes",
-                [RELAY_KIND_INT16] = "int16",
-                [RELAY_KIND_INT32] = "int32",
-                [RELAY_KIND_INT64] = "int64",
-                [RELAY_KIND_BOOLEAN] = "boolean",
-        };
-        return (size_t)k < sizeof(names) / sizeof(names[0]) ? names[k] : "unsupported";
+        static const char *const names[] = {RELAY_FORMAT_KINDS(RELAY_NAME_ENTRY)};
+        return RELAY_NAME_OF(names, k, "unsupported");
 }
 
 /* JsonConverter.asJsonSchema() for the kinds above: type, optional, name, version

@@ -37,14 +37,7 @@ static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                  1,     2.5,  5,     10,   30,  60,   300};
 #define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
 
-static const char *const dr_class_names[] = {
-        [RELAY_DR_OK] = "ok",
-        [RELAY_DR_REJECTED] = "rejected",
-        [RELAY_DR_TOO_LARGE] = "too_large",
-        [RELAY_DR_IMPLICIT_ACK] = "implicit_ack",
-        [RELAY_DR_UNKNOWN_TOPIC] = "unknown_topic",
-        [RELAY_DR_TRANSIENT] = "transient",
-};
+static const char *const dr_class_names[] = {RELAY_DR_CLASSES(RELAY_NAME_ENTRY)};
 #define NCLASSES (sizeof(dr_class_names) / sizeof(dr_class_names[0]))
 
 /* Why a session ended, by its return code (relay_metrics_session_end()). */

@@ -12,8 +12,10 @@
  */
 #include "relay/repl.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,16 +97,81 @@ static int failed_query_code(const relay_repl_t *r)
         return PQstatus(r->conn) == CONNECTION_BAD ? RELAY_EIO : RELAY_ESETUP;
 }
 
-/* s quoted as an SQL literal / identifier for this connection; the caller
- * frees it with PQfreemem(). NULL when out of memory. */
-static char *lit(const relay_repl_t *r, const char *s)
+/*
+ * A command failed with res: err says what failed ("could not ...", from
+ * fmt) and the server's message. Returns failed_query_code(); the caller
+ * clears res, and may judge by its SQLSTATE instead.
+ */
+static int command_failed(const relay_repl_t *r, const PGresult *res, char *err, size_t errlen,
+                          const char *fmt, ...) RELAY_PRINTF(5, 6);
+static int command_failed(const relay_repl_t *r, const PGresult *res, char *err, size_t errlen,
+                          const char *fmt, ...)
 {
-        return PQescapeLiteral(r->conn, s, strlen(s));
+        char what[RELAY_ERRBUF];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        result_error(err, errlen, what, res, r->conn);
+        return failed_query_code(r);
 }
 
-static char *ident(const relay_repl_t *r, const char *s)
+/* s quoted as an SQL literal ('L') or identifier ('I') for this connection. */
+static void add_quoted(relay_strbuf_t *b, const relay_repl_t *r, char how, const char *s)
 {
-        return PQescapeIdentifier(r->conn, s, strlen(s));
+        char *q = how == 'L' ? PQescapeLiteral(r->conn, s, strlen(s))
+                             : PQescapeIdentifier(r->conn, s, strlen(s));
+        if (q == NULL)
+                b->failed = true;
+        else
+                relay_strbuf_adds(b, q);
+        PQfreemem(q);
+}
+
+/*
+ * Run an SQL command built the way PostgreSQL's format() builds one: %L
+ * inserts a string argument quoted as a literal, %I as an identifier, %s as
+ * it is (the relay's own fragments), %% a percent sign; nothing else is
+ * converted. One place quotes every name, and no fixed buffer bounds a
+ * command. NULL (err set) when out of memory.
+ */
+static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *fmt, va_list ap)
+{
+        relay_strbuf_t b = {0};
+        PGresult *res = NULL;
+
+        for (const char *p = fmt; *p != '\0'; p++) {
+                if (*p != '%') {
+                        relay_strbuf_addc(&b, *p);
+                } else if (*++p == '%') {
+                        relay_strbuf_addc(&b, '%');
+                } else {
+                        assert(*p == 'L' || *p == 'I' || *p == 's');
+                        const char *arg = va_arg(ap, const char *);
+                        if (*p == 's')
+                                relay_strbuf_adds(&b, arg);
+                        else
+                                add_quoted(&b, r, *p, arg);
+                }
+        }
+        char *sql = relay_strbuf_finish(&b);
+        if (sql != NULL)
+                res = PQexec(r->conn, sql);
+        free(sql);
+        if (res == NULL)
+                relay_err_set(err, errlen, "out of memory");
+        return res;
+}
+
+static PGresult *execf(relay_repl_t *r, char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        PGresult *res = vexecf(r, err, errlen, fmt, ap);
+        va_end(ap);
+        return res;
 }
 
 void relay_repl_free(relay_repl_t *r)
@@ -326,10 +393,16 @@ const char *relay_repl_system_id(const relay_repl_t *r)
         return r->system_id;
 }
 
-/* Run a query returning rows; *res set on success (caller clears). */
-static int query(relay_repl_t *r, const char *sql, PGresult **res, char *err, size_t errlen)
+/* execf() for a query that must succeed; *res set on success (caller clears). */
+static int queryf(relay_repl_t *r, PGresult **res, char *err, size_t errlen, const char *fmt, ...)
 {
-        *res = PQexec(r->conn, sql);
+        va_list ap;
+
+        va_start(ap, fmt);
+        *res = vexecf(r, err, errlen, fmt, ap);
+        va_end(ap);
+        if (*res == NULL)
+                return RELAY_ENOMEM;
         if (PQresultStatus(*res) == PGRES_TUPLES_OK || PQresultStatus(*res) == PGRES_COMMAND_OK)
                 return 0;
         result_error(err, errlen, "could not query the server", *res, r->conn);
@@ -347,47 +420,35 @@ static int query(relay_repl_t *r, const char *sql, PGresult **res, char *err, si
 static int message_publication(relay_repl_t *r, bool may_create, bool *created, char *err,
                                size_t errlen)
 {
-        char sql[512];
         PGresult *res;
         int rc;
-        char *pub = lit(r, r->publication);
-        char *qpub = ident(r, r->publication);
 
-        if (!pub || !qpub) {
-                rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-                goto out;
-        }
-        snprintf(sql, sizeof(sql), "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %s", pub);
-        if ((rc = query(r, sql, &res, err, errlen)))
-                goto out;
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = %L",
+                         r->publication)))
+                return rc;
         bool exists = PQntuples(res) > 0;
         PQclear(res);
         if (exists)
-                goto out;
-        if (!may_create) {
-                rc = relay_err(err, errlen, RELAY_ESETUP,
-                               "publication \"%s\" does not exist; CREATE PUBLICATION %s, or start "
-                               "the relay once to create it",
-                               r->publication, r->publication);
-                goto out;
-        }
-        snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s WITH (publish = 'insert')", qpub);
-        res = PQexec(r->conn, sql);
+                return 0;
+        if (!may_create)
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "publication \"%s\" does not exist; CREATE PUBLICATION %s, or "
+                                 "start the relay once to create it",
+                                 r->publication, r->publication);
+        res = execf(r, err, errlen, "CREATE PUBLICATION %I WITH (publish = 'insert')",
+                    r->publication);
+        if (!res)
+                return RELAY_ENOMEM;
         if (PQresultStatus(res) == PGRES_COMMAND_OK) {
                 *created = true;
         } else if (!sqlstate_is(res, "42710") && !sqlstate_is(res, "23505")) {
-                char what[256];
-                snprintf(what, sizeof(what),
-                         "could not create publication \"%.64s\" (create it with CREATE "
-                         "PUBLICATION %.64s, or grant CREATE on the database)",
-                         r->publication, r->publication);
-                result_error(err, errlen, what, res, r->conn);
-                rc = failed_query_code(r);
+                rc = command_failed(r, res, err, errlen,
+                                    "could not create publication \"%.64s\" (create it with "
+                                    "CREATE PUBLICATION %.64s, or grant CREATE on the database)",
+                                    r->publication, r->publication);
         }
         PQclear(res);
-out:
-        PQfreemem(pub);
-        PQfreemem(qpub);
         return rc;
 }
 
@@ -395,24 +456,13 @@ out:
 static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, char *err,
                       size_t errlen)
 {
-        char sql[1024];
         PGresult *res;
         int rc;
-        char *nsp = lit(r, t->schema);
-        char *rel = lit(r, t->name);
 
-        if (!nsp || !rel) {
-                PQfreemem(nsp);
-                PQfreemem(rel);
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        }
-        snprintf(sql, sizeof(sql),
-                 "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
-                 "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
-                 nsp, rel);
-        PQfreemem(nsp);
-        PQfreemem(rel);
-        if ((rc = query(r, sql, &res, err, errlen)))
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace "
+                         "n ON n.oid = c.relnamespace WHERE n.nspname = %L AND c.relname = %L",
+                         t->schema, t->name)))
                 return rc;
         if (PQntuples(res) == 0) {
                 relay_err_set(err, errlen,
@@ -435,47 +485,36 @@ static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, 
 /* CREATE PUBLICATION for every outbox table, inserts only. */
 static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, size_t errlen)
 {
-        size_t n = 256;
-        for (size_t i = 0; i < r->ntables; i++)
-                n += 2 * (strlen(r->tables[i].schema) + strlen(r->tables[i].name)) + 8;
-        char *sql = malloc(n);
-        char *qpub = ident(r, r->publication);
+        relay_strbuf_t tables = {0};
         PGresult *res = NULL;
-        if (!sql || !qpub)
-                goto out;
-        size_t l = (size_t)snprintf(sql, n, "CREATE PUBLICATION %s FOR TABLE ", qpub);
+
         for (size_t i = 0; i < r->ntables; i++) {
-                const relay_table_name_t *t = &r->tables[i];
-                char *qn = ident(r, t->schema);
-                char *qr = ident(r, t->name);
-                if (qn && qr)
-                        l += (size_t)snprintf(sql + l, n - l, "%s%s.%s", i ? ", " : "", qn, qr);
-                PQfreemem(qn);
-                PQfreemem(qr);
-                if (!qn || !qr)
-                        goto out;
+                if (i > 0)
+                        relay_strbuf_adds(&tables, ", ");
+                add_quoted(&tables, r, 'I', r->tables[i].schema);
+                relay_strbuf_addc(&tables, '.');
+                add_quoted(&tables, r, 'I', r->tables[i].name);
         }
+        char *list = relay_strbuf_finish(&tables);
         /* Updates only when table.op.invalid.behavior must see them: deletes
          * never (the outbox is emptied by them, and without a replica
          * identity a published DELETE fails). */
-        snprintf(sql + l, n - l, " WITH (publish = 'insert%s'%s)", r->need_updates ? ", update" : "",
-                 viaroot ? ", publish_via_partition_root = true" : "");
-        res = PQexec(r->conn, sql);
-out:
-        if (!res)
+        if (list != NULL)
+                res = execf(r, err, errlen,
+                            "CREATE PUBLICATION %I FOR TABLE %s WITH (publish = 'insert%s'%s)",
+                            r->publication, list, r->need_updates ? ", update" : "",
+                            viaroot ? ", publish_via_partition_root = true" : "");
+        else
                 relay_err_set(err, errlen, "out of memory");
-        free(sql);
-        PQfreemem(qpub);
+        free(list);
         return res;
 }
 
 /* The publication checks; creates it when missing only if may_create. */
 static int publication(relay_repl_t *r, bool may_create, bool *created, char *err, size_t errlen)
 {
-        char sql[2048];
         PGresult *res;
         int rc;
-        char *pub;
         const relay_table_name_t *parted = NULL; /* a partitioned one, for the message */
 
         *created = false;
@@ -492,99 +531,73 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 if (kind == 'p' && !parted)
                         parted = &r->tables[i];
         }
-        if (!(pub = lit(r, r->publication)))
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        snprintf(sql, sizeof(sql),
-                 "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication WHERE "
-                 "pubname = %s",
-                 pub);
-        if ((rc = query(r, sql, &res, err, errlen)))
-                goto out;
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication "
+                         "WHERE pubname = %L",
+                         r->publication)))
+                return rc;
         if (PQntuples(res) == 0 && !may_create) {
                 relay_err_set(err, errlen,
                               "publication \"%s\" does not exist; create it as in "
                               "sql/002_publication.sql, or start the relay once to create it",
                               r->publication);
                 PQclear(res);
-                rc = RELAY_ESETUP;
-                goto out;
+                return RELAY_ESETUP;
         }
         if (PQntuples(res) == 0) {
                 PQclear(res);
-                if (!(res = create_publication(r, parted != NULL, err, errlen))) {
-                        rc = RELAY_ENOMEM;
-                        goto out;
-                }
+                if (!(res = create_publication(r, parted != NULL, err, errlen)))
+                        return RELAY_ENOMEM;
                 /* Another relay created it between our look and our CREATE:
                  * check the one that won as if it had been there (42710, or
                  * 23505 when both inserts raced into the catalog). */
                 if (sqlstate_is(res, "42710") || sqlstate_is(res, "23505")) {
                         PQclear(res);
-                        PQfreemem(pub);
                         return publication(r, may_create, created, err, errlen);
                 }
                 if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-                        char what[256];
-                        snprintf(what, sizeof(what),
-                                 "could not create publication \"%.64s\" (create it as in "
-                                 "sql/002_publication.sql, or grant CREATE on the database)",
-                                 r->publication);
-                        result_error(err, errlen, what, res, r->conn);
+                        rc = command_failed(r, res, err, errlen,
+                                            "could not create publication \"%.64s\" (create it "
+                                            "as in sql/002_publication.sql, or grant CREATE on "
+                                            "the database)",
+                                            r->publication);
                         PQclear(res);
-                        rc = failed_query_code(r);
-                        goto out;
+                        return rc;
                 }
                 *created = true;
                 PQclear(res);
-                rc = 0;
-                goto out;
+                return 0;
         }
         bool pubinsert = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
         bool pubviaroot = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
         bool pubupdate = strcmp(PQgetvalue(res, 0, 2), "t") == 0;
         PQclear(res);
-        if (parted && !pubviaroot) {
-                rc = relay_err(err, errlen, RELAY_ESETUP,
-                               "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
-                               "sends its rows under each partition's name, which the relay "
-                               "would not recognise; ALTER PUBLICATION %s SET "
-                               "(publish_via_partition_root = true) before events are written "
-                               "(see sql/002_publication.sql)",
-                               parted->schema, parted->name, r->publication, r->publication);
-                goto out;
-        }
-        if (!pubinsert) {
-                rc = relay_err(err, errlen, RELAY_ESETUP,
-                               "publication \"%s\" does not publish inserts; ALTER PUBLICATION %s "
-                               "SET (publish = 'insert')",
-                               r->publication, r->publication);
-                goto out;
-        }
-        if (r->need_updates && !pubupdate) {
-                rc = relay_err(err, errlen, RELAY_ESETUP,
-                               "publication \"%s\" does not publish updates, so the relay cannot "
-                               "see an UPDATE of an outbox row as table.op.invalid.behavior = "
-                               "error or fatal asks; ALTER PUBLICATION %s SET (publish = 'insert, "
-                               "update'), or set table.op.invalid.behavior = warn",
-                               r->publication, r->publication);
-                goto out;
-        }
+        if (parted && !pubviaroot)
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "outbox table \"%s.%s\" is partitioned but publication \"%s\" "
+                                 "sends its rows under each partition's name, which the relay "
+                                 "would not recognise; ALTER PUBLICATION %s SET "
+                                 "(publish_via_partition_root = true) before events are written "
+                                 "(see sql/002_publication.sql)",
+                                 parted->schema, parted->name, r->publication, r->publication);
+        if (!pubinsert)
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "publication \"%s\" does not publish inserts; ALTER PUBLICATION "
+                                 "%s SET (publish = 'insert')",
+                                 r->publication, r->publication);
+        if (r->need_updates && !pubupdate)
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "publication \"%s\" does not publish updates, so the relay cannot "
+                                 "see an UPDATE of an outbox row as table.op.invalid.behavior = "
+                                 "error or fatal asks; ALTER PUBLICATION %s SET (publish = "
+                                 "'insert, update'), or set table.op.invalid.behavior = warn",
+                                 r->publication, r->publication);
         for (size_t i = 0; i < r->ntables && rc == 0; i++) {
                 const relay_table_name_t *t = &r->tables[i];
-                char *nsp = lit(r, t->schema);
-                char *rel = lit(r, t->name);
-                if (nsp && rel)
-                        snprintf(sql, sizeof(sql),
+                if ((rc = queryf(r, &res, err, errlen,
                                  "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = "
-                                 "%s AND schemaname = %s AND tablename = %s",
-                                 pub, nsp, rel);
-                PQfreemem(nsp);
-                PQfreemem(rel);
-                if (!nsp || !rel) {
-                        rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-                        break;
-                }
-                if ((rc = query(r, sql, &res, err, errlen)))
+                                 "%L AND schemaname = %L AND tablename = %L",
+                                 r->publication, t->schema, t->name)))
                         break;
                 if (PQntuples(res) == 0) {
                         rc = relay_err(err, errlen, RELAY_ESETUP,
@@ -595,8 +608,6 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                 }
                 PQclear(res);
         }
-out:
-        PQfreemem(pub);
         return rc;
 }
 
@@ -611,24 +622,6 @@ int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen)
         return publication(r, false, &created, err, errlen);
 }
 
-/* Run "<before><quoted slot name><after>"; NULL (err set) when out of memory. */
-static PGresult *slot_command(relay_repl_t *r, const char *before, const char *after, char *err,
-                              size_t errlen)
-{
-        char sql[256];
-        char *q = ident(r, r->slot);
-        PGresult *res = NULL;
-
-        if (q != NULL) {
-                snprintf(sql, sizeof(sql), "%s%s%s", before, q, after);
-                PQfreemem(q);
-                res = PQexec(r->conn, sql);
-        }
-        if (res == NULL)
-                relay_err_set(err, errlen, "out of memory");
-        return res;
-}
-
 /*
  * slot.failover = true on a slot made without it (by an older relay, or by
  * hand): alter it rather than refuse. The operator asked for failover, the
@@ -641,16 +634,16 @@ static PGresult *slot_command(relay_repl_t *r, const char *before, const char *a
  */
 static int alter_failover(relay_repl_t *r, char *err, size_t errlen)
 {
-        PGresult *res = slot_command(r, "ALTER_REPLICATION_SLOT ", " (FAILOVER true)", err, errlen);
+        PGresult *res = execf(r, err, errlen, "ALTER_REPLICATION_SLOT %I (FAILOVER true)", r->slot);
         int rc = 0;
         if (!res)
                 return RELAY_ENOMEM;
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-                char what[160];
-                snprintf(what, sizeof(what),
-                         "could not enable failover on replication slot \"%.64s\"", r->slot);
-                result_error(err, errlen, what, res, r->conn);
-                rc = sqlstate_is(res, "55006") ? RELAY_EBUSY : failed_query_code(r);
+                rc = command_failed(r, res, err, errlen,
+                                    "could not enable failover on replication slot \"%.64s\"",
+                                    r->slot);
+                if (sqlstate_is(res, "55006"))
+                        rc = RELAY_EBUSY;
         } else {
                 r->failover_altered = true;
         }
@@ -662,14 +655,10 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                            relay_slot_outcome_t *outcome, char *err, size_t errlen)
 {
         bool was_lost = false;
-        char sql[1024];
         PGresult *res;
         int rc;
-        char *slot = lit(r, r->slot);
 
         *outcome = RELAY_SLOT_EXISTED;
-        if (!slot)
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         /* Failover slots came with PostgreSQL 17: before it there is nothing
          * the standby could keep, so asking for one is a setup error, not
          * something to ignore (the operator counts on it at a promotion). */
@@ -679,27 +668,22 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                               "but the server is PostgreSQL %d.%d; set slot.failover = false or "
                               "upgrade the server",
                               r->server_version / 10000, r->server_version % 10000);
-                PQfreemem(slot);
                 return RELAY_ESETUP;
         }
         if (r->failover) {
                 char *guard = single_value(r, "SHOW synchronized_standby_slots", err, errlen, &rc);
-                if (rc) {
-                        PQfreemem(slot);
+                if (rc)
                         return rc;
-                }
                 r->failover_unguarded = !guard || !*guard;
                 free(guard);
         }
         /* The last column: the process holding the slot, NULL when none
          * holds it or this walsender does. */
-        snprintf(sql, sizeof(sql),
-                 "SELECT plugin, database, wal_status, current_database(), %s, "
-                 "NULLIF(active_pid, pg_catalog.pg_backend_pid()) "
-                 "FROM pg_catalog.pg_replication_slots WHERE slot_name = %s",
-                 r->server_version >= 170000 ? "failover" : "false", slot);
-        PQfreemem(slot);
-        if ((rc = query(r, sql, &res, err, errlen)))
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT plugin, database, wal_status, current_database(), %s, "
+                         "NULLIF(active_pid, pg_catalog.pg_backend_pid()) "
+                         "FROM pg_catalog.pg_replication_slots WHERE slot_name = %L",
+                         r->server_version >= 170000 ? "failover" : "false", r->slot)))
                 return rc;
         if (PQntuples(res) == 1) {
                 const char *plugin = PQgetvalue(res, 0, 0);
@@ -734,16 +718,15 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                                        r->slot);
                 } else if (strcmp(wal_status, "lost") == 0) {
                         PQclear(res);
-                        if (!(res = slot_command(r, "DROP_REPLICATION_SLOT ", "", err, errlen)))
+                        if (!(res = execf(r, err, errlen, "DROP_REPLICATION_SLOT %I", r->slot)))
                                 return RELAY_ENOMEM;
                         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-                                char what[160];
-                                snprintf(what, sizeof(what),
-                                         "could not drop invalidated replication slot \"%.64s\"",
-                                         r->slot);
-                                result_error(err, errlen, what, res, r->conn);
+                                rc = command_failed(r, res, err, errlen,
+                                                    "could not drop invalidated replication "
+                                                    "slot \"%.64s\"",
+                                                    r->slot);
                                 PQclear(res);
-                                return failed_query_code(r);
+                                return rc;
                         }
                         PQclear(res);
                         was_lost = true;
@@ -774,10 +757,9 @@ create:
          * because rows from before the slot are not ours to send (backfill is
          * a separate feature). FAILOVER exists only in the option list (15+
          * syntax), which 17 and later take, as checked above. */
-        res = slot_command(r, "CREATE_REPLICATION_SLOT ",
-                           r->failover ? " LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)"
-                                       : " LOGICAL pgoutput NOEXPORT_SNAPSHOT",
-                           err, errlen);
+        res = execf(r, err, errlen, "CREATE_REPLICATION_SLOT %I%s", r->slot,
+                    r->failover ? " LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)"
+                                : " LOGICAL pgoutput NOEXPORT_SNAPSHOT");
         if (!res)
                 return RELAY_ENOMEM;
         if (PQresultStatus(res) == PGRES_TUPLES_OK) {
@@ -786,10 +768,8 @@ create:
         } else if (sqlstate_is(res, "42710")) {
                 rc = 0; /* another replica created it first */
         } else {
-                char what[160];
-                snprintf(what, sizeof(what), "could not create replication slot \"%.64s\"", r->slot);
-                result_error(err, errlen, what, res, r->conn);
-                rc = failed_query_code(r);
+                rc = command_failed(r, res, err, errlen,
+                                    "could not create replication slot \"%.64s\"", r->slot);
         }
         PQclear(res);
         return rc;
@@ -805,11 +785,9 @@ static int temporary_slot_created(relay_repl_t *r, const PGresult *res, const ch
 {
         if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
             PQnfields(res) < (snapshot ? 3 : 2) || (snapshot && PQgetisnull(res, 0, 2))) {
-                char what[160];
-                snprintf(what, sizeof(what), "could not create temporary replication slot \"%.64s\"",
-                         name);
-                result_error(err, errlen, what, res, r->conn);
-                return failed_query_code(r);
+                return command_failed(r, res, err, errlen,
+                                      "could not create temporary replication slot \"%.64s\"",
+                                      name);
         }
         if (relay_lsn_parse(PQgetvalue(res, 0, 1), lsn) != 0)
                 return relay_err(err, errlen, RELAY_EPROTO,
@@ -821,8 +799,10 @@ static int temporary_slot_created(relay_repl_t *r, const PGresult *res, const ch
 int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *err, size_t errlen)
 {
         /* Legacy syntax, accepted by 14 to 18 like the relay's own slot's. */
-        PGresult *res = slot_command(r, "CREATE_REPLICATION_SLOT ",
-                                     " TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT", err, errlen);
+        PGresult *res = execf(r, err, errlen,
+                              "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput "
+                              "NOEXPORT_SNAPSHOT",
+                              r->slot);
         if (!res)
                 return RELAY_ENOMEM;
         int rc = temporary_slot_created(r, res, r->slot, false, start, err, errlen);
@@ -833,22 +813,21 @@ int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *
 int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snaplen,
                                     relay_lsn_t *consistent, char *err, size_t errlen)
 {
-        char sql[256];
-        char *q;
         PGresult *res;
         int rc = 0;
 
         /* Slot names are [a-z0-9_]{1,63}: room for the suffix and a pid. */
         snprintf(r->backfill_slot, sizeof(r->backfill_slot), "%.40s_backfill_%d", r->slot,
                  PQbackendPID(r->conn));
-        if (!(q = ident(r, r->backfill_slot)))
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         /* The legacy syntax is accepted by 14 to 18. The snapshot lives until
          * this connection's next command. */
-        snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput "
-                                   "EXPORT_SNAPSHOT", q);
-        PQfreemem(q);
-        res = PQexec(r->conn, sql);
+        res = execf(r, err, errlen,
+                    "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput EXPORT_SNAPSHOT",
+                    r->backfill_slot);
+        if (!res) {
+                r->backfill_slot[0] = '\0';
+                return RELAY_ENOMEM;
+        }
         rc = temporary_slot_created(r, res, r->backfill_slot, true, consistent, err, errlen);
         if (rc == 0)
                 snprintf(snapshot, snaplen, "%s", PQgetvalue(res, 0, 2));
@@ -861,24 +840,18 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
 int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char *err,
                             size_t errlen)
 {
-        char sql[512];
-        char *src = lit(r, r->backfill_slot);
-        char *dst = lit(r, r->slot);
-        char *qsrc = ident(r, r->backfill_slot);
-        PGresult *res = NULL;
+        PGresult *res;
         int rc = 0;
 
-        if (!src || !dst || !qsrc) {
-                rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-                goto out;
-        }
         /* The copy keeps the temporary slot's restart and confirmed
          * positions: the stream starts exactly where the snapshot ends.
          * "false" makes it permanent (by default it would be temporary like
          * its source). */
-        snprintf(sql, sizeof(sql),
-                 "SELECT pg_catalog.pg_copy_logical_replication_slot(%s, %s, false)", src, dst);
-        res = PQexec(r->conn, sql);
+        res = execf(r, err, errlen,
+                    "SELECT pg_catalog.pg_copy_logical_replication_slot(%L, %L, false)",
+                    r->backfill_slot, r->slot);
+        if (!res)
+                return RELAY_ENOMEM;
         if (PQresultStatus(res) == PGRES_TUPLES_OK) {
                 rc = 0;
         } else if (sqlstate_is(res, "42710")) {
@@ -887,24 +860,19 @@ int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char
                  * rows, it lost none. */
                 *outcome = RELAY_SLOT_EXISTED;
         } else {
-                char what[200];
-                snprintf(what, sizeof(what),
-                         "could not create replication slot \"%.64s\" from \"%.64s\"", r->slot,
-                         r->backfill_slot);
-                result_error(err, errlen, what, res, r->conn);
-                rc = failed_query_code(r);
+                rc = command_failed(r, res, err, errlen,
+                                    "could not create replication slot \"%.64s\" from \"%.64s\"",
+                                    r->slot, r->backfill_slot);
                 goto out;
         }
         PQclear(res);
         /* Dropped with the connection anyway; dropped now so it holds no WAL. */
-        snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s", qsrc);
-        res = PQexec(r->conn, sql);
+        if (!(res = execf(r, err, errlen, "DROP_REPLICATION_SLOT %I", r->backfill_slot)))
+                return RELAY_ENOMEM;
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-                char what[160];
-                snprintf(what, sizeof(what), "could not drop temporary replication slot \"%.64s\"",
-                         r->backfill_slot);
-                result_error(err, errlen, what, res, r->conn);
-                rc = failed_query_code(r);
+                rc = command_failed(r, res, err, errlen,
+                                    "could not drop temporary replication slot \"%.64s\"",
+                                    r->backfill_slot);
         } else {
                 r->backfill_slot[0] = '\0';
         }
@@ -917,54 +885,41 @@ int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char
         }
 out:
         PQclear(res);
-        PQfreemem(src);
-        PQfreemem(dst);
-        PQfreemem(qsrc);
         return rc;
 }
 
 int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
 {
-        char sql[1024];
-        char *qslot = ident(r, r->slot);
-        char *qpub = ident(r, r->publication);
-        char *lpub = qpub ? lit(r, qpub) : NULL;
+        char lsn[RELAY_LSN_BUFSZ], proto[16];
+        PGresult *res = NULL;
         int rc = 0;
+        /* publication_names is a literal holding a list of identifiers. */
+        char *qpub = PQescapeIdentifier(r->conn, r->publication, strlen(r->publication));
 
-        if (!qslot || !lpub) {
-                PQfreemem(qslot);
-                PQfreemem(qpub);
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        }
+        snprintf(proto, sizeof(proto), "%d", r->proto_version);
         /* The server starts at max(start, confirmed_flush_lsn) and skips
          * transactions that committed before it. Streaming stays off so
          * transactions arrive whole, in commit order. Logical decoding
          * messages (pgoutput sends them from 14 on) only when they are a
          * source of events: otherwise every extension's messages would
          * cross the wire for nothing. */
-        snprintf(sql, sizeof(sql),
-                 "START_REPLICATION SLOT %s LOGICAL " RELAY_LSN_FMT
-                 " (proto_version '%d', publication_names %s%s)",
-                 qslot, RELAY_LSN_ARGS(start), r->proto_version, lpub,
-                 r->source == RELAY_SOURCE_TABLE ? "" : ", messages 'true'");
-        PQfreemem(qslot);
+        if (qpub != NULL)
+                res = execf(r, err, errlen,
+                            "START_REPLICATION SLOT %I LOGICAL %s (proto_version '%s', "
+                            "publication_names %L%s)",
+                            r->slot, relay_lsn_format(start, lsn), proto, qpub,
+                            r->source == RELAY_SOURCE_TABLE ? "" : ", messages 'true'");
         PQfreemem(qpub);
-        PQfreemem(lpub);
-
-        PGresult *res = PQexec(r->conn, sql);
+        if (!res)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if (PQresultStatus(res) != PGRES_COPY_BOTH) {
-                char what[160];
-                snprintf(what, sizeof(what), "could not start replication on slot \"%.64s\"", r->slot);
-                result_error(err, errlen, what, res, r->conn);
+                rc = command_failed(r, res, err, errlen,
+                                    "could not start replication on slot \"%.64s\"", r->slot);
                 if (sqlstate_is(res, "55006"))
                         rc = RELAY_EBUSY;
                 else if (sqlstate_is(res, "55000") || (sqlstate_is(res, "42704") &&
                                                         strstr(PQresultErrorMessage(res), "replication slot")))
                         rc = slot_lost(err, errlen);
-                else if (PQstatus(r->conn) == CONNECTION_BAD)
-                        rc = RELAY_EIO;
-                else
-                        rc = RELAY_ESETUP;
                 PQclear(res);
                 return rc;
         }

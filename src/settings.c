@@ -65,25 +65,9 @@ static char *str(reader_t *r, const char *key)
         return d;
 }
 
-/* The index of the value in choices (NULL-terminated), or 0 and a failure. */
-static int choice(reader_t *r, const char *key, const char *const *choices, const char *rule)
+static bool boolean(const reader_t *r, const char *key)
 {
-        const char *v = get(r, key);
-
-        if (v == NULL)
-                return 0;
-        for (int i = 0; choices[i] != NULL; i++)
-                if (strcmp(v, choices[i]) == 0)
-                        return i;
-        fail(r, RELAY_EINVAL, key, v, rule);
-        return 0;
-}
-
-static bool boolean(reader_t *r, const char *key)
-{
-        static const char *const choices[] = {"false", "true", NULL};
-
-        return choice(r, key, choices, "must be true or false") == 1;
+        return relay_config_get_choice(r->cfg, key) == 1;
 }
 
 /*
@@ -383,13 +367,6 @@ void relay_settings_free(relay_settings_t *s)
 int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char *err,
                         size_t errlen)
 {
-        /* In relay_log_level_t and relay_errors_policy_t order. */
-        static const char *const levels[] = {"debug", "info", "warning", "error", NULL};
-        static const char *const formats[] = {"text", "json", NULL};
-        static const char *const policies[] = {"dlq", "stop", NULL};
-        static const char *const sources[] = {"table", "messages", "both", NULL};
-        static const char *const profiles[] = {"raw", "connect-string", "connect-json",
-                                               "connect-json-schema", "debezium-server", NULL};
         reader_t r = {cfg, 0, err, errlen};
         relay_settings_t *s = calloc(1, sizeof(*s));
 
@@ -404,8 +381,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->slot_recreate = boolean(&r, "slot.recreate");
         s->publication_name = str(&r, "publication.name");
 
-        s->outbox_source = (relay_outbox_source_t)choice(&r, "outbox.source", sources,
-                                                         "must be table, messages or both");
+        s->outbox_source = (relay_outbox_source_t)relay_config_get_choice(cfg, "outbox.source");
         s->outbox_message_prefix = str(&r, "outbox.message.prefix");
         if (r.rc == 0 && s->outbox_message_prefix && s->outbox_message_prefix[0] == '\0')
                 fail(&r, RELAY_EINVAL, "outbox.message.prefix", "",
@@ -420,10 +396,8 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->outbox_column.payload = str(&r, "outbox.column.payload");
         s->outbox_headers = list(&r, "outbox.headers", &s->n_outbox_headers);
         template(&r, "topic.template", &s->topic_template);
-        s->format_profile = (relay_format_profile_t)choice(
-                &r, "format.profile", profiles,
-                "must be raw, connect-string, connect-json, connect-json-schema or "
-                "debezium-server");
+        s->format_profile =
+                (relay_format_profile_t)relay_config_get_choice(cfg, "format.profile");
         s->format_not_null = list(&r, "format.not_null_columns", &s->n_format_not_null);
         s->format_debezium_topic_prefix = str(&r, "format.debezium.topic_prefix");
         s->route_tombstone_on_empty_payload = boolean(&r, "route.tombstone.on.empty.payload");
@@ -435,17 +409,10 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                 fail(&r, RELAY_EINVAL, "tracing.span.context.field", s->tracing_context_column,
                      "not a column name");
         s->schema_version_column = str(&r, "table.field.event.schema.version");
-        {
-                static const char *const missing[] = {"error", "ignore", NULL};
-                s->additional_missing_ignore =
-                        choice(&r, "table.field.additional.missing", missing,
-                               "must be error or ignore") == 1;
-        }
-        {
-                static const char *const ops[] = {"warn", "error", "fatal", NULL};
-                s->invalid_op = (relay_invalid_op_t)choice(&r, "table.op.invalid.behavior", ops,
-                                                           "must be warn, error or fatal");
-        }
+        s->additional_missing_ignore =
+                relay_config_get_choice(cfg, "table.field.additional.missing") == 1;
+        s->invalid_op =
+                (relay_invalid_op_t)relay_config_get_choice(cfg, "table.op.invalid.behavior");
         if (r.rc == 0 && s->schema_version_column[0] &&
             !relay_names_is_column(s->schema_version_column, strlen(s->schema_version_column)))
                 fail(&r, RELAY_EINVAL, "table.field.event.schema.version", s->schema_version_column,
@@ -482,11 +449,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                      "outbox.source = messages or both set format.profile = raw (or "
                      "outbox.source = table)");
 
-        {
-                static const char *const modes[] = {"never", "initial", NULL};
-                s->snapshot_initial = choice(&r, "snapshot.mode", modes,
-                                             "must be never or initial") == 1;
-        }
+        s->snapshot_initial = relay_config_get_choice(cfg, "snapshot.mode") == 1;
         s->snapshot_filter = str(&r, "snapshot.filter");
         /* A logical message is gone once decoded: there is no table to read. */
         if (r.rc == 0 && s->outbox_source == RELAY_SOURCE_MESSAGES && s->snapshot_initial)
@@ -498,8 +461,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
                      "with outbox.source = messages there is no outbox table to filter; leave "
                      "snapshot.filter empty");
 
-        s->errors_policy = (relay_errors_policy_t)choice(&r, "errors.policy", policies,
-                                                         "must be dlq or stop");
+        s->errors_policy = (relay_errors_policy_t)relay_config_get_choice(cfg, "errors.policy");
         s->errors_retries = relay_config_get_int(cfg, "errors.retries");
         s->errors_backoff_ms = relay_config_get_int(cfg, "errors.backoff.ms");
         s->errors_backoff_max_ms = relay_config_get_int(cfg, "errors.backoff.max.ms");
@@ -507,11 +469,7 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->errors_skip_ids = list(&r, "errors.skip.ids", &s->n_errors_skip_ids);
 
         s->unsafe_allow_pipelining = boolean(&r, "delivery.unsafe.allow.pipelining");
-        {
-                static const char *const modes[] = {"at-least-once", "exactly-once", NULL};
-                s->exactly_once = choice(&r, "delivery.mode", modes,
-                                         "must be at-least-once or exactly-once") == 1;
-        }
+        s->exactly_once = relay_config_get_choice(cfg, "delivery.mode") == 1;
         s->eos_transactional_id = str(&r, "eos.transactional.id");
         s->eos_commit_interval_ms = relay_config_get_int(cfg, "eos.commit.interval.ms");
         s->eos_commit_catchup_interval_ms =
@@ -534,10 +492,8 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         s->http_listen = str(&r, "http.listen");
         s->http_liveness_timeout_ms = relay_config_get_int(cfg, "http.liveness.timeout.ms");
 
-        s->log_level = (relay_log_level_t)choice(&r, "log.level", levels,
-                                                 "must be debug, info, warning or error");
-        s->log_format = (relay_log_format_t)choice(&r, "log.format", formats,
-                                                   "must be text or json");
+        s->log_level = (relay_log_level_t)relay_config_get_choice(cfg, "log.level");
+        s->log_format = (relay_log_format_t)relay_config_get_choice(cfg, "log.format");
 
         if (r.rc != 0) {
                 relay_settings_free(s);

@@ -21,10 +21,16 @@
 #include "relay/config.h"
 #include "relay/settings.h"
 
+/* X(status, name relay_check_status_name() gives): one list, so that they cannot drift. */
+#define RELAY_CHECK_STATUSES(X)                                                                \
+        X(RELAY_CHECK_OK, "ok")                                                                \
+        X(RELAY_CHECK_WARNING, "warning") /* works, but look at it */                          \
+        X(RELAY_CHECK_FAIL, "fail")       /* the relay cannot work this way */
+
 typedef enum {
-        RELAY_CHECK_OK = 0,
-        RELAY_CHECK_WARNING, /* works, but look at it */
-        RELAY_CHECK_FAIL,    /* the relay cannot work this way */
+#define RELAY_CHECK_STATUS_ENUM(status, name) status,
+        RELAY_CHECK_STATUSES(RELAY_CHECK_STATUS_ENUM)
+#undef RELAY_CHECK_STATUS_ENUM
 } relay_check_status_t;
 
 /** @brief One verdict. Strings owned by the result list. */

@@ -24,22 +24,39 @@ typedef uint64_t relay_lsn_t;
 /*
  * Return codes of fallible functions: 0, or one of these. The main loop
  * decides from the class whether to retry (transient) or stop (fatal).
+ * X(name, value, what relay_strerror() says): one list, so that a new code
+ * cannot lack its description. The codes run from 0 down without a gap.
  */
+#define RELAY_RETURN_CODES(X)                                                                  \
+        X(RELAY_OK, 0, "success")                                                              \
+        /* bad configuration or argument: fix and restart */                                  \
+        X(RELAY_EINVAL, -1, "invalid configuration or argument")                               \
+        /* the server sent bytes we cannot accept: fatal */                                    \
+        X(RELAY_EPROTO, -2, "protocol violation by the server")                                \
+        /* connection lost or refused: transient, retry */                                     \
+        X(RELAY_EIO, -3, "connection lost or refused")                                         \
+        X(RELAY_ENOMEM, -4, "out of memory")                                                   \
+        /* Kafka refused or failed: retry from the slot */                                     \
+        X(RELAY_EKAFKA, -5, "Kafka error")                                                     \
+        /* slot active in another process: stand by */                                         \
+        X(RELAY_EBUSY, -6, "replication slot active in another process")                       \
+        /* server not set up for us (version, wal_level, privilege, table) */                  \
+        X(RELAY_ESETUP, -7, "server not set up for the relay")                                 \
+        /* queue full: poll, then try again */                                                 \
+        X(RELAY_EAGAIN, -8, "queue full, try again")                                           \
+        X(RELAY_EMAP, -9, "outbox row cannot become an event")                                 \
+        /* slot dropped or invalidated: events may be missing */                               \
+        X(RELAY_ESLOTLOST, -10, "replication slot dropped or invalidated")                     \
+        /* Kafka refuses this one event for good (too large, invalid or unauthorized           \
+         * topic): the error policy decides */                                                 \
+        X(RELAY_EREJECTED, -11, "event rejected by Kafka")                                     \
+        /* another producer took over our transactional.id: stop */                            \
+        X(RELAY_EFENCED, -12, "fenced by another producer with the same transactional.id")
+
 enum {
-        RELAY_OK = 0,
-        RELAY_EINVAL = -1,   /* bad configuration or argument: fix and restart */
-        RELAY_EPROTO = -2,   /* the server sent bytes we cannot accept: fatal */
-        RELAY_EIO = -3,      /* connection lost or refused: transient, retry */
-        RELAY_ENOMEM = -4,   /* out of memory */
-        RELAY_EKAFKA = -5,   /* Kafka refused or failed: retry from the slot */
-        RELAY_EBUSY = -6,    /* slot active in another process: stand by */
-        RELAY_ESETUP = -7,   /* server not set up for us (version, wal_level, privilege, table) */
-        RELAY_EAGAIN = -8,   /* queue full: poll, then try again */
-        RELAY_EMAP = -9,     /* an outbox row cannot become an event */
-        RELAY_ESLOTLOST = -10, /* slot dropped or invalidated: events may be missing */
-        RELAY_EREJECTED = -11, /* Kafka refuses this one event for good (too large,
-                                * invalid or unauthorized topic): the error policy decides */
-        RELAY_EFENCED = -12,   /* another producer took over our transactional.id: stop */
+#define RELAY_RETURN_CODE_ENUM(name, value, what) name = value,
+        RELAY_RETURN_CODES(RELAY_RETURN_CODE_ENUM)
+#undef RELAY_RETURN_CODE_ENUM
 };
 
 #if defined(__GNUC__)
@@ -68,6 +85,18 @@ int relay_err(char *err, size_t errlen, int code, const char *fmt, ...) RELAY_PR
  *        return code" for anything else.
  */
 const char *relay_strerror(int code);
+
+/*
+ * Names of an enum's values, from the enum's X-macro list (X(value, name),
+ * as RELAY_DR_CLASSES): static const char *const names[] =
+ * {RELAY_DR_CLASSES(RELAY_NAME_ENTRY)}; then RELAY_NAME_OF(names, v, "?").
+ */
+#define RELAY_NAME_ENTRY(value, name) [value] = name,
+#define RELAY_NAME_OF(names, v, unknown)                                                       \
+        relay_name_of((names), sizeof(names) / sizeof((names)[0]), (long)(v), (unknown))
+
+/** @brief names[v], or unknown when v is out of the table's n entries or has no name. */
+const char *relay_name_of(const char *const *names, size_t n, long v, const char *unknown);
 
 /** @brief Value of a hex digit (0-9, a-f, A-F), or -1. Locale-independent, unlike isxdigit(). */
 int relay_hexval(char c);

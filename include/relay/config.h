@@ -1,6 +1,7 @@
 /*
  * config.h - the relay's configuration: a declarative key table with
- * defaults, layered as defaults < file < environment < command line.
+ * defaults (src/config_keys.dat), layered as defaults < file < environment <
+ * command line.
  *
  * Keys are dotted names (postgres.conninfo, outbox.column.id, ...). Every key
  * under "kafka." is passed verbatim (without the prefix) to librdkafka. Its
@@ -100,6 +101,14 @@ const char *relay_config_get(const relay_config_t *c, const char *key);
  *        is a bug in the caller (asserts).
  */
 int64_t relay_config_get_int(const relay_config_t *c, const char *key);
+
+/**
+ * @brief Position of a known enum or boolean key's value among its choices
+ *        (false = 0, true = 1; the others in config_keys.dat's order, which
+ *        is the order of the enum the settings map it to); any other key is a
+ *        bug in the caller (asserts).
+ */
+int relay_config_get_choice(const relay_config_t *c, const char *key);
 
 /** @brief Number of kafka.* pairs set, and the i-th one (names without "kafka."). Borrowed. */
 size_t relay_config_kafka_count(const relay_config_t *c);

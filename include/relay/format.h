@@ -23,7 +23,7 @@
 
 #include "relay/common.h"
 
-/** @brief format.profile, in config.c's order. */
+/** @brief format.profile, in the order of its choices in src/config_keys.dat. */
 typedef enum {
         RELAY_PROFILE_RAW = 0,             /* the relay's own: bytes as stored, id+type headers */
         RELAY_PROFILE_CONNECT_STRING,      /* Connect, StringConverter/ByteArrayConverter */
@@ -40,17 +40,34 @@ typedef enum {
         RELAY_ENC_ENVELOPE /* JsonConverter, schemas.enable=true: {"schema":..,"payload":..} */
 } relay_format_enc_t;
 
-/** @brief The Connect schema Debezium's PostgreSQL connector gives a column. */
+/**
+ * @brief The Connect schema Debezium's PostgreSQL connector gives a column.
+ *        X(kind, name relay_format_kind_name() gives): one list, so that a
+ *        kind cannot lack its name.
+ */
+#define RELAY_FORMAT_KINDS(X)                                                                   \
+        X(RELAY_KIND_UNSUPPORTED, "unsupported")                                                \
+        /* text, varchar, bpchar */                                                             \
+        X(RELAY_KIND_STRING, "string")                                                          \
+        /* uuid: string, io.debezium.data.Uuid v1 */                                            \
+        X(RELAY_KIND_UUID, "io.debezium.data.Uuid")                                             \
+        /* json, jsonb: string, io.debezium.data.Json v1 */                                     \
+        X(RELAY_KIND_JSON, "io.debezium.data.Json")                                             \
+        /* bytea (binary.handling.mode=bytes) */                                                \
+        X(RELAY_KIND_BYTES, "bytes")                                                            \
+        /* smallint */                                                                          \
+        X(RELAY_KIND_INT16, "int16")                                                            \
+        /* integer */                                                                           \
+        X(RELAY_KIND_INT32, "int32")                                                            \
+        /* bigint */                                                                            \
+        X(RELAY_KIND_INT64, "int64")                                                            \
+        /* boolean */                                                                           \
+        X(RELAY_KIND_BOOLEAN, "boolean")
+
 typedef enum {
-        RELAY_KIND_UNSUPPORTED = 0,
-        RELAY_KIND_STRING,  /* text, varchar, bpchar */
-        RELAY_KIND_UUID,    /* string, io.debezium.data.Uuid v1 */
-        RELAY_KIND_JSON,    /* json, jsonb: string, io.debezium.data.Json v1 */
-        RELAY_KIND_BYTES,   /* bytea (binary.handling.mode=bytes) */
-        RELAY_KIND_INT16,   /* smallint */
-        RELAY_KIND_INT32,   /* integer */
-        RELAY_KIND_INT64,   /* bigint */
-        RELAY_KIND_BOOLEAN, /* boolean */
+#define RELAY_FORMAT_KIND_ENUM(kind, name) kind,
+        RELAY_FORMAT_KINDS(RELAY_FORMAT_KIND_ENUM)
+#undef RELAY_FORMAT_KIND_ENUM
 } relay_format_kind_t;
 
 /** @brief A growable byte buffer; zero-initialise, free with relay_fmtbuf_free(). */

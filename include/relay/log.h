@@ -12,6 +12,7 @@
 
 #include "relay/common.h"
 
+/* log.level and log.format, in the order of their choices in src/config_keys.dat. */
 typedef enum {
         RELAY_LOG_DEBUG = 0,
         RELAY_LOG_INFO = 1,

@@ -1,7 +1,7 @@
 /*
  * manual.h - the relay's user documentation, generated from one source: the
  * option, exit status and signal tables of manual.c and the configuration
- * key table of config.c. --help, the manual page outbox-relay(1) (printed by
+ * key table of config.c (from src/config_keys.dat). --help, the manual page outbox-relay(1) (printed by
  * --man; the build writes it with that) and the example configuration file
  * (--example-config) all come from them, so none can drift from the others
  * or from the code.

@@ -31,15 +31,29 @@
 
 typedef struct relay_producer relay_producer_t;
 
-/** @brief What a failed delivery means. */
+/**
+ * @brief What a failed delivery means. X(class, label): the label is its
+ *        name in /metrics (relay_delivery_errors_total{class=...}), kept
+ *        in the same list so that a new class cannot go without one.
+ */
+#define RELAY_DR_CLASSES(X)                                                                    \
+        X(RELAY_DR_OK, "ok")                                                                   \
+        /* Kafka refuses this event for good (authorization, policy, invalid record or         \
+         * timestamp) */                                                                       \
+        X(RELAY_DR_REJECTED, "rejected")                                                       \
+        /* refused as too large: the event, or its batch */                                    \
+        X(RELAY_DR_TOO_LARGE, "too_large")                                                     \
+        /* "delivered" without an offset: never stored */                                      \
+        X(RELAY_DR_IMPLICIT_ACK, "implicit_ack")                                               \
+        /* the topic does not exist (yet) */                                                   \
+        X(RELAY_DR_UNKNOWN_TOPIC, "unknown_topic")                                             \
+        /* anything else: broker down, timeouts, purged */                                     \
+        X(RELAY_DR_TRANSIENT, "transient")
+
 typedef enum {
-        RELAY_DR_OK = 0,
-        RELAY_DR_REJECTED,      /* Kafka refuses this event for good (authorization,
-                                 * policy, invalid record or timestamp) */
-        RELAY_DR_TOO_LARGE,     /* refused as too large: the event, or its batch */
-        RELAY_DR_IMPLICIT_ACK,  /* "delivered" without an offset: never stored */
-        RELAY_DR_UNKNOWN_TOPIC, /* the topic does not exist (yet) */
-        RELAY_DR_TRANSIENT,     /* anything else: broker down, timeouts, purged */
+#define RELAY_DR_CLASS_ENUM(cls, label) cls,
+        RELAY_DR_CLASSES(RELAY_DR_CLASS_ENUM)
+#undef RELAY_DR_CLASS_ENUM
 } relay_dr_class_t;
 
 /** @brief One delivery report. Everything is borrowed for the callback only. */

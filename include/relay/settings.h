@@ -23,6 +23,12 @@
 #include "relay/log.h"
 #include "relay/names.h"
 
+/*
+ * The enums of enum keys (here, in log.h and format.h) list their values in
+ * the order of the key's choices in src/config_keys.dat: settings.c takes
+ * relay_config_get_choice()'s position as the value.
+ */
+
 /** @brief errors.policy */
 typedef enum {
         RELAY_ERRORS_DLQ = 0, /* retry, then the dead-letter topic */
