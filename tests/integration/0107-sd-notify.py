@@ -19,26 +19,8 @@ import sys
 import tempfile
 import time
 
-N = 0
-FAILED = 0
-
-
-def tap(ok, what, detail=""):
-    global N, FAILED
-    N += 1
-    if not ok:
-        FAILED += 1
-    print(("ok" if ok else "not ok") + " %d - %s" % (N, what), flush=True)
-    if not ok and detail:
-        for line in str(detail).splitlines():
-            print("# " + line, flush=True)
-    return ok
-
-
-def bail(msg):
-    print("Bail out! " + msg, flush=True)
-    sys.exit(1)
-
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import bail, done, failed, tap  # noqa: E402
 
 env = os.environ
 for v in ("RELAY_BIN", "RELAY_SQL_DIR", "RELAY_TEST_PGHOST", "RELAY_TEST_PGPORT",
@@ -205,11 +187,11 @@ finally:
     except subprocess.CalledProcessError as e:
         print("# cleanup: " + e.stderr.strip(), flush=True)
 
-print("1..%d" % N, flush=True)
-if FAILED == 0 and not env.get("RELAY_TEST_KEEP_RELAY_LOGS"):
+status = done()
+if failed() == 0 and not env.get("RELAY_TEST_KEEP_RELAY_LOGS"):
     for r in relays:
         try:
             os.unlink(r.log)
         except OSError:
             pass
-sys.exit(1 if FAILED else 0)
+sys.exit(status)

@@ -18,20 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-N = 0
-FAILED = 0
-
-
-def tap(ok, what, detail=""):
-    global N, FAILED
-    N += 1
-    if not ok:
-        FAILED += 1
-    print("%s %d - %s" % ("ok" if ok else "not ok", N, what))
-    if not ok:
-        for line in detail.splitlines():
-            print("# " + line)
-
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tap import done, tap  # noqa: E402
 
 def run(gen, dat_text, work):
     dat = os.path.join(work, "config_keys.dat")
@@ -112,8 +100,7 @@ def main():
         rc, err, text = run(gen, original.rstrip().rstrip("]"), work)
         tap(rc != 0 and text is None and "not a Python literal" in err,
             "refused: not a Python literal", "exit %d, stderr:\n%s" % (rc, err))
-    print("1..%d" % N)
-    return 1 if FAILED else 0
+    return done()
 
 
 if __name__ == "__main__":
