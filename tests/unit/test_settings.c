@@ -6,7 +6,9 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "relay/config.h"
 #include "relay/event.h"
@@ -350,9 +352,72 @@ static void test_names(void)
         }
 }
 
+/* Every choice of every enum key becomes its own enum value: the choices'
+ * order in config_keys.dat is the enums' order, and nothing else holds the
+ * two together. */
+static void test_choices(void)
+{
+        static const struct {
+                const char *set;
+                int off;  /* offsetof the field in relay_settings_t */
+                int size; /* its size: an enum or a bool */
+                int want;
+        } cases[] = {
+#define F(field) (int)offsetof(relay_settings_t, field), (int)sizeof(((relay_settings_t *)0)->field)
+                {"errors.policy=dlq", F(errors_policy), RELAY_ERRORS_DLQ},
+                {"errors.policy=stop", F(errors_policy), RELAY_ERRORS_STOP},
+                {"outbox.source=table", F(outbox_source), RELAY_SOURCE_TABLE},
+                {"outbox.source=messages", F(outbox_source), RELAY_SOURCE_MESSAGES},
+                {"outbox.source=both", F(outbox_source), RELAY_SOURCE_BOTH},
+                {"format.profile=raw", F(format_profile), RELAY_PROFILE_RAW},
+                {"format.profile=connect-string", F(format_profile), RELAY_PROFILE_CONNECT_STRING},
+                {"format.profile=connect-json", F(format_profile), RELAY_PROFILE_CONNECT_JSON},
+                {"format.profile=connect-json-schema", F(format_profile),
+                 RELAY_PROFILE_CONNECT_JSON_SCHEMA},
+                {"format.profile=debezium-server", F(format_profile), RELAY_PROFILE_DEBEZIUM_SERVER},
+                {"table.op.invalid.behavior=warn", F(invalid_op), RELAY_INVALID_OP_WARN},
+                {"table.op.invalid.behavior=error", F(invalid_op), RELAY_INVALID_OP_ERROR},
+                {"table.op.invalid.behavior=fatal", F(invalid_op), RELAY_INVALID_OP_FATAL},
+                {"table.field.additional.missing=error", F(additional_missing_ignore), false},
+                {"table.field.additional.missing=ignore", F(additional_missing_ignore), true},
+                {"snapshot.mode=never", F(snapshot_initial), false},
+                {"snapshot.mode=initial", F(snapshot_initial), true},
+                {"delivery.mode=at-least-once", F(exactly_once), false},
+                {"delivery.mode=exactly-once", F(exactly_once), true},
+                {"log.level=debug", F(log_level), RELAY_LOG_DEBUG},
+                {"log.level=info", F(log_level), RELAY_LOG_INFO},
+                {"log.level=warning", F(log_level), RELAY_LOG_WARNING},
+                {"log.level=error", F(log_level), RELAY_LOG_ERROR},
+                {"log.format=text", F(log_format), RELAY_LOG_TEXT},
+                {"log.format=json", F(log_format), RELAY_LOG_JSON},
+#undef F
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                relay_config_t *c = config();
+                set(c, cases[i].set);
+                relay_settings_t *s = load(c);
+                const char *p = (const char *)s + cases[i].off;
+                int got;
+                if (cases[i].size == (int)sizeof(bool)) {
+                        got = *(const bool *)p;
+                } else {
+                        int v;
+                        if (cases[i].size != (int)sizeof(v))
+                                tap_bail("%s: an enum of %d bytes", cases[i].set, cases[i].size);
+                        memcpy(&v, p, sizeof(v));
+                        got = v;
+                }
+                is_int(got, cases[i].want, "%s maps to its enum value", cases[i].set);
+                relay_settings_free(s);
+                relay_config_free(c);
+        }
+}
+
 int main(void)
 {
         test_defaults();
+        test_choices();
         test_converted();
         test_refused();
         test_names();
