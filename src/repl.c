@@ -174,6 +174,24 @@ static PGresult *execf(relay_repl_t *r, char *err, size_t errlen, const char *fm
         return res;
 }
 
+/* execf() for a query that must succeed; *res set on success (caller clears). */
+static int queryf(relay_repl_t *r, PGresult **res, char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        *res = vexecf(r, err, errlen, fmt, ap);
+        va_end(ap);
+        if (*res == NULL)
+                return RELAY_ENOMEM;
+        if (PQresultStatus(*res) == PGRES_TUPLES_OK || PQresultStatus(*res) == PGRES_COMMAND_OK)
+                return 0;
+        result_error(err, errlen, "could not query the server", *res, r->conn);
+        PQclear(*res);
+        *res = NULL;
+        return failed_query_code(r);
+}
+
 void relay_repl_free(relay_repl_t *r)
 {
         if (!r)
@@ -185,18 +203,18 @@ void relay_repl_free(relay_repl_t *r)
         free(r);
 }
 
+/* The first row's first value of a query (caller frees); NULL with *rc 0
+ * when it has none. */
 static char *single_value(relay_repl_t *r, const char *sql, char *err, size_t errlen, int *rc)
 {
-        PGresult *res = PQexec(r->conn, sql);
+        PGresult *res;
         char *v = NULL;
-        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-                result_error(err, errlen, "could not query the server", res, r->conn);
-                *rc = failed_query_code(r);
-        } else if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
+
+        if ((*rc = queryf(r, &res, err, errlen, "%s", sql)) != 0)
+                return NULL;
+        if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
                 v = strdup(PQgetvalue(res, 0, 0));
                 *rc = v ? 0 : RELAY_ENOMEM;
-        } else {
-                *rc = 0;
         }
         PQclear(res);
         return v;
@@ -391,24 +409,6 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r)
 const char *relay_repl_system_id(const relay_repl_t *r)
 {
         return r->system_id;
-}
-
-/* execf() for a query that must succeed; *res set on success (caller clears). */
-static int queryf(relay_repl_t *r, PGresult **res, char *err, size_t errlen, const char *fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, fmt);
-        *res = vexecf(r, err, errlen, fmt, ap);
-        va_end(ap);
-        if (*res == NULL)
-                return RELAY_ENOMEM;
-        if (PQresultStatus(*res) == PGRES_TUPLES_OK || PQresultStatus(*res) == PGRES_COMMAND_OK)
-                return 0;
-        result_error(err, errlen, "could not query the server", *res, r->conn);
-        PQclear(*res);
-        *res = NULL;
-        return failed_query_code(r);
 }
 
 /*
