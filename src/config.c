@@ -96,7 +96,7 @@ typedef struct {
 struct relay_config {
         char *value[NKEYS];
         char *origin[NKEYS];
-        int64_t num[NKEYS]; /* KT_INT values */
+        int64_t num[NKEYS]; /* KT_INT values; KT_ENUM: the position among the choices */
         kafka_prop_t *kafka;
         size_t nkafka, kafka_cap;
         rd_kafka_conf_t *kscratch; /* checks kafka.* as they are set; never used to connect */
@@ -608,9 +608,9 @@ static int parse_enum(const key_def_t *k, const char *v, char **norm, int64_t *n
         relay_strbuf_t list = {0};
         char *s;
 
-        (void)num;
         for (size_t i = 0; k->choices[i] != NULL; i++) {
                 if (strcasecmp(v, k->choices[i]) == 0) {
+                        *num = (int64_t)i; /* relay_config_get_choice() */
                         *norm = strdup(k->choices[i]);
                         return *norm != NULL ? 0 : RELAY_ENOMEM;
                 }
@@ -1287,13 +1287,8 @@ int relay_config_get_choice(const relay_config_t *c, const char *key)
 {
         size_t i;
 
-        if (!typed_key(key, KT_ENUM, &i))
-                return 0;
-        /* Stored as the choice itself (parse_enum), so one of them matches. */
-        for (int j = 0; keys[i].choices[j] != NULL; j++)
-                if (strcmp(c->value[i], keys[i].choices[j]) == 0)
-                        return j;
-        return 0;
+        /* parse_enum() kept the position when the value was set. */
+        return typed_key(key, KT_ENUM, &i) ? (int)c->num[i] : 0;
 }
 
 size_t relay_config_kafka_count(const relay_config_t *c)
