@@ -159,6 +159,8 @@ int main(void)
                        "%s: %s", bad[i].what, bad[i].want < 0 ? "closed" : "refused");
         size_t big = 100000;
         char *longreq = malloc(big + 64);
+        if (!longreq)
+                tap_bail("out of memory");
         int n = sprintf(longreq, "GET /");
         memset(longreq + n, 'a', big);
         sprintf(longreq + n + big, " HTTP/1.1\r\nHost: x\r\n\r\n");
