@@ -140,16 +140,42 @@ static const char *one_line(const char *msg, char *buf, size_t len)
         return buf;
 }
 
+#define Q_MAX_PARAMS 4
+
+#if defined(__GNUC__)
+#define Q_SENTINEL __attribute__((sentinel))
+#else
+#define Q_SENTINEL
+#endif
+
 /*
- * Run a query with text parameters; NULL (and a failed verdict under
- * name) when it fails. Caller clears the result.
+ * Run one of the catalog queries of the PostgreSQL section with the text
+ * parameters that follow sql ($1, $2, ...; at most Q_MAX_PARAMS), ended by
+ * NULL. On failure NULL and, when name is not NULL, a failed verdict under
+ * name; with name NULL the caller says what the failure means. Caller
+ * clears the result.
  */
-static PGresult *q(ctx_t *x, const char *name, const char *sql, int nparams,
-                   const char *const *params)
+static PGresult *q(ctx_t *x, const char *name, const char *sql, ...) Q_SENTINEL;
+static PGresult *q(ctx_t *x, const char *name, const char *sql, ...)
 {
-        PGresult *res = PQexecParams(x->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        const char *params[Q_MAX_PARAMS];
+        int n = 0;
+        const char *p;
+        va_list ap;
+        va_start(ap, sql);
+        while ((p = va_arg(ap, const char *)) != NULL) {
+                if (n == Q_MAX_PARAMS)
+                        abort(); /* a query of ours with more: raise Q_MAX_PARAMS */
+                params[n++] = p;
+        }
+        va_end(ap);
+        PGresult *res = PQexecParams(x->conn, sql, n, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
                 return res;
+        if (!name) {
+                PQclear(res);
+                return NULL;
+        }
         char buf[RELAY_ERRBUF];
         add(x, name, RELAY_CHECK_FAIL, "make sure the role may read the system catalogs",
             "could not query the server: %s",
@@ -158,13 +184,12 @@ static PGresult *q(ctx_t *x, const char *name, const char *sql, int nparams,
         return NULL;
 }
 
-/* q() with the outbox table's oid as $1. */
+/* q() with the outbox table's oid as $1, its only parameter. */
 static PGresult *q_table(ctx_t *x, const char *name, const char *sql)
 {
         char oid[16];
         snprintf(oid, sizeof(oid), "%u", x->table_oid);
-        const char *op[] = {oid};
-        return q(x, name, sql, 1, op);
+        return q(x, name, sql, oid, NULL);
 }
 
 static bool is_true(const PGresult *res, int row, int col)
@@ -173,6 +198,82 @@ static bool is_true(const PGresult *res, int row, int col)
 }
 
 /* --- PostgreSQL ------------------------------------------------------------ */
+
+/*
+ * Every catalog query the check runs, in the order it runs them (the
+ * publication's depend on outbox.source): each must stay valid on every
+ * PostgreSQL the relay supports, 14 to 18. $n are the text parameters q()
+ * takes after the query. The other statements are built from names in the
+ * configuration: the snapshot filter's EXPLAIN and the topics' SELECT.
+ */
+
+static const char sql_settings[] =
+        "SELECT current_setting('wal_level'), current_setting('max_slot_wal_keep_size'), "
+        "current_setting('max_replication_slots')::int, current_setting('max_wal_senders')::int, "
+        "pg_is_in_recovery()";
+
+static const char sql_role[] =
+        "SELECT rolname, rolreplication, rolcanlogin, rolsuper FROM pg_catalog.pg_roles "
+        "WHERE rolname = current_user";
+
+/* $1 schema, $2 table name */
+static const char sql_table[] =
+        "SELECT c.oid, c.relkind FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
+        "n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2";
+
+/* $1 table oid */
+static const char sql_columns[] =
+        "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atttypid::regtype::text "
+        "FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped";
+
+/* $1 table oid; snapshot.mode = initial reads the table */
+static const char sql_may_select[] = "SELECT has_table_privilege($1::oid, 'SELECT')";
+
+/* $1 publication */
+static const char sql_publication[] =
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
+        "FROM pg_catalog.pg_publication WHERE pubname = $1";
+
+/* $1 every outbox table's oid, "{1,2}": creating a publication FOR TABLE
+ * needs CREATE on the database and owning the tables */
+static const char sql_may_create_publication[] =
+        "SELECT has_database_privilege(current_database(), 'CREATE'), "
+        "bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) "
+        "FROM pg_catalog.pg_class c WHERE c.oid = ANY ($1::oid[])";
+
+/* $1 publication, $2 schema, $3 table name */
+static const char sql_publication_has_table[] =
+        "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 "
+        "AND tablename = $3";
+
+/* $1 publication; outbox.source = messages */
+static const char sql_message_publication[] =
+        "SELECT puballtables, (SELECT count(*) FROM pg_catalog.pg_publication_tables t "
+        "WHERE t.pubname = p.pubname) FROM pg_catalog.pg_publication p WHERE pubname = $1";
+
+/* a publication of no tables needs CREATE on the database only */
+static const char sql_may_create[] =
+        "SELECT has_database_privilege(current_database(), 'CREATE')";
+
+/* $1 slot name; one row whether the slot exists or not. The failover and
+ * synced columns came in PostgreSQL 17: before it, both are false. */
+#define SQL_SLOT(failover_synced)                                                                  \
+        "SELECT plugin, database, current_database(), active_pid, wal_status, safe_wal_size, "     \
+        "confirmed_flush_lsn, slot_type, temporary, "                                              \
+        "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "                                 \
+        "current_setting('max_replication_slots')::int, " failover_synced " "                      \
+        "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1"
+static const char sql_slot[] = SQL_SLOT("failover, synced");
+static const char sql_slot_before_17[] = SQL_SLOT("false, false");
+#undef SQL_SLOT
+
+/* PostgreSQL 17+, with a failover slot */
+static const char sql_synchronized_standby_slots[] =
+        "SELECT current_setting('synchronized_standby_slots')";
+
+/* $1 table oid; whether the rows can be read for the topics they name */
+static const char sql_table_readable[] =
+        "SELECT has_table_privilege($1::oid, 'SELECT'), pg_relation_size($1::oid)";
 
 static bool pg_connect(ctx_t *x)
 {
@@ -224,11 +325,7 @@ static void pg_server(ctx_t *x)
                 add(x, "postgres.version", RELAY_CHECK_OK, NULL,
                     "PostgreSQL %s (14 to 18 supported)", sv ? sv : "?");
 
-        PGresult *res = q(x, "postgres.settings",
-                          "SELECT current_setting('wal_level'), current_setting('max_slot_wal_keep_size'), "
-                          "current_setting('max_replication_slots')::int, "
-                          "current_setting('max_wal_senders')::int, pg_is_in_recovery()",
-                          0, NULL);
+        PGresult *res = q(x, "postgres.settings", sql_settings, NULL);
         if (!res)
                 return;
         const char *wal_level = PQgetvalue(res, 0, 0);
@@ -263,10 +360,7 @@ static void pg_server(ctx_t *x)
 
 static void pg_role(ctx_t *x)
 {
-        PGresult *res = q(x, "postgres.role",
-                          "SELECT rolname, rolreplication, rolcanlogin, rolsuper FROM "
-                          "pg_catalog.pg_roles WHERE rolname = current_user",
-                          0, NULL);
+        PGresult *res = q(x, "postgres.role", sql_role, NULL);
         if (!res)
                 return;
         if (PQntuples(res) != 1) {
@@ -308,12 +402,7 @@ static void pg_table(ctx_t *x)
         const relay_settings_t *s = x->set;
         char table[160];
         snprintf(table, sizeof(table), "%s.%s", x->tbl->schema, x->tbl->name);
-        const char *p[] = {x->tbl->schema, x->tbl->name};
-        PGresult *res = q(x, "outbox.table",
-                          "SELECT c.oid, c.relkind FROM pg_catalog.pg_class c JOIN "
-                          "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 "
-                          "AND c.relname = $2",
-                          2, p);
+        PGresult *res = q(x, "outbox.table", sql_table, x->tbl->schema, x->tbl->name, NULL);
         if (!res)
                 return;
         if (PQntuples(res) == 0) {
@@ -339,10 +428,7 @@ static void pg_table(ctx_t *x)
         add(x, "outbox.table", RELAY_CHECK_OK, NULL, "outbox table \"%s\" exists", table);
 
         /* Every column the mapping reads: its role, its key, nullability. */
-        res = q_table(x, "outbox.columns",
-                      "SELECT attname, format_type(atttypid, atttypmod), attnotnull, "
-                      "atttypid::regtype::text FROM pg_catalog.pg_attribute WHERE attrelid = $1 "
-                      "AND attnum > 0 AND NOT attisdropped");
+        res = q_table(x, "outbox.columns", sql_columns);
         if (!res)
                 return;
         const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
@@ -469,12 +555,7 @@ static bool schema_optional(ctx_t *x, PGresult *res, const char *table)
 static void pg_message_publication(ctx_t *x)
 {
         const char *pub = x->set->publication_name;
-        const char *p[] = {pub};
-        PGresult *res = q(x, "postgres.publication",
-                          "SELECT puballtables, (SELECT count(*) FROM "
-                          "pg_catalog.pg_publication_tables t WHERE t.pubname = p.pubname) FROM "
-                          "pg_catalog.pg_publication p WHERE pubname = $1",
-                          1, p);
+        PGresult *res = q(x, "postgres.publication", sql_message_publication, pub, NULL);
         if (!res)
                 return;
         if (PQntuples(res) == 1) {
@@ -494,8 +575,7 @@ static void pg_message_publication(ctx_t *x)
                 return;
         }
         PQclear(res);
-        res = q(x, "postgres.publication",
-                "SELECT has_database_privilege(current_database(), 'CREATE')", 0, NULL);
+        res = q(x, "postgres.publication", sql_may_create, NULL);
         if (!res)
                 return;
         bool can_create = PQntuples(res) == 1 && is_true(res, 0, 0);
@@ -533,11 +613,7 @@ static void pg_snapshot(ctx_t *x)
         const relay_settings_t *s = x->set;
         if (!x->table_exists)
                 return; /* outbox.table says why */
-        char oid[16];
-        snprintf(oid, sizeof(oid), "%u", x->table_oid);
-        const char *op[] = {oid};
-        PGresult *res = q(x, "snapshot.mode", "SELECT has_table_privilege($1::oid, 'SELECT')", 1,
-                          op);
+        PGresult *res = q_table(x, "snapshot.mode", sql_may_select);
         if (!res)
                 return;
         bool may = PQntuples(res) == 1 && is_true(res, 0, 0);
@@ -596,7 +672,6 @@ static void pg_publication(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
         const char *pub = s->publication_name;
-        const char *p[] = {pub};
         char tables[512], list[512];
         relay_settings_tables(s, tables, sizeof(tables));
         size_t ll = 0;
@@ -608,10 +683,7 @@ static void pg_publication(ctx_t *x)
                 pg_message_publication(x);
                 return;
         }
-        PGresult *res = q(x, "postgres.publication",
-                          "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
-                          "FROM pg_catalog.pg_publication WHERE pubname = $1",
-                          1, p);
+        PGresult *res = q(x, "postgres.publication", sql_publication, pub, NULL);
         if (!res)
                 return;
         if (PQntuples(res) == 0) {
@@ -625,12 +697,7 @@ static void pg_publication(ctx_t *x)
                 /* The relay creates it: CREATE on the database, and owning the tables. */
                 char oids[sizeof(x->oids) + 2];
                 snprintf(oids, sizeof(oids), "{%s}", x->oids);
-                const char *op[] = {oids};
-                res = q(x, "postgres.publication",
-                        "SELECT has_database_privilege(current_database(), 'CREATE'), "
-                        "bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) FROM "
-                        "pg_catalog.pg_class c WHERE c.oid = ANY ($1::oid[])",
-                        1, op);
+                res = q(x, "postgres.publication", sql_may_create_publication, oids, NULL);
                 if (!res)
                         return;
                 bool can_create = PQntuples(res) == 1 && is_true(res, 0, 0) && is_true(res, 0, 1);
@@ -699,11 +766,8 @@ static void pg_publication(ctx_t *x)
         }
         for (size_t i = 0; x->table_exists && i < s->n_outbox_tables; i++) {
                 const relay_table_name_t *t = &s->outbox_tables[i];
-                const char *tp[] = {pub, t->schema, t->name};
-                res = q(x, "postgres.publication",
-                        "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND "
-                        "schemaname = $2 AND tablename = $3",
-                        3, tp);
+                res = q(x, "postgres.publication", sql_publication_has_table, pub, t->schema,
+                        t->name, NULL);
                 if (!res)
                         return;
                 if (PQntuples(res) == 0) {
@@ -761,8 +825,7 @@ static void pg_slot_failover(ctx_t *x, bool exists, bool flag, bool synced)
          * Kafka has their events, and the relay's confirmed position may
          * then lie past the new primary's branch point, so its new
          * transactions there would be skipped. */
-        PGresult *res = q(x, "postgres.slot.failover",
-                          "SELECT current_setting('synchronized_standby_slots')", 0, NULL);
+        PGresult *res = q(x, "postgres.slot.failover", sql_synchronized_standby_slots, NULL);
         if (!res)
                 return;
         if (PQgetvalue(res, 0, 0)[0] == '\0')
@@ -784,22 +847,8 @@ static void pg_slot_failover(ctx_t *x, bool exists, bool flag, bool synced)
 static void pg_slot(ctx_t *x)
 {
         const char *slot = x->set->slot_name;
-        const char *p[] = {slot};
         bool v17 = PQserverVersion(x->conn) >= 170000;
-        PGresult *res = q(x, "postgres.slot",
-                          v17 ? "SELECT plugin, database, current_database(), active_pid, wal_status, "
-                                "safe_wal_size, confirmed_flush_lsn, slot_type, temporary, "
-                                "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
-                                "current_setting('max_replication_slots')::int, failover, synced "
-                                "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON "
-                                "s.slot_name = $1"
-                              : "SELECT plugin, database, current_database(), active_pid, wal_status, "
-                                "safe_wal_size, confirmed_flush_lsn, slot_type, temporary, "
-                                "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "
-                                "current_setting('max_replication_slots')::int, false, false "
-                                "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON "
-                                "s.slot_name = $1",
-                          1, p);
+        PGresult *res = q(x, "postgres.slot", v17 ? sql_slot : sql_slot_before_17, slot, NULL);
         if (!res)
                 return;
         if (PQgetisnull(res, 0, 7)) {
@@ -922,14 +971,8 @@ static void pg_topics(ctx_t *x)
                          "could not be read");
                 return;
         }
-        char oid[16];
-        snprintf(oid, sizeof(oid), "%u", x->table_oid);
-        const char *op[] = {oid};
-        PGresult *res = PQexecParams(x->conn,
-                                     "SELECT has_table_privilege($1::oid, 'SELECT'), "
-                                     "pg_relation_size($1::oid)",
-                                     1, NULL, op, NULL, NULL, 0);
-        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        PGresult *res = q_table(x, NULL, sql_table_readable);
+        if (!res || PQntuples(res) != 1) {
                 PQclear(res);
                 snprintf(x->topics_note, sizeof(x->topics_note),
                          "topic.template names topics by column values; could not look at the "
