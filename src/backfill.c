@@ -85,10 +85,8 @@ static int table_error(relay_backfill_t *b, const PGresult *res, bool filtered, 
         const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
         char what[512];
 
-        if (!res) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!res)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if (PQstatus(b->conn) == CONNECTION_BAD) {
                 pg_message(err, errlen, "could not read the outbox table for the backfill",
                            PQerrorMessage(b->conn));
@@ -179,10 +177,8 @@ static int declare(relay_backfill_t *b, const char *qtable, char *err, size_t er
         const char *filter = b->set->snapshot_filter;
         size_t n = strlen(qtable) + strlen(filter) + 256;
         char *sql = malloc(n);
-        if (!sql) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!sql)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if (b->table > 0) {
                 PGresult *res = PQexec(b->conn, "CLOSE relay_backfill");
                 int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : table_error(b, res, false,

@@ -1246,10 +1246,8 @@ int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_
 {
         ctx_t x = {.cfg = cfg, .set = set, .kafka_timeout_ms = kafka_timeout_ms,
                    .tbl = &set->outbox_table};
-        if (!(x.res = calloc(1, sizeof(*x.res)))) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!(x.res = calloc(1, sizeof(*x.res))))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if (pg_connect(&x)) {
                 pg_server(&x);
                 pg_role(&x);
@@ -1289,8 +1287,7 @@ int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_
         free(x.topics);
         if (x.res->oom) {
                 relay_check_free(x.res);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         *out = x.res;
         return 0;

@@ -667,14 +667,11 @@ static int store_key(relay_config_t *c, size_t i, const char *value, const char 
                                       value, k->name, origin, why);
                 return RELAY_EINVAL;
         }
-        if (norm == NULL && (norm = strdup(value)) == NULL) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (norm == NULL && (norm = strdup(value)) == NULL)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if ((org = strdup(origin)) == NULL) {
                 free(norm);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         free(c->value[i]);
         free(c->origin[i]);
@@ -763,8 +760,7 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
 nomem:
         free(v);
         free(o);
-        relay_err_set(err, errlen, "out of memory");
-        return RELAY_ENOMEM;
+        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
 }
 
 int relay_config_set(relay_config_t *c, const char *key, const char *value, const char *origin,
@@ -808,10 +804,8 @@ int relay_config_set_arg(relay_config_t *c, const char *arg, char *err, size_t e
                 return RELAY_EINVAL;
         }
         key = strndup(arg, (size_t)(eq - arg));
-        if (key == NULL) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (key == NULL)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         rc = relay_config_set(c, key, eq + 1, "--set", err, errlen);
         free(key);
         return rc;
@@ -991,8 +985,7 @@ int relay_config_load_file(relay_config_t *c, const char *path, char *err, size_
         }
         if ((origin = malloc(originlen)) == NULL) {
                 fclose(f);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         errno = 0;
         while ((n = getline(&line, &cap, f)) >= 0) {
@@ -1089,10 +1082,8 @@ int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_
                     n > strlen(ENV_KAFKA_PREFIX)) {
                         kkey = kafka_key_from_env(var + strlen(ENV_KAFKA_PREFIX),
                                                   n - strlen(ENV_KAFKA_PREFIX));
-                        if (kkey == NULL) {
-                                relay_err_set(err, errlen, "out of memory");
-                                return RELAY_ENOMEM;
-                        }
+                        if (kkey == NULL)
+                                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                         key = kkey;
                 }
                 if (key == NULL) {

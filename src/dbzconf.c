@@ -334,10 +334,8 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 }
         }
         fclose(f);
-        if (!text) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!text)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         text[n] = '\0';
         const char *t = text;
         while (isspace((unsigned char)*t))

@@ -185,10 +185,8 @@ int relay_http_start(relay_http_t **out, const char *addr, int64_t stall_ms, rel
                 return RELAY_EINVAL;
         }
         relay_http_t *h = calloc(1, sizeof(*h));
-        if (h == NULL) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (h == NULL)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         h->m = m;
         h->stall_ms = stall_ms;
         h->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

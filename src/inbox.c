@@ -188,10 +188,8 @@ static int kafka_conf(const relay_inbox_config_t *cfg, bool producer, rd_kafka_c
         rd_kafka_conf_t *kc = rd_kafka_conf_new();
         char kerr[256];
 
-        if (!kc) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!kc)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         for (size_t i = 0; i < cfg->kafka.n; i++) {
                 bool skip = false;
                 for (size_t j = 0; producer && j < sizeof(consumer_only) / sizeof(char *); j++)
@@ -381,10 +379,8 @@ static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, 
                         relay_err_set(err, errlen, "the message key is not UTF-8 text");
                         return RELAY_EMAP;
                 }
-                if (!(p->key = relay_dupn(m->key, m->key_len))) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
+                if (!(p->key = relay_dupn(m->key, m->key_len)))
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         p->payload_null = m->payload == NULL;
         p->payload = m->payload ? m->payload : "";

@@ -145,10 +145,8 @@ static int set_known(relay_inbox_config_t *c, const key_t_ *k, const char *value
         switch (k->kind) {
         case K_STR: {
                 char *v = strdup(value);
-                if (!v) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
+                if (!v)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 char **field = (char **)(base + k->off);
                 free(*field);
                 *field = v;
@@ -190,10 +188,8 @@ static int set_known(relay_inbox_config_t *c, const key_t_ *k, const char *value
         case K_LIST: {
                 char **v;
                 size_t n;
-                if (parse_list(value, &v, &n) != 0) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
+                if (parse_list(value, &v, &n) != 0)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 relay_free_list(c->topics, c->n_topics);
                 c->topics = v;
                 c->n_topics = n;
@@ -221,10 +217,8 @@ int relay_inbox_config_set(relay_inbox_config_t *c, const char *key, const char 
                 /* A typo fails here, with its origin, not at consumer start. */
                 rd_kafka_conf_t *scratch = rd_kafka_conf_new();
                 char kerr[256];
-                if (!scratch) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
+                if (!scratch)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 rd_kafka_conf_res_t res = rd_kafka_conf_set(scratch, name, value, kerr, sizeof(kerr));
                 rd_kafka_conf_destroy(scratch);
                 if (res != RD_KAFKA_CONF_OK) {
@@ -288,10 +282,8 @@ int relay_inbox_config_set_arg(relay_inbox_config_t *c, const char *arg, char *e
                 return RELAY_EINVAL;
         }
         char *key = relay_dupn(arg, (size_t)(eq - arg));
-        if (!key) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!key)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         int rc = relay_inbox_config_set(c, key, eq + 1, "--set", err, errlen);
         free(key);
         return rc;

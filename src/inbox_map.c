@@ -72,10 +72,8 @@ int relay_inbox_message_id(const rd_kafka_headers_t *hdrs, const char *name, cha
                 relay_err_set(err, errlen, "header \"%s\" of the message is not UTF-8 text", name);
                 return RELAY_EMAP;
         }
-        if (!(*out = relay_dupn(v, len))) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!(*out = relay_dupn(v, len)))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         return 0;
 }
 
@@ -117,6 +115,5 @@ int relay_inbox_headers_json(const rd_kafka_headers_t *hdrs, char **out, char *e
         return 0;
 oom:
         json_decref(o);
-        relay_err_set(err, errlen, "out of memory");
-        return RELAY_ENOMEM;
+        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
 }

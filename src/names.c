@@ -91,8 +91,7 @@ int relay_names_parse_table(const char *text, relay_table_name_t *out, char *why
         out->name = strdup(name);
         if (out->schema == NULL || out->name == NULL) {
                 relay_names_table_free(out);
-                relay_err_set(why, whylen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(why, whylen, RELAY_ENOMEM, "out of memory");
         }
         return 0;
 }

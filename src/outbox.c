@@ -442,10 +442,8 @@ static int topic_finish(relay_outbox_t *o, size_t tlen, relay_event_t *ev, int *
 
         if (o->topic == NULL)
                 topic_append(o, &tlen, "", 0);
-        if (o->topic_oom) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (o->topic_oom)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         o->topic[tlen] = '\0';
         int rc;
         if (o->route && (rc = route_topic(o, &tlen, err, errlen)) == RELAY_ENOMEM)
@@ -997,10 +995,8 @@ static int route_topic(relay_outbox_t *o, size_t *tlen, char *err, size_t errlen
         }
         if (rc) /* longer than any topic: what fits is refused by the name check */
                 n = sizeof(out) - 1;
-        if (grow_buf(&o->topic, &o->topic_cap, n + 1)) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (grow_buf(&o->topic, &o->topic_cap, n + 1))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         memcpy(o->topic, out, n);
         o->topic[n] = '\0';
         *tlen = n;
@@ -1017,10 +1013,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         memset(ev, 0, sizeof(*ev));
         /* Several outbox tables: columns are resolved per table, so a row
          * of another table than the last one's binds its relation first. */
-        if (m->relid != o->relid && m->relation && relay_outbox_bind(o, m->relation) < 0) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (m->relid != o->relid && m->relation && relay_outbox_bind(o, m->relation) < 0)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         /* PostgreSQL epoch microseconds -> Unix epoch milliseconds. */
         ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
 
@@ -1138,10 +1132,8 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         if (trv && trv->kind == 't') {
                 relay_header_t th[NTRACE];
                 int nt = trace_headers(o, trv->data, trv->len, th);
-                if (nt < 0) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
+                if (nt < 0)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 for (int i = 0; i < nt; i++) {
                         if (o->encode) {
                                 o->hkind[nh] = RELAY_KIND_STRING;
@@ -1593,6 +1585,5 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
         ev->nheaders = nh;
         return first;
 nomem:
-        relay_err_set(err, errlen, "out of memory");
-        return RELAY_ENOMEM;
+        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
 }

@@ -48,8 +48,7 @@ int relay_policy_new(relay_policy_t **out, const relay_policy_conf_t *conf, char
         }
         if (oom) {
                 relay_policy_free(p);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         p->stop = conf->stop;
         p->retries = conf->retries;

@@ -489,8 +489,7 @@ int relay_route_new(relay_route_t **out, const char *regex, const char *replacem
         *out = NULL;
         if (!r || !(r->rep = malloc(strlen(replacement) + 1))) {
                 free(r);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         memset(&t, 0, sizeof(t));
         relay_strbuf_fixed(&t.out, pat, sizeof(pat));

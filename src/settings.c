@@ -370,10 +370,8 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         reader_t r = {cfg, 0, err, errlen};
         relay_settings_t *s = calloc(1, sizeof(*s));
 
-        if (s == NULL) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (s == NULL)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         s->postgres_conninfo = str(&r, "postgres.conninfo");
         s->kafka_bootstrap_servers = str(&r, "kafka.bootstrap.servers");
         s->slot_name = str(&r, "slot.name");

@@ -60,8 +60,7 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
                                      rc == 0 ? LIMIT_TTL_MS
                                              : rc == RELAY_EAGAIN ? LIMIT_MISSING_TTL_MS
                                                                   : LIMIT_TTL_MS)) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 }
                 if (b > 0)
                         relay_log_debug("topic \"%s\": max.message.bytes %lld%s", topic,
@@ -279,10 +278,8 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                 if (rc != RELAY_EREJECTED)
                         return rc;
                 relay_err_set(cause, sizeof(cause), "%s", why);
-                if ((attempts = relay_policy_rejected(pol, s->txn_lsn, ev->id, ev->id_len, why)) < 0) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
+                if ((attempts = relay_policy_rejected(pol, s->txn_lsn, ev->id, ev->id_len, why)) < 0)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 /* The producer stopped at the refusal (gapless): nothing
                  * else was in flight, so a new one loses nothing. Under
                  * exactly-once the refusal spoilt the open Kafka transaction:
