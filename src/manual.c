@@ -89,8 +89,8 @@ static const command_doc_t commands[] = {
          "kafka.bootstrap.servers"},
         {"tail", "[OPTION]...",
          "print the events the relay would publish as JSON lines on standard output (lsn, "
-         "commit_lsn, commit_time, xid, topic, key, headers, payload; \"error\" for a row the "
-         "mapping refuses), decoded from a temporary replication slot that the server drops when "
+         "commit_lsn, commit_time, xid, topic, key, headers, payload; \"error\" for an event "
+         "the mapping refuses), decoded from a temporary replication slot that the server drops when "
          "tail ends: the relay's slot is never created or moved, and Kafka is not used. Shows "
          "events committed after tail started. A byte string that is not valid UTF-8 (a bytea "
          "payload) is written base64-encoded under its name plus \"_base64\" (payload_base64). "

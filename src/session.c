@@ -122,9 +122,7 @@ void relay_session_free(relay_session_t *s)
                 return;
         /* The producer first: purging it serves delivery reports into the tracker. */
         relay_producer_free(s->prod);
-        relay_repl_free(s->repl);
-        relay_pgoutput_free(s->dec);
-        relay_outbox_free(s->outbox);
+        relay_source_free(s->src);
         relay_acktrack_free(s->ack);
         free(s);
 }
@@ -451,12 +449,20 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
 
 static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
 {
-        relay_pgo_msg_t m;
+        relay_source_step_t st;
         relay_event_t ev;
         progress_t *pg = &s->prog;
         int rc;
 
-        if (w->type == 'k') {
+        if ((rc = relay_source_step(s->src, w, &st, err, errlen)))
+                return rc;
+        switch (st.kind) {
+        case RELAY_STEP_NOTHING:
+                if (st.bound)
+                        relay_log_debug("outbox table is relation %u",
+                                        (unsigned)st.msg.relation.relid);
+                return 0;
+        case RELAY_STEP_KEEPALIVE:
                 /* The walsender sends a keepalive unasked when it has caught
                  * up with the WAL and waits for more: no longer behind, so
                  * what is open is committed at the next interval, not up to
@@ -469,40 +475,38 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 if (w->reply_requested)
                         pg->reply_pending = true;
                 return 0;
-        }
-        rc = relay_pgoutput_decode(s->dec, w->data, w->len, &m, err, errlen);
-        if (rc)
-                return rc;
-        switch (m.kind) {
-        case RELAY_PGO_BEGIN:
-                if (relay_acktrack_begin(s->ack, m.begin.final_lsn) != 0) {
+        case RELAY_STEP_BEGIN: {
+                const relay_pgo_begin_t *b = &st.msg.begin;
+                if (relay_acktrack_begin(s->ack, b->final_lsn) != 0) {
                         relay_err_set(err, errlen, "Begin at " RELAY_LSN_FMT " inside a transaction",
-                                      RELAY_LSN_ARGS(w->wal_start));
+                                      RELAY_LSN_ARGS(st.lsn));
                         return RELAY_EPROTO;
                 }
-                s->txn_lsn = m.begin.final_lsn;
-                s->commit_ts = m.begin.commit_time;
+                s->txn_lsn = b->final_lsn;
+                s->commit_ts = b->commit_time;
                 /* Its commit record starts below the checkpoint (the end of
                  * a committed transaction): Kafka has its events already. */
-                s->eos.skipping = s->eos.on && m.begin.final_lsn < s->eos.checkpoint;
+                s->eos.skipping = s->eos.on && b->final_lsn < s->eos.checkpoint;
                 /* Behind: this transaction committed longer ago than the
                  * catch-up interval (the server's clock against ours). */
                 s->eos.behind = s->eos.on && s->set->eos_commit_catchup_interval_ms > 0 &&
-                                relay_pg_now_us() - m.begin.commit_time >
+                                relay_pg_now_us() - b->commit_time >
                                         s->set->eos_commit_catchup_interval_ms * 1000;
                 return 0;
-        case RELAY_PGO_COMMIT:
-                if (relay_acktrack_commit(s->ack, m.commit.end_lsn) != 0) {
+        }
+        case RELAY_STEP_COMMIT: {
+                relay_lsn_t end = st.msg.commit.end_lsn;
+                if (relay_acktrack_commit(s->ack, end) != 0) {
                         relay_err_set(err, errlen,
                                       "Commit with end LSN " RELAY_LSN_FMT " outside a transaction "
                                       "or not after the previous one",
-                                      RELAY_LSN_ARGS(m.commit.end_lsn));
+                                      RELAY_LSN_ARGS(end));
                         return RELAY_EPROTO;
                 }
-                if (m.commit.end_lsn > pg->received)
-                        pg->received = m.commit.end_lsn;
+                if (end > pg->received)
+                        pg->received = end;
                 s->n.txns++;
-                relay_metrics_commit(s->proc->metrics, m.commit.end_lsn, s->commit_ts);
+                relay_metrics_commit(s->proc->metrics, end, s->commit_ts);
                 if (!s->eos.on)
                         return 0;
                 if (s->eos.skipping)
@@ -511,69 +515,37 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 if (!s->eos.open) {
                         /* Nothing of it is in an open Kafka transaction. */
                         if (!s->eos.spoilt)
-                                s->eos.committed = m.commit.end_lsn;
+                                s->eos.committed = end;
                         return 0;
                 }
-                s->eos.open_end = m.commit.end_lsn;
+                s->eos.open_end = end;
                 if (eos_commit_due(s, relay_now_ms()))
                         return eos_commit(s, err, errlen);
                 return 0;
-        case RELAY_PGO_RELATION:
-                rc = relay_outbox_bind(s->outbox, m.relation.relation);
-                if (rc < 0) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return rc;
-                }
-                if (rc == 1)
-                        relay_log_debug("outbox table is relation %u", (unsigned)m.relation.relid);
-                return 0;
-        case RELAY_PGO_INSERT:
-                if (!relay_outbox_is_outbox(s->outbox, m.insert.relid))
-                        return 0;
-                if (!relay_acktrack_in_txn(s->ack)) {
-                        relay_err_set(err, errlen, "Insert at " RELAY_LSN_FMT " outside a transaction",
-                                      RELAY_LSN_ARGS(w->wal_start));
-                        return RELAY_EPROTO;
-                }
-                if (s->eos.skipping)
-                        return 0;
-                rc = relay_outbox_map(s->outbox, &m.insert, s->commit_ts, &ev, err, errlen);
-                return relay_settle_event(s, ev, rc, "outbox row", w->wal_start, err, errlen);
-        case RELAY_PGO_MESSAGE:
-                /* outbox.source = messages or both: a transactional message
-                 * with our prefix is an event, like an Insert; any other
-                 * message is not ours. */
-                if (!relay_outbox_wants_message(s->outbox, &m.message))
-                        return 0;
-                if (!relay_acktrack_in_txn(s->ack)) {
-                        relay_err_set(err, errlen,
-                                      "transactional message at " RELAY_LSN_FMT
-                                      " outside a transaction",
-                                      RELAY_LSN_ARGS(w->wal_start));
-                        return RELAY_EPROTO;
-                }
+        }
+        case RELAY_STEP_ROW:
+        case RELAY_STEP_MESSAGE:
                 if (s->eos.skipping) /* exactly-once: covered by the checkpoint */
                         return 0;
-                rc = relay_outbox_map_message(s->outbox, &m.message, s->commit_ts, &ev, err,
-                                              errlen);
-                return relay_settle_event(s, ev, rc, "outbox message", w->wal_start, err, errlen);
-        case RELAY_PGO_UPDATE: {
-                /* table.op.invalid.behavior; DELETEs pass in silence below,
-                 * as with Debezium (deleting is how the outbox is emptied). */
-                char what[300];
-                if (s->eos.skipping || !relay_outbox_update(s->outbox, &m.update, what, sizeof(what)))
+                rc = relay_source_map(s->src, &st, s->commit_ts, &ev, err, errlen);
+                return relay_settle_event(
+                        s, ev, rc, st.kind == RELAY_STEP_ROW ? "outbox row" : "outbox message",
+                        st.lsn, err, errlen);
+        case RELAY_STEP_UPDATE:
+                /* table.op.invalid.behavior */
+                if (s->eos.skipping)
                         return 0;
                 s->n.invalid_ops++;
                 switch (s->set->invalid_op) {
                 case RELAY_INVALID_OP_WARN:
                         relay_log_warning("%s at " RELAY_LSN_FMT " ignored: an outbox row is "
                                           "never updated (table.op.invalid.behavior = warn)",
-                                          what, RELAY_LSN_ARGS(w->wal_start));
+                                          st.what, RELAY_LSN_ARGS(st.lsn));
                         return 0;
                 case RELAY_INVALID_OP_ERROR:
                         relay_log_error("%s at " RELAY_LSN_FMT " ignored: an outbox row is "
                                         "never updated (table.op.invalid.behavior = error)",
-                                        what, RELAY_LSN_ARGS(w->wal_start));
+                                        st.what, RELAY_LSN_ARGS(st.lsn));
                         return 0;
                 case RELAY_INVALID_OP_FATAL:
                         break;
@@ -583,18 +555,11 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                               "table.op.invalid.behavior = fatal stops the relay before it; find "
                               "what updates the table, then restart with "
                               "table.op.invalid.behavior = warn or error to pass it",
-                              what, RELAY_LSN_ARGS(w->wal_start));
+                              st.what, RELAY_LSN_ARGS(st.lsn));
                 return RELAY_EMAP;
         }
-        case RELAY_PGO_DELETE:
-        case RELAY_PGO_TRUNCATE:
-        case RELAY_PGO_TYPE:
-        case RELAY_PGO_ORIGIN:
-                return 0;
-        }
-        /* The decoder refuses every other kind at its type byte. */
-        relay_err_set(err, errlen, "unexpected pgoutput message kind %d at " RELAY_LSN_FMT,
-                      (int)m.kind, RELAY_LSN_ARGS(w->wal_start));
+        relay_err_set(err, errlen, "unexpected source step %d at " RELAY_LSN_FMT, (int)st.kind,
+                      RELAY_LSN_ARGS(st.lsn));
         return RELAY_EPROTO;
 }
 
@@ -838,18 +803,15 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
         bool first = o->first;
         int rc;
 
-        if ((rc = relay_outbox_new(&s->outbox, set, err, errlen)))
-                return rc;
-        if (!(s->ack = relay_acktrack_new())) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!(s->ack = relay_acktrack_new()))
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         /* Exactly-once names its producer after the database cluster: the
          * producer comes after the connection. */
         if (!set->exactly_once && (rc = session_producer(s, first, err, errlen)))
                 return rc;
-        if ((rc = relay_repl_connect(&s->repl, set, err, errlen)))
+        if ((rc = relay_source_open(&s->src, set, err, errlen)))
                 return rc;
+        s->repl = relay_source_repl(s->src);
         if (set->exactly_once) {
                 eos_t *e = &s->eos;
                 const char *sysid = relay_repl_system_id(s->repl);
@@ -976,6 +938,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
         char snapshot[128];
         relay_lsn_t consistent;
         relay_backfill_t *b = NULL;
+        relay_outbox_t *out = relay_source_outbox(s->src);
         relay_pgo_insert_t row;
         relay_event_t ev;
         int rc;
@@ -984,7 +947,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                                                   err, errlen)) ||
             (rc = relay_backfill_open(&b, set, snapshot, err, errlen)))
                 return rc;
-        if ((rc = relay_outbox_bind(s->outbox, relay_backfill_relation(b))) < 0) {
+        if ((rc = relay_outbox_bind(out, relay_backfill_relation(b))) < 0) {
                 relay_backfill_free(b);
                 relay_err_set(err, errlen, "out of memory");
                 return rc;
@@ -1014,7 +977,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 }
                 if ((rc = relay_backfill_next(b, &row, err, errlen)) <= 0)
                         break;
-                rc = relay_outbox_map(s->outbox, &row, s->commit_ts, &ev, err, errlen);
+                rc = relay_outbox_map(out, &row, s->commit_ts, &ev, err, errlen);
                 if ((rc = relay_settle_event(s, ev, rc, "backfilled outbox row", consistent, err,
                                              errlen)))
                         break;
@@ -1131,10 +1094,6 @@ static int session_start_stream(relay_session_t *s, const relay_session_opts_t *
         s->streaming = true;
         if (s->eos.on && (rc = eos_start(s, first, err, errlen)))
                 return rc;
-        if (!(s->dec = relay_pgoutput_new(relay_repl_proto_version(s->repl)))) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
         s->prog.last_status_ms = relay_now_ms();
         return 0;
 }
@@ -1146,10 +1105,8 @@ int relay_session_open(relay_session_t **out, const relay_config_t *cfg,
 {
         relay_session_t *s = calloc(1, sizeof(*s));
         *out = NULL;
-        if (!s) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!s)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         s->cfg = cfg;
         s->set = set;
         s->proc = proc;
@@ -1212,8 +1169,7 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *
             !(pr->metrics = relay_metrics_new()) || !(pr->rttw = relay_producer_rtt_watch_new()) ||
             !(pr->slotmon = relay_slotmon_new(set->postgres_conninfo, set->slot_name))) {
                 relay_process_free(pr);
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         if (relay_policy_new(&pr->pol, &pc, err, errlen)) {
                 relay_process_free(pr);

@@ -24,6 +24,7 @@
 #include "relay/session.h"
 #include "relay/settings.h"
 #include "relay/slotmon.h"
+#include "relay/source.h"
 
 /* State that outlives sessions: what the error policy must remember and
  * what was learnt about Kafka's limits. */
@@ -94,9 +95,8 @@ struct relay_session {
         const relay_settings_t *set;
         relay_process_t *proc;
         const volatile sig_atomic_t *stop; /* a stop was asked for */
-        relay_repl_t *repl;
-        relay_pgoutput_t *dec;
-        relay_outbox_t *outbox;
+        relay_source_t *src;  /* the connection, decoder and mapping */
+        relay_repl_t *repl;   /* src's connection, borrowed */
         relay_producer_t *prod;
         relay_acktrack_t *ack;
         progress_t prog;

@@ -1,7 +1,7 @@
 /*
- * tail.c - `outbox-relay tail`: owns a replication connection streaming
- * from a temporary slot, a decoder and an outbox mapping, and turns each
- * mapped insert into one JSON line.
+ * tail.c - `outbox-relay tail`: owns a source (source.h: the relay's own
+ * connection, decoder and outbox mapping) streaming from a temporary slot,
+ * and turns each event into one JSON line.
  *
  * The slot is temporary, so confirming what was written is harmless (it
  * only lets the server recycle WAL while tail runs) and is done at each
@@ -22,19 +22,15 @@
 #include <jansson.h>
 
 #include "relay/lsn.h"
-#include "relay/outbox.h"
-#include "relay/pgoutput.h"
-#include "relay/repl.h"
-#include "relay/walproto.h"
+#include "relay/source.h"
 
 #define STATUS_MS 5000
 
 struct relay_tail {
         relay_settings_t set; /* shallow copy of the caller's, with our slot name */
         char slot[64];
-        relay_repl_t *repl;
-        relay_pgoutput_t *dec;
-        relay_outbox_t *outbox;
+        relay_source_t *src;
+        relay_repl_t *repl; /* src's connection, borrowed */
         relay_lsn_t start;
         relay_lsn_t received; /* end of the last commit, or a keepalive's end when idle */
         bool in_txn;
@@ -47,9 +43,7 @@ void relay_tail_free(relay_tail_t *t)
 {
         if (!t)
                 return;
-        relay_outbox_free(t->outbox);
-        relay_pgoutput_free(t->dec);
-        relay_repl_free(t->repl);
+        relay_source_free(t->src);
         free(t);
 }
 
@@ -58,24 +52,18 @@ int relay_tail_open(relay_tail_t **out, const relay_settings_t *set, char *err, 
         relay_tail_t *t = calloc(1, sizeof(*t));
         int rc;
 
-        if (!t) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!t)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         t->set = *set;
         snprintf(t->slot, sizeof(t->slot), "outbox_relay_tail_%ld", (long)getpid());
         t->set.slot_name = t->slot;
-        if ((rc = relay_repl_connect(&t->repl, &t->set, err, errlen)) ||
-            (rc = relay_repl_check_publication(t->repl, err, errlen)) ||
+        if ((rc = relay_source_open(&t->src, &t->set, err, errlen)))
+                goto fail;
+        t->repl = relay_source_repl(t->src);
+        if ((rc = relay_repl_check_publication(t->repl, err, errlen)) ||
             (rc = relay_repl_create_temporary_slot(t->repl, &t->start, err, errlen)) ||
-            (rc = relay_repl_start(t->repl, 0, err, errlen)) ||
-            (rc = relay_outbox_new(&t->outbox, &t->set, err, errlen)))
+            (rc = relay_repl_start(t->repl, 0, err, errlen)))
                 goto fail;
-        if (!(t->dec = relay_pgoutput_new(relay_repl_proto_version(t->repl)))) {
-                relay_err_set(err, errlen, "out of memory");
-                rc = RELAY_ENOMEM;
-                goto fail;
-        }
         t->received = t->start;
         *out = t;
         return 0;
@@ -147,12 +135,13 @@ static void iso_time(int64_t pg_us, char *buf, size_t len)
         snprintf(buf + n, len - n, ".%06dZ", frac);
 }
 
-static int write_event(relay_tail_t *t, FILE *out, const relay_pgo_insert_t *m, relay_lsn_t lsn,
-                       char *err, size_t errlen)
+static int write_event(relay_tail_t *t, FILE *out, const relay_source_step_t *st, char *err,
+                       size_t errlen)
 {
         char merr[RELAY_ERRBUF], a[RELAY_LSN_BUFSZ], b[RELAY_LSN_BUFSZ], when[64];
         relay_event_t ev;
-        int mrc = relay_outbox_map(t->outbox, m, t->commit_time, &ev, merr, sizeof(merr));
+        relay_lsn_t lsn = st->lsn;
+        int mrc = relay_source_map(t->src, st, t->commit_time, &ev, merr, sizeof(merr));
         if (mrc == RELAY_ENOMEM) {
                 relay_err_set(err, errlen, "out of memory");
                 return mrc;
@@ -182,10 +171,8 @@ static int write_event(relay_tail_t *t, FILE *out, const relay_pgo_insert_t *m, 
         char *line = bad ? NULL : json_dumps(o, JSON_COMPACT);
         json_decref(hdrs);
         json_decref(o);
-        if (!line) {
-                relay_err_set(err, errlen, "out of memory");
-                return RELAY_ENOMEM;
-        }
+        if (!line)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         int rc = fprintf(out, "%s\n", line) < 0 ? RELAY_EIO : 0;
         free(line);
         if (rc)
@@ -196,47 +183,41 @@ static int write_event(relay_tail_t *t, FILE *out, const relay_pgo_insert_t *m, 
 static int on_message(relay_tail_t *t, FILE *out, const relay_walmsg_t *w, bool *reply, char *err,
                       size_t errlen)
 {
-        relay_pgo_msg_t m;
+        relay_source_step_t st;
         int rc;
 
-        if (w->type == 'k') {
+        if ((rc = relay_source_step(t->src, w, &st, err, errlen)))
+                return rc;
+        switch (st.kind) {
+        case RELAY_STEP_KEEPALIVE:
                 if (!t->in_txn && w->wal_end > t->received)
                         t->received = w->wal_end;
                 *reply |= w->reply_requested;
                 return 0;
-        }
-        if ((rc = relay_pgoutput_decode(t->dec, w->data, w->len, &m, err, errlen)))
-                return rc;
-        switch (m.kind) {
-        case RELAY_PGO_BEGIN:
+        case RELAY_STEP_BEGIN:
                 t->in_txn = true;
-                t->commit_lsn = m.begin.final_lsn;
-                t->commit_time = m.begin.commit_time;
-                t->xid = m.begin.xid;
+                t->commit_lsn = st.msg.begin.final_lsn;
+                t->commit_time = st.msg.begin.commit_time;
+                t->xid = st.msg.begin.xid;
                 return 0;
-        case RELAY_PGO_COMMIT:
+        case RELAY_STEP_COMMIT:
                 t->in_txn = false;
-                if (m.commit.end_lsn > t->received)
-                        t->received = m.commit.end_lsn;
+                if (st.msg.commit.end_lsn > t->received)
+                        t->received = st.msg.commit.end_lsn;
                 if (fflush(out) != 0) {
                         relay_err_set(err, errlen, "could not write to standard output: %s",
                                       strerror(errno));
                         return RELAY_EIO;
                 }
                 return 0;
-        case RELAY_PGO_RELATION:
-                if (relay_outbox_bind(t->outbox, m.relation.relation) < 0) {
-                        relay_err_set(err, errlen, "out of memory");
-                        return RELAY_ENOMEM;
-                }
+        case RELAY_STEP_ROW:
+        case RELAY_STEP_MESSAGE:
+                return write_event(t, out, &st, err, errlen);
+        case RELAY_STEP_NOTHING:
+        case RELAY_STEP_UPDATE: /* never an event; the relay's table.op.invalid.behavior */
                 return 0;
-        case RELAY_PGO_INSERT:
-                if (!relay_outbox_is_outbox(t->outbox, m.insert.relid))
-                        return 0;
-                return write_event(t, out, &m.insert, w->wal_start, err, errlen);
-        default:
-                return 0; /* updates, deletes, truncates, types, origins, messages: not events */
         }
+        return 0;
 }
 
 static int64_t mono_ms(void)

@@ -4,21 +4,23 @@
  * Kafka and without touching the relay's slot.
  *
  * The replication client, pgoutput decoder and outbox mapping are the
- * relay's own (repl.h, pgoutput.h, outbox.h), so a line shows exactly the
- * topic, key, headers and payload the relay would produce. A temporary
+ * relay's own, through the same source (source.h), so a line shows exactly
+ * the events the relay would produce (outbox rows, and with outbox.source
+ * = messages or both its logical decoding messages) with their topic, key,
+ * headers and payload. A temporary
  * slot starts at the server's current position: tail shows events
  * committed after it started. The server drops the slot when the
  * connection ends, however tail ends.
  *
- * One line per outbox insert:
+ * One line per event:
  *   {"lsn": "0/16B3748", "commit_lsn": "0/16B3790", "commit_time":
  *    "2026-12-02T10:00:00.123456Z", "xid": 745, "topic": "...", "key": "...",
  *    "headers": [{"name": "id", "value": "..."}, ...], "payload": "..."}
  * A byte string that is not valid UTF-8 (a bytea payload) is written
  * base64-encoded under the name with "_base64" appended ("payload_base64",
  * "key_base64", "value_base64" in a header) instead of the plain name;
- * SQL NULL is null. A row the mapping refuses carries "error" with the
- * relay's message and whatever fields the row does have.
+ * SQL NULL is null. An event the mapping refuses carries "error" with the
+ * relay's message and whatever fields it does have.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -52,7 +54,7 @@ const char *relay_tail_slot(const relay_tail_t *t);
 relay_lsn_t relay_tail_start_lsn(const relay_tail_t *t);
 
 /**
- * @brief Write one JSON line per outbox insert to out (flushed at each
+ * @brief Write one JSON line per event to out (flushed at each
  *        commit) until *stop becomes non-zero, then end the stream.
  * @returns 0 after a stop; RELAY_EIO when the connection broke or out
  *          could not be written (err says which); RELAY_EPROTO; RELAY_ENOMEM.

@@ -11,6 +11,11 @@
  *     transaction;
  *   - a bytea payload that is not UTF-8 arrives as valid JSON, under
  *     payload_base64, decoding to the bytes inserted;
+ *   - outbox.source = both: a transaction with an outbox row and a
+ *     transactional message with the prefix gives two lines, in that order,
+ *     with the message's topic, key, id, type and payload and the same
+ *     commit LSN; a message of another prefix and a non-transactional one
+ *     (written before it) give none, as with the relay;
  *   - SIGTERM ends tail with exit 0; the temporary slot is gone, and the
  *     real slot (created beforehand) has not moved: pg_replication_slots
  *     holds the same rows before and after.
@@ -239,6 +244,60 @@ static void case_bytes(PGconn *c, const char *set_conn)
         h_relay_free(t);
 }
 
+static json_t *line_json(const char *line, int k)
+{
+        json_error_t jerr;
+        json_t *o = json_loadb(line, strcspn(line, "\n"), 0, &jerr);
+        if (!o)
+                tap_diag("line %d does not parse (%s)", k, jerr.text);
+        return o;
+}
+
+static void case_messages(PGconn *c, const char *set_conn)
+{
+        const char *sets[] = {set_conn, "outbox.source=both", NULL};
+        h_relay_t *t = start_tail("messages", sets);
+        if (!t)
+                return;
+        /* Not the relay's: another prefix, and a message outside any transaction. */
+        h_pg_exec(c, "SELECT pg_logical_emit_message(true, 'other', '{\"id\": \"foreign\", "
+                     "\"aggregatetype\": \"tailm\", \"aggregateid\": \"x\", \"type\": \"T\"}')");
+        h_pg_exec(c, "SELECT pg_logical_emit_message(false, 'outbox', '{\"id\": \"nontx\", "
+                     "\"aggregatetype\": \"tailm\", \"aggregateid\": \"x\", \"type\": \"T\"}')");
+        h_pg_exec(c, "BEGIN");
+        char *row = h_pg_value(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                                  "VALUES (gen_random_uuid(), 'tailm', 'agg-row', 'RowType', "
+                                  "'{}') RETURNING id");
+        h_pg_exec(c, "SELECT pg_logical_emit_message(true, 'outbox', '{\"id\": \"msg-1\", "
+                     "\"aggregatetype\": \"tailm\", \"aggregateid\": \"agg-msg\", "
+                     "\"type\": \"MsgType\", \"payload\": \"hello\"}')");
+        h_pg_exec(c, "COMMIT");
+        char *out = wait_lines(t, 2);
+        free(out);
+        h_relay_signal(t, SIGTERM);
+        is_int(h_relay_wait(t, 10000), 0, "messages: SIGTERM ends tail with exit 0");
+        out = h_relay_stdout(t);
+        is_int(count_lines(out), 2, "messages: two lines, the row and our transactional message");
+        char *second = strchr(out, '\n');
+        json_t *a = line_json(out, 1), *b = second ? line_json(second + 1, 2) : NULL;
+        is_str(a ? header(a, "id") : "", row ? row : "?", "messages: the row's line comes first");
+        is_str(b ? jstr(b, "topic") : "", "outbox.event.tailm", "messages: the message's topic");
+        is_str(b ? jstr(b, "key") : "", "agg-msg", "messages: its key is its aggregateid");
+        is_str(b ? header(b, "id") : "", "msg-1", "messages: its id header");
+        is_str(b ? header(b, "type") : "", "MsgType", "messages: its type header");
+        is_str(b ? jstr(b, "payload") : "", "hello", "messages: its payload");
+        ok(a && b && json_object_get(b, "error") == NULL &&
+                   strcmp(jstr(a, "commit_lsn"), jstr(b, "commit_lsn")) == 0,
+           "messages: no error, and both carry their transaction's commit LSN");
+        if (!a || !b)
+                tap_diag("stdout: %s", out);
+        json_decref(a);
+        json_decref(b);
+        free(out);
+        free(row);
+        h_relay_free(t);
+}
+
 int main(void)
 {
         char *db = h_pg_create_db("tail");
@@ -257,6 +316,7 @@ int main(void)
 
         case_events(c, set_conn, slot);
         case_bytes(c, set_conn);
+        case_messages(c, set_conn);
 
         PQfinish(c);
         h_pg_drop_db(db);
