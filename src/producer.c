@@ -75,6 +75,9 @@ static relay_dr_class_t classify(rd_kafka_resp_err_t e)
         case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
         case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
                 return RELAY_DR_UNKNOWN_TOPIC;
+        case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
+        case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
+                return RELAY_DR_PURGED;
         default:
                 return RELAY_DR_TRANSIENT;
         }

@@ -54,13 +54,21 @@
 #define EOS_INIT_MS 30000
 #define EOS_CHECKPOINT_READ_MS 30000
 
-static void session_fail(relay_session_t *s, const char *fmt, ...) RELAY_PRINTF(2, 3);
-static void session_fail(relay_session_t *s, const char *fmt, ...)
+/*
+ * The first failure is the one to report, unless it is a purge: a refused
+ * batch stops an idempotent producer (gapless), and librdkafka then purges
+ * its queue from another thread, so the purged events' reports ("Purged in
+ * queue") may be served before the refused ones'. The refusal is the cause.
+ */
+static void session_fail(relay_session_t *s, bool purged, const char *fmt, ...)
+        RELAY_PRINTF(3, 4);
+static void session_fail(relay_session_t *s, bool purged, const char *fmt, ...)
 {
         va_list ap;
-        if (s->dr_failed)
-                return; /* the first failure is the one to report */
+        if (s->dr_failed && (purged || !s->dr_purged))
+                return;
         s->dr_failed = true;
+        s->dr_purged = purged;
         va_start(ap, fmt);
         vsnprintf(s->dr_err, sizeof(s->dr_err), fmt, ap);
         va_end(ap);
@@ -71,7 +79,8 @@ static void on_delivery(void *ctx, uint64_t tag, const relay_delivery_t *d)
         relay_session_t *s = ctx;
         if (tag == TAG_CHECKPOINT) {
                 if (d->err)
-                        session_fail(s, "could not write the checkpoint record: %s", d->errstr);
+                        session_fail(s, d->cls == RELAY_DR_PURGED,
+                                     "could not write the checkpoint record: %s", d->errstr);
                 return;
         }
         if (d->err)
@@ -95,7 +104,8 @@ static void on_delivery(void *ctx, uint64_t tag, const relay_delivery_t *d)
         if (d->err != RELAY_EREJECTED) {
                 if (d->cls == RELAY_DR_IMPLICIT_ACK)
                         s->proc->implicit_acks++;
-                session_fail(s, "could not deliver event to Kafka: %s", d->errstr);
+                session_fail(s, d->cls == RELAY_DR_PURGED, "could not deliver event to Kafka: %s",
+                             d->errstr);
                 return;
         }
         /* Refused for good, maybe because of a neighbour in its batch. The
@@ -106,11 +116,11 @@ static void on_delivery(void *ctx, uint64_t tag, const relay_delivery_t *d)
         if (d->cls == RELAY_DR_TOO_LARGE)
                 relay_limits_forget(s->proc->lim, ev->topic);
         if (relay_policy_rejected(s->proc->pol, txn, ev->id, ev->id_len, d->errstr) < 0) {
-                session_fail(s, "out of memory remembering rejected event \"%.*s\"",
+                session_fail(s, false, "out of memory remembering rejected event \"%.*s\"",
                              RELAY_ID_ARGS(ev->id, ev->id_len));
                 return;
         }
-        session_fail(s,
+        session_fail(s, false,
                      "Kafka rejected event \"%.*s\" of the transaction at " RELAY_LSN_FMT
                      ": %s; resuming from the slot to send it again on its own",
                      RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(txn), d->errstr);
@@ -141,24 +151,31 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
         if (s->eos.on && s->dr_failed &&
             relay_producer_check(s->prod, err, errlen) == RELAY_EFENCED)
                 return RELAY_EFENCED;
-        if (s->dr_failed) {
+        if (s->dr_failed && !s->dr_purged) {
                 relay_err_set(err, errlen, "%s", s->dr_err);
                 return RELAY_EKAFKA;
         }
         int rc = relay_producer_check(s->prod, err, errlen);
         if (rc) {
                 /* A refused batch stops the producer (gapless) just before
-                 * its reports are queued: serve them (up to 200 ms), so the
-                 * refusal is what is reported and remembered. */
-                for (int i = 0; i < 10 && !s->dr_failed; i++)
+                 * its reports are queued, and librdkafka purges its queue:
+                 * serve them (up to 200 ms), so the refusal, not the purge,
+                 * is what is reported and remembered. */
+                for (int i = 0; i < 10 && (!s->dr_failed || s->dr_purged); i++)
                         relay_producer_poll(s->prod, 20);
-                /* Not for a fenced producer: the reports it serves then are
-                 * its purged messages ("Purged in queue"), a consequence;
-                 * 0216 once logged that instead of the fencing. */
-                if (s->dr_failed && rc != RELAY_EFENCED)
+                /* Purged messages ("Purged in queue") are a consequence:
+                 * then the producer's fatal error says more. Not for a
+                 * fenced producer either: 0216 once logged a purge instead
+                 * of the fencing. */
+                if (s->dr_failed && !s->dr_purged && rc != RELAY_EFENCED)
                         relay_err_set(err, errlen, "%s", s->dr_err);
+                return rc;
         }
-        return rc;
+        if (s->dr_failed) { /* purged while the producer runs: closed under us */
+                relay_err_set(err, errlen, "%s", s->dr_err);
+                return RELAY_EKAFKA;
+        }
+        return 0;
 }
 
 #define RELINGER_MAX_QUEUED 2500

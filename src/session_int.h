@@ -104,6 +104,7 @@ struct relay_session {
         bool streaming; /* START_REPLICATION succeeded: status updates may be sent */
 
         bool dr_failed;
+        bool dr_purged; /* the failure recorded is a purge: a later cause replaces it */
         char dr_err[RELAY_ERRBUF];
         bool ack_bug;
 

@@ -47,7 +47,11 @@ typedef struct relay_producer relay_producer_t;
         X(RELAY_DR_IMPLICIT_ACK, "implicit_ack")                                               \
         /* the topic does not exist (yet) */                                                   \
         X(RELAY_DR_UNKNOWN_TOPIC, "unknown_topic")                                             \
-        /* anything else: broker down, timeouts, purged */                                     \
+        /* never sent: purged from the queue when the producer stopped (librdkafka purges     \
+         * it at a fatal error, e.g. after a refused batch) or was closed; a consequence of    \
+         * another failure, never its cause */                                                 \
+        X(RELAY_DR_PURGED, "purged")                                                           \
+        /* anything else: broker down, timeouts */                                             \
         X(RELAY_DR_TRANSIENT, "transient")
 
 typedef enum {
