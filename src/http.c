@@ -202,9 +202,7 @@ int relay_http_start(relay_http_t **out, const char *addr, int64_t stall_ms, rel
                               "could not listen on \"%s\" (http.listen): %s; choose a free local "
                               "address and port, or set http.listen = off",
                               addr, strerror(errno));
-                if (h->fd >= 0)
-                        close(h->fd);
-                free(h);
+                relay_http_stop(h);
                 return RELAY_ESETUP;
         }
         h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
@@ -217,10 +215,9 @@ int relay_http_start(relay_http_t **out, const char *addr, int64_t stall_ms, rel
                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
                                 MHD_OPTION_EXTERNAL_LOGGER, quiet, NULL, MHD_OPTION_END);
         if (h->d == NULL) {
-                relay_err_set(err, errlen, "could not start the HTTP server on \"%s\"", addr);
-                close(h->fd);
-                free(h);
-                return RELAY_ESETUP;
+                relay_http_stop(h);
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "could not start the HTTP server on \"%s\"", addr);
         }
         *out = h;
         return 0;
@@ -230,7 +227,10 @@ void relay_http_stop(relay_http_t *h)
 {
         if (h == NULL)
                 return;
-        MHD_stop_daemon(h->d); /* closes the listening socket it was given */
+        if (h->d != NULL)
+                MHD_stop_daemon(h->d); /* closes the listening socket it was given */
+        else if (h->fd >= 0)
+                close(h->fd); /* relay_http_start() failed before the daemon took it */
         free(h);
 }
 

@@ -494,11 +494,12 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 return 0;
         case RELAY_STEP_BEGIN: {
                 const relay_pgo_begin_t *b = &st.msg.begin;
-                if (relay_acktrack_begin(s->ack, b->final_lsn) != 0) {
-                        relay_err_set(err, errlen, "Begin at " RELAY_LSN_FMT " inside a transaction",
-                                      RELAY_LSN_ARGS(st.lsn));
-                        return RELAY_EPROTO;
-                }
+                /* The source refused a Begin inside a transaction; the
+                 * tracker can still run out of memory. */
+                if ((rc = relay_acktrack_begin(s->ack, b->final_lsn)))
+                        return relay_err(err, errlen, rc,
+                                         "could not track the transaction at " RELAY_LSN_FMT ": %s",
+                                         RELAY_LSN_ARGS(b->final_lsn), relay_strerror(rc));
                 s->txn_lsn = b->final_lsn;
                 s->commit_ts = b->commit_time;
                 /* Its commit record starts below the checkpoint (the end of
@@ -544,7 +545,7 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
         case RELAY_STEP_MESSAGE:
                 if (s->eos.skipping) /* exactly-once: covered by the checkpoint */
                         return 0;
-                rc = relay_source_map(s->src, &st, s->commit_ts, &ev, err, errlen);
+                rc = relay_source_map(s->src, &st, &ev, err, errlen);
                 return relay_settle_event(
                         s, ev, rc, st.kind == RELAY_STEP_ROW ? "outbox row" : "outbox message",
                         st.lsn, err, errlen);
@@ -982,8 +983,8 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
         s->commit_ts = relay_pg_now_us();
         if ((rc = relay_acktrack_begin(s->ack, 0))) {
                 relay_backfill_free(b);
-                relay_err_set(err, errlen, "out of memory");
-                return rc;
+                return relay_err(err, errlen, rc, "could not track the backfill: %s",
+                                 relay_strerror(rc));
         }
         for (;;) {
                 if (*s->stop) {

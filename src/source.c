@@ -16,7 +16,8 @@ struct relay_source {
         relay_repl_t *repl;
         relay_pgoutput_t *dec;
         relay_outbox_t *outbox;
-        bool in_txn; /* between a Begin and its Commit */
+        bool in_txn;          /* between a Begin and its Commit */
+        relay_pgo_begin_t txn; /* that Begin */
 };
 
 void relay_source_free(relay_source_t *src)
@@ -58,6 +59,11 @@ relay_repl_t *relay_source_repl(relay_source_t *src)
 relay_outbox_t *relay_source_outbox(relay_source_t *src)
 {
         return src->outbox;
+}
+
+const relay_pgo_begin_t *relay_source_txn(const relay_source_t *src)
+{
+        return src->in_txn ? &src->txn : NULL;
 }
 
 /*
@@ -136,14 +142,19 @@ int relay_source_step(relay_source_t *src, const relay_walmsg_t *w, relay_source
                                  : m->kind == RELAY_PGO_INSERT ? "Insert"
                                                                : "transactional message",
                                  RELAY_LSN_ARGS(w->wal_start), begin ? "inside" : "outside");
-        if (step->kind == RELAY_STEP_BEGIN || step->kind == RELAY_STEP_COMMIT)
+        if (begin)
+                src->txn = m->begin;
+        if (begin || step->kind == RELAY_STEP_COMMIT)
                 src->in_txn = begin;
         return 0;
 }
 
-int relay_source_map(relay_source_t *src, const relay_source_step_t *step, int64_t commit_ts,
-                     relay_event_t *ev, char *err, size_t errlen)
+int relay_source_map(relay_source_t *src, const relay_source_step_t *step, relay_event_t *ev,
+                     char *err, size_t errlen)
 {
+        /* Events come only inside a transaction (relay_source_step). */
+        int64_t commit_ts = src->txn.commit_time;
+
         if (step->kind == RELAY_STEP_MESSAGE)
                 return relay_outbox_map_message(src->outbox, &step->msg.message, commit_ts, ev, err,
                                                 errlen);

@@ -33,10 +33,6 @@ struct relay_tail {
         relay_repl_t *repl; /* src's connection, borrowed */
         relay_lsn_t start;
         relay_lsn_t received; /* end of the last commit, or a keepalive's end when idle */
-        bool in_txn;
-        relay_lsn_t commit_lsn;
-        int64_t commit_time;
-        uint32_t xid;
 };
 
 void relay_tail_free(relay_tail_t *t)
@@ -139,18 +135,16 @@ static int write_event(relay_tail_t *t, FILE *out, const relay_source_step_t *st
                        size_t errlen)
 {
         char merr[RELAY_ERRBUF], a[RELAY_LSN_BUFSZ], b[RELAY_LSN_BUFSZ], when[64];
+        const relay_pgo_begin_t *txn = relay_source_txn(t->src); /* events come inside one */
         relay_event_t ev;
-        relay_lsn_t lsn = st->lsn;
-        int mrc = relay_source_map(t->src, st, t->commit_time, &ev, merr, sizeof(merr));
-        if (mrc == RELAY_ENOMEM) {
-                relay_err_set(err, errlen, "out of memory");
-                return mrc;
-        }
-        iso_time(t->commit_time, when, sizeof(when));
+        int mrc = relay_source_map(t->src, st, &ev, merr, sizeof(merr));
+        if (mrc == RELAY_ENOMEM)
+                return relay_err(err, errlen, mrc, "out of memory");
+        iso_time(txn->commit_time, when, sizeof(when));
         /* "o" steals the reference of the value built for it. */
-        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:o}", "lsn", relay_lsn_format(lsn, a),
-                              "commit_lsn", relay_lsn_format(t->commit_lsn, b), "commit_time", when,
-                              "xid", (json_int_t)t->xid, "topic",
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:o}", "lsn", relay_lsn_format(st->lsn, a),
+                              "commit_lsn", relay_lsn_format(txn->final_lsn, b), "commit_time",
+                              when, "xid", (json_int_t)txn->xid, "topic",
                               ev.topic ? json_string(ev.topic) : json_null());
         json_t *hdrs = json_array();
         int bad = !o || !hdrs;
@@ -190,18 +184,11 @@ static int on_message(relay_tail_t *t, FILE *out, const relay_walmsg_t *w, bool 
                 return rc;
         switch (st.kind) {
         case RELAY_STEP_KEEPALIVE:
-                if (!t->in_txn && w->wal_end > t->received)
+                if (!relay_source_txn(t->src) && w->wal_end > t->received)
                         t->received = w->wal_end;
                 *reply |= w->reply_requested;
                 return 0;
-        case RELAY_STEP_BEGIN:
-                t->in_txn = true;
-                t->commit_lsn = st.msg.begin.final_lsn;
-                t->commit_time = st.msg.begin.commit_time;
-                t->xid = st.msg.begin.xid;
-                return 0;
         case RELAY_STEP_COMMIT:
-                t->in_txn = false;
                 if (st.msg.commit.end_lsn > t->received)
                         t->received = st.msg.commit.end_lsn;
                 if (fflush(out) != 0) {
@@ -213,6 +200,7 @@ static int on_message(relay_tail_t *t, FILE *out, const relay_walmsg_t *w, bool 
         case RELAY_STEP_ROW:
         case RELAY_STEP_MESSAGE:
                 return write_event(t, out, &st, err, errlen);
+        case RELAY_STEP_BEGIN: /* the source keeps it: relay_source_txn() */
         case RELAY_STEP_NOTHING:
         case RELAY_STEP_UPDATE: /* never an event; the relay's table.op.invalid.behavior */
                 return 0;

@@ -73,6 +73,13 @@ relay_repl_t *relay_source_repl(relay_source_t *src);
 relay_outbox_t *relay_source_outbox(relay_source_t *src);
 
 /**
+ * @brief The Begin of the transaction the stream is in (its commit LSN,
+ *        commit time and xid); NULL between transactions. Borrowed: valid
+ *        until the next relay_source_step().
+ */
+const relay_pgo_begin_t *relay_source_txn(const relay_source_t *src);
+
+/**
  * @brief Turn one message of the stream into a step. w is borrowed, and
  *        so is what *step points into, until the next call.
  * @returns 0 and *step; RELAY_EPROTO (a message the decoder refuses, or
@@ -83,13 +90,13 @@ int relay_source_step(relay_source_t *src, const relay_walmsg_t *w, relay_source
 
 /**
  * @brief Map a ROW or MESSAGE step to its event, as relay_outbox_map() and
- *        relay_outbox_map_message() do (commit_ts: the transaction's
- *        commit time, PostgreSQL epoch microseconds).
+ *        relay_outbox_map_message() do, stamped with its transaction's
+ *        commit time.
  * @returns their codes: 0, RELAY_EMAP with the event's known fields set,
  *          RELAY_ENOMEM.
  */
-int relay_source_map(relay_source_t *src, const relay_source_step_t *step, int64_t commit_ts,
-                     relay_event_t *ev, char *err, size_t errlen) RELAY_MUST_CHECK;
+int relay_source_map(relay_source_t *src, const relay_source_step_t *step, relay_event_t *ev,
+                     char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief Close the connection and free; accepts NULL. */
 void relay_source_free(relay_source_t *src);

@@ -236,6 +236,20 @@ int main(void)
         is_int(h_http_request(port, "POST", "/metrics", 5000, NULL), 405, "POST: 405");
         is_int(h_http_request(port, "HEAD", "/metrics", 5000, NULL), 200, "HEAD /metrics: 200");
 
+        /* A second relay on the same http.listen: a setup error that says
+         * what to change, before it touches the slot. */
+        char *out2 = NULL, *log2 = NULL;
+        int rc2 = h_relay_run_cmd(NULL, NULL, fc.sets.v, 60000, &out2, &log2);
+        char *want = fx_fmt("could not listen on \"127.0.0.1:%d\" (http.listen): Address already "
+                            "in use; choose a free local address and port, or set http.listen = off",
+                            port);
+        if (!ok(rc2 == 3 && strstr(log2, want) && !strstr(log2, "streaming from"),
+                "a second relay on the busy port exits 3 naming http.listen (exit %d)", rc2))
+                tap_diag("its log: %s", log2);
+        free(out2), free(log2), free(want);
+        is_int(h_http_request(port, "GET", "/healthz", 5000, NULL), 200,
+               "the first relay still serves its port");
+
         kill(prom, SIGTERM);
         waitpid(prom, NULL, 0);
         h_relay_signal(r, SIGTERM);
