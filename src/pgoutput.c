@@ -635,22 +635,24 @@ static int parse_message(struct rd *r, relay_pgo_message_t *m, char *err, size_t
         return RELAY_OK;
 }
 
-relay_pgoutput_t *relay_pgoutput_new(int proto_version)
+int relay_pgoutput_new(relay_pgoutput_t **out, int proto_version, char *err, size_t errlen)
 {
         relay_pgoutput_t *d;
 
+        *out = NULL;
         if (proto_version < 1 || proto_version > 4)
-                return NULL;
-        d = calloc(1, sizeof(*d));
-        if (d == NULL)
-                return NULL;
-        d->cap = INITIAL_SLOTS;
-        d->slots = calloc(d->cap, sizeof(*d->slots));
-        if (d->slots == NULL || !reserve_values(d, INITIAL_VALUES)) {
-                relay_pgoutput_free(d);
-                return NULL;
+                return relay_err(err, errlen, RELAY_EINVAL,
+                                 "pgoutput protocol version %d is not one of 1 to 4", proto_version);
+        if ((d = calloc(1, sizeof(*d))) != NULL) {
+                d->cap = INITIAL_SLOTS;
+                d->slots = calloc(d->cap, sizeof(*d->slots));
         }
-        return d;
+        if (d == NULL || d->slots == NULL || !reserve_values(d, INITIAL_VALUES)) {
+                relay_pgoutput_free(d);
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        }
+        *out = d;
+        return 0;
 }
 
 void relay_pgoutput_free(relay_pgoutput_t *d)

@@ -39,13 +39,11 @@ int relay_source_open(relay_source_t **out, const relay_settings_t *set, char *e
         if (!src)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if ((rc = relay_outbox_new(&src->outbox, set, err, errlen)) ||
-            (rc = relay_repl_connect(&src->repl, set, err, errlen))) {
+            (rc = relay_repl_connect(&src->repl, set, err, errlen)) ||
+            (rc = relay_pgoutput_new(&src->dec, relay_repl_proto_version(src->repl), err,
+                                     errlen))) {
                 relay_source_free(src);
                 return rc;
-        }
-        if (!(src->dec = relay_pgoutput_new(relay_repl_proto_version(src->repl)))) {
-                relay_source_free(src);
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
         *out = src;
         return 0;

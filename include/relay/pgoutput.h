@@ -160,10 +160,11 @@ typedef struct {
 
 /**
  * @brief Create a decoder for protocol version proto_version (1..4).
- * @returns a decoder (caller frees with relay_pgoutput_free()), or NULL when
- *          out of memory or the version is out of range.
+ * @returns 0 and *out (caller frees with relay_pgoutput_free());
+ *          RELAY_EINVAL (a version out of range); RELAY_ENOMEM.
  */
-relay_pgoutput_t *relay_pgoutput_new(int proto_version);
+int relay_pgoutput_new(relay_pgoutput_t **out, int proto_version, char *err,
+                       size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief Free a decoder and its relation cache; accepts NULL. */
 void relay_pgoutput_free(relay_pgoutput_t *d);

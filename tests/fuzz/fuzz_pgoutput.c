@@ -89,8 +89,8 @@ static void fresh_decoders(void)
 {
         for (int v = 0; v < 4; v++) {
                 relay_pgoutput_free(decoders[v]);
-                decoders[v] = relay_pgoutput_new(v + 1);
-                if (decoders[v] == NULL)
+                char err[RELAY_ERRBUF];
+                if (relay_pgoutput_new(&decoders[v], v + 1, err, sizeof(err)))
                         abort();
                 /* The relids and column counts of the fixture tables outbox, misc, full_t. */
                 prime(decoders[v], 16391, "outbox", 5);

@@ -23,6 +23,17 @@ typedef struct {
         size_t n;
 } buf_t;
 
+/* A protocol version 1 decoder; the test cannot go on without one. */
+static relay_pgoutput_t *decoder(void)
+{
+        relay_pgoutput_t *d;
+        char err[RELAY_ERRBUF];
+
+        if (relay_pgoutput_new(&d, 1, err, sizeof(err)))
+                tap_bail("relay_pgoutput_new: %s", err);
+        return d;
+}
+
 static void put8(buf_t *b, uint8_t v)
 {
         b->b[b->n++] = (char)v;
@@ -131,7 +142,7 @@ typedef struct {
 
 static void fx_open(fx_t *f, const char *table, const char *headers, const char *tpl)
 {
-        f->d = relay_pgoutput_new(1);
+        f->d = decoder();
         f->o = mapping(&f->set, table, headers, tpl);
 }
 
@@ -274,7 +285,7 @@ static void test_header_cap(void)
         const char *colnames[NCOLS], *row[NCOLS];
         uint32_t types[NCOLS];
         char list[NEXTRA * 8], want[160];
-        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_pgoutput_t *d = decoder();
         relay_settings_t *set;
         relay_outbox_t *o;
         relay_pgo_msg_t m;
@@ -450,7 +461,7 @@ static void test_messages(void)
         relay_settings_free(set);
 
         /* messages only: the outbox table is not an outbox any more. */
-        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_pgoutput_t *d = decoder();
         relay_pgo_msg_t pm;
         buf_t b;
         o = msg_mapping(&set, "messages", "");
@@ -532,7 +543,7 @@ static void test_debezium_keys(void)
 {
         static const uint32_t text_ts[] = {2950, 1043, 1043, 1043, 25, 1114};
         static const uint32_t bytea_tstz[] = {2950, 1043, 1043, 1043, 17, 1184};
-        relay_pgoutput_t *d = relay_pgoutput_new(1);
+        relay_pgoutput_t *d = decoder();
         relay_outbox_t *o;
         relay_settings_t *set;
         relay_event_t ev;

@@ -69,10 +69,10 @@ static int feed(relay_pgoutput_t *d, const char *dir, const char *file)
 
 static relay_pgoutput_t *new_decoder(int proto)
 {
-        relay_pgoutput_t *d = relay_pgoutput_new(proto);
+        relay_pgoutput_t *d;
 
-        if (d == NULL)
-                tap_bail("relay_pgoutput_new(%d) failed", proto);
+        if (relay_pgoutput_new(&d, proto, err, sizeof(err)))
+                tap_bail("relay_pgoutput_new(%d) failed: %s", proto, err);
         return d;
 }
 
@@ -517,8 +517,14 @@ static void test_messages_and_errors(void)
         size_t len, inslen;
         char *ins;
 
-        ok(relay_pgoutput_new(0) == NULL && relay_pgoutput_new(5) == NULL,
-           "protocol versions outside 1..4 are refused");
+        relay_pgoutput_t *none = d;
+        char verr[RELAY_ERRBUF];
+        is_int(relay_pgoutput_new(&none, 0, verr, sizeof(verr)), RELAY_EINVAL,
+               "protocol version 0 is refused");
+        ok(none == NULL, "and no decoder is returned");
+        is_int(relay_pgoutput_new(&none, 5, verr, sizeof(verr)), RELAY_EINVAL,
+               "protocol version 5 is refused");
+        is_str(verr, "pgoutput protocol version 5 is not one of 1 to 4", "with a message");
         relay_pgoutput_free(NULL);
         ok(1, "relay_pgoutput_free(NULL) is a no-op");
 
