@@ -295,14 +295,33 @@ static bool reserve_values(relay_pgoutput_t *d, size_t n)
 }
 
 /*
+ * PostgreSQL's finite timestamps (datatype/timestamp.h: MIN_TIMESTAMP up to
+ * END_TIMESTAMP, microseconds since 2000-01-01): a commit time outside them
+ * comes from no server. The relay subtracts commit times from its clock
+ * (commit-to-ack, lag, catch-up), which overflowed int64 for one near
+ * INT64_MIN.
+ */
+#define PG_MIN_TIMESTAMP INT64_C(-211813488000000000)
+#define PG_END_TIMESTAMP INT64_C(9223371331200000000)
+
+static int check_commit_time(uint8_t type, int64_t t, char *err, size_t errlen)
+{
+        if (t < PG_MIN_TIMESTAMP || t >= PG_END_TIMESTAMP)
+                return bad(err, errlen, type,
+                           "commit time %lld is outside PostgreSQL's timestamp range",
+                           (long long)t);
+        return RELAY_OK;
+}
+
+/*
  * Begin: Byte1 'B', Int64 final_lsn, Int64 commit_ts, Int32 xid   (20 bytes)
  */
-static int parse_begin(struct rd *r, relay_pgo_begin_t *m)
+static int parse_begin(struct rd *r, relay_pgo_begin_t *m, char *err, size_t errlen)
 {
         if (!rd_has(r, 20))
                 return TRUNC;
         (void)(rd_lsn(r, &m->final_lsn) && rd_i64(r, &m->commit_time) && rd_u32(r, &m->xid));
-        return RELAY_OK;
+        return check_commit_time('B', m->commit_time, err, errlen);
 }
 
 /*
@@ -317,7 +336,7 @@ static int parse_commit(struct rd *r, relay_pgo_commit_t *m, char *err, size_t e
                rd_i64(r, &m->commit_time));
         if (m->flags != 0)
                 return bad(err, errlen, 'C', "unknown flags 0x%02x", m->flags);
-        return RELAY_OK;
+        return check_commit_time('C', m->commit_time, err, errlen);
 }
 
 /*
@@ -706,7 +725,7 @@ int relay_pgoutput_decode(relay_pgoutput_t *d, const char *buf, size_t len, rela
                 rc = parse_insert(d, &r, &out->insert, err, errlen);
                 break;
         case 'B':
-                rc = parse_begin(&r, &out->begin);
+                rc = parse_begin(&r, &out->begin, err, errlen);
                 break;
         case 'C':
                 rc = parse_commit(&r, &out->commit, err, errlen);

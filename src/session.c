@@ -318,10 +318,12 @@ int relay_session_send(relay_session_t *s, const relay_event_t *ev, uint64_t tag
         }
         for (;;) {
                 int rc = relay_producer_send(s->prod, ev, tag, err, errlen);
-                if (rc == 0)
+                /* A checkpoint record is no event (0219: the produced count
+                 * ran one ahead per Kafka commit, so did catch-up's events/s). */
+                if (rc == 0 && tag != TAG_CHECKPOINT) {
                         relay_metrics_produced(s->proc->metrics);
-                if (rc == 0 && tag != TAG_CHECKPOINT)
                         s->eos.txn_events++;
+                }
                 /* A dead producer refuses everything: say why it died, and
                  * keep a fenced one's code (exit 6): returning RELAY_EKAFKA
                  * made a relay fenced at a produce retry, register the

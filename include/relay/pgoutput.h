@@ -67,7 +67,7 @@ typedef struct {
 /** @brief Begin: a transaction starts. */
 typedef struct {
         relay_lsn_t final_lsn; /* LSN of its commit record */
-        int64_t commit_time;
+        int64_t commit_time;   /* within PostgreSQL's timestamp range (checked) */
         uint32_t xid;
 } relay_pgo_begin_t;
 
@@ -76,7 +76,7 @@ typedef struct {
         uint8_t flags;          /* always 0 (checked) */
         relay_lsn_t commit_lsn; /* LSN of the commit record (Begin's final_lsn) */
         relay_lsn_t end_lsn;    /* end of the commit record: what a subscriber confirms */
-        int64_t commit_time;
+        int64_t commit_time;    /* within PostgreSQL's timestamp range (checked) */
 } relay_pgo_commit_t;
 
 /** @brief Origin: the transaction was replayed from another node. */

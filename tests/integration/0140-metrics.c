@@ -33,17 +33,6 @@
 #include "harness.h"
 #include "workload.h"
 
-/* The value of the sample `series` (name with its labels, exactly as
- * rendered) in an exposition page; -1 when absent. */
-static double sample(const char *page, const char *series)
-{
-        size_t n = strlen(series);
-        for (const char *p = page; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-                if (strncmp(p, series, n) == 0 && p[n] == ' ')
-                        return strtod(p + n + 1, NULL);
-        return -1;
-}
-
 /* sum(outbox_relay_events_total) as Prometheus answers it; -1 when it has none yet. */
 static double prom_query_events(int pport)
 {
@@ -173,7 +162,8 @@ int main(void)
         }
         is_int(missing, 0, "every family the README lists is on the page (slot and Kafka ones "
                            "once their first answer came)");
-        ok(sample(page, "outbox_relay_state{state=\"streaming\"}") == 1, "state: streaming");
+        ok(h_metrics_sample(page, "outbox_relay_state{state=\"streaming\"}") == 1,
+           "state: streaming");
 
         /* A real Prometheus sees the counter rise. */
         double v1 = -1, v2 = -1;
@@ -201,12 +191,12 @@ int main(void)
                         char topic[256];
                         h_workload_topic(&wc, i, topic, sizeof(topic));
                         char *series = fx_fmt("outbox_relay_events_total{topic=\"%s\"}", topic);
-                        double v = sample(page, series);
+                        double v = h_metrics_sample(page, series);
                         counted += v > 0 ? v : 0;
                         free(series);
                 }
                 slot = fx_slot(fc.c, fc.slot);
-                confirmed = sample(page, "outbox_relay_confirmed_lsn");
+                confirmed = h_metrics_sample(page, "outbox_relay_confirmed_lsn");
                 if ((counted == (double)held && confirmed == (double)slot.confirmed) ||
                     h_now_ms() > deadline)
                         break;
@@ -220,8 +210,8 @@ int main(void)
            counted, held);
         ok(confirmed == (double)slot.confirmed,
            "outbox_relay_confirmed_lsn is the slot's confirmed_flush_lsn (%.0f)", confirmed);
-        ok(sample(page, "outbox_relay_transactions_total") > 0, "transactions counted");
-        ok(sample(page, "outbox_relay_commit_to_ack_seconds_count") > 0,
+        ok(h_metrics_sample(page, "outbox_relay_transactions_total") > 0, "transactions counted");
+        ok(h_metrics_sample(page, "outbox_relay_commit_to_ack_seconds_count") > 0,
            "commit-to-ack latencies observed");
 
         /* The other paths. */

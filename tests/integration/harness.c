@@ -1712,3 +1712,12 @@ void h_versions_finish(h_versions_t *t, const int *want)
         free(t->last);
         t->seen = t->last = NULL;
 }
+
+double h_metrics_sample(const char *page, const char *series)
+{
+        size_t n = strlen(series);
+        for (const char *p = page; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                if (strncmp(p, series, n) == 0 && p[n] == ' ')
+                        return strtod(p + n + 1, NULL);
+        return -1;
+}

@@ -303,6 +303,10 @@ int h_http_port(int offset);
  */
 int h_http_request(int port, const char *method, const char *path, int timeout_ms, char **body);
 
+/** The value of the sample `series` (name with its labels, exactly as
+ *  rendered) in a Prometheus exposition page; -1 when absent. */
+double h_metrics_sample(const char *page, const char *series);
+
 /** Send raw bytes to 127.0.0.1:port and return the status code of the answer
  *  (-1 when the server closed without one or timed out). */
 int h_http_raw(int port, const char *bytes, size_t len, int timeout_ms);

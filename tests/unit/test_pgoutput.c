@@ -700,6 +700,47 @@ static void test_messages_and_errors(void)
         is_error(decode(d, w.b, w.n), "invalid pgoutput Commit message: unknown flags 0x01",
                  "Commit with flags 1");
 
+        /* Commit times outside PostgreSQL's timestamp range (4714 BC to 294277
+         * AD, datatype/timestamp.h) come from no server; the relay subtracts
+         * them from its clock (catch-up, commit-to-ack, lag), which overflowed
+         * int64 for one near INT64_MIN (UBSan: signed integer overflow). */
+        static const struct {
+                int64_t ts;
+                bool valid;
+                const char *what, *want; /* want: the message, when checked */
+        } begins[] = {
+                {INT64_MIN, false, "Begin with commit time INT64_MIN (-infinity)",
+                 "invalid pgoutput Begin message: commit time -9223372036854775808 is outside "
+                 "PostgreSQL's timestamp range"},
+                {INT64_C(-211813488000000001), false, "Begin with a commit time before 4714 BC",
+                 NULL},
+                {INT64_C(9223371331200000000), false, "Begin with a commit time after 294276 AD",
+                 NULL},
+                {INT64_C(-211813488000000000), true, "Begin with the earliest timestamp", NULL},
+                {INT64_C(9223371331199999999), true, "Begin with the latest timestamp", NULL},
+        };
+        for (size_t i = 0; i < N(begins); i++) {
+                w = (struct wb){.n = 0};
+                put8(&w, 'B');
+                put64(&w, 0x100);
+                put64(&w, (uint64_t)begins[i].ts);
+                put32(&w, 7);
+                if (begins[i].valid)
+                        is_int(decode(d, w.b, w.n), RELAY_OK, "%s decodes", begins[i].what);
+                else
+                        is_error(decode(d, w.b, w.n), begins[i].want, begins[i].what);
+        }
+        w = (struct wb){.n = 0};
+        put8(&w, 'C');
+        put8(&w, 0);
+        put64(&w, 1);
+        put64(&w, 2);
+        put64(&w, (uint64_t)INT64_MAX);
+        is_error(decode(d, w.b, w.n),
+                 "invalid pgoutput Commit message: commit time 9223372036854775807 is outside "
+                 "PostgreSQL's timestamp range",
+                 "Commit with commit time INT64_MAX (infinity)");
+
         relay_pgoutput_free(d);
 }
 
