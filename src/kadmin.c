@@ -78,7 +78,11 @@ rd_kafka_resp_err_t relay_kadmin_config(rd_kafka_t *rk, rd_kafka_ResourceType_t 
         for (size_t i = 0; i < ncfg; i++) {
                 const char *v = rd_kafka_ConfigEntry_value(cs[i]);
                 if (strcmp(rd_kafka_ConfigEntry_name(cs[i]), name) == 0 && v) {
-                        *out = strdup(v);
+                        if (!(*out = strdup(v))) {
+                                relay_err_set(err, errlen, "out of memory");
+                                e = RD_KAFKA_RESP_ERR__FAIL;
+                                goto done;
+                        }
                         break;
                 }
         }

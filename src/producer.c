@@ -772,8 +772,11 @@ int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeo
                                                      errlen);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 *bytes = strtoll(v, NULL, 10);
+                int rc = *bytes > 0 ? 0
+                                    : relay_err(err, errlen, RELAY_EKAFKA,
+                                                "the cluster says max.message.bytes = \"%s\"", v);
                 free(v);
-                return *bytes > 0 ? 0 : RELAY_EKAFKA;
+                return rc;
         }
         if (e != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
                 return RELAY_EKAFKA;
