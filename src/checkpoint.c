@@ -115,7 +115,8 @@ out:
 }
 
 int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const char *key,
-                          int timeout_ms, relay_lsn_t *out, bool *found, char *err, size_t errlen)
+                          int timeout_ms, relay_checkpoint_tick_fn *tick, void *ctx,
+                          relay_lsn_t *out, bool *found, char *err, size_t errlen)
 {
         rd_kafka_t *rk = consumer(cfg, err, errlen);
         rd_kafka_topic_t *rkt = NULL;
@@ -183,6 +184,11 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                                       "%d ms (an open transaction of another producer holds it "
                                       "back until it ends)",
                                       topic, timeout_ms);
+                        goto out;
+                }
+                int trc = tick ? tick(ctx, err, errlen) : 0;
+                if (trc) {
+                        rc = trc;
                         goto out;
                 }
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);

@@ -351,6 +351,21 @@ int relay_session_wait_drained(relay_session_t *s, char *err, size_t errlen)
         return 0;
 }
 
+/* Register the transactional.id (up to EOS_INIT_MS) in slices of a status
+ * interval, with status updates between them: the stream is started, and a
+ * timed-out init may be called again and goes on where it was. */
+static int eos_init(relay_session_t *s, char *err, size_t errlen)
+{
+        int64_t deadline = relay_now_ms() + EOS_INIT_MS;
+        int slice = (int)(s->prog.status_interval_ms > 0 ? s->prog.status_interval_ms : 1000);
+        int rc;
+        while ((rc = relay_producer_txn_init(s->prod, slice, err, errlen)) == RELAY_EAGAIN &&
+               relay_now_ms() < deadline)
+                if ((rc = relay_session_status(s, false, err, errlen)))
+                        return rc;
+        return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
+}
+
 /* A new producer with the batch size the process has settled on. The old
  * one must have nothing in flight (or be dead: gapless stops it at the
  * first refusal). */
@@ -369,8 +384,8 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
         int rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
                                     s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen);
         if (rc == 0 && s->eos.on)
-                rc = relay_producer_txn_init(s->prod, EOS_INIT_MS, err, errlen);
-        return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
+                rc = eos_init(s, err, errlen);
+        return rc;
 }
 
 /* The time from one commit's start to the next one's: eos.commit.interval.ms,
@@ -922,16 +937,26 @@ static int session_linger(relay_session_t *s, char *err, size_t errlen)
  * fences an older relay of the slot and aborts its open transaction, then
  * read the checkpoint back.
  */
+/* The stream is started, so status updates must go on while the checkpoint
+ * read waits (for another producer's transaction, up to 30 s): without them
+ * a shorter wal_sender_timeout ended the stream under it, every session
+ * again until that transaction ended (0220). */
+static int eos_start_tick(void *ctx, char *err, size_t errlen)
+{
+        return relay_session_status(ctx, false, err, errlen);
+}
+
 static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
 {
         eos_t *e = &s->eos;
         char lsn[RELAY_LSN_BUFSZ];
         bool found;
-        int rc = relay_producer_txn_init(s->prod, EOS_INIT_MS, err, errlen);
+        int rc = eos_init(s, err, errlen);
         if (rc)
-                return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
+                return rc;
         rc = relay_checkpoint_read(s->cfg, s->set->eos_checkpoint_topic, e->key,
-                                   EOS_CHECKPOINT_READ_MS, &e->checkpoint, &found, err, errlen);
+                                   EOS_CHECKPOINT_READ_MS, eos_start_tick, s, &e->checkpoint,
+                                   &found, err, errlen);
         if (rc)
                 return rc;
         if (first || found)

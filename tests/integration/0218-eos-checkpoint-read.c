@@ -66,7 +66,8 @@ static int read_ck(const relay_config_t *cfg, const char *topic, const char *key
 {
         int64_t t0 = h_now_ms();
         err[0] = '\0';
-        int rc = relay_checkpoint_read(cfg, topic, key, timeout_ms, lsn, found, err, errlen);
+        int rc = relay_checkpoint_read(cfg, topic, key, timeout_ms, NULL, NULL, lsn, found, err,
+                                       errlen);
         *ms = h_now_ms() - t0;
         return rc;
 }

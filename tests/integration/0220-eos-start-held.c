@@ -1,0 +1,126 @@
+/*
+ * 0220-eos-start-held.c - under delivery.mode = exactly-once a session
+ * starts its replication stream, then registers its transactional.id and
+ * reads its checkpoint back; that read waits while another producer's
+ * transaction is open on the checkpoint topic (0218), up to 30 s. The
+ * stream must stay alive meanwhile: without status updates the server ends
+ * it after wal_sender_timeout ("terminating walsender process due to
+ * replication timeout"), and every new session waited and lost its stream
+ * again until that transaction ended.
+ *
+ * Here wal_sender_timeout is 2 s (the relay's own connection only, through
+ * its conninfo's options) and the other transaction stays open for 7 s
+ * after the relay started. The relay must stream in its first session, and
+ * the writers' events reach Kafka once each.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faults/faults.h"
+#include "harness.h"
+#include "workload.h"
+
+#define HELD_MS 7000
+
+int main(void)
+{
+        fx_case_t fc;
+        fx_case_open(&fc, "eosheld", "eh");
+        h_workload_conf_t wc = {
+                .db = fc.db, .suffix = fc.suffix, .writers = 1, .aggregates = 20, .events = 300,
+                .max_txn = 3, .pause_ms = 5, .partitions = 1,
+        };
+        h_workload_setup(fc.c, &wc);
+        char *ck_topic = fx_fmt("outbox.relay.checkpoints_%s", fc.suffix);
+        const char *compact[] = {"cleanup.policy", "compact", NULL};
+        h_kafka_create_topic_config(ck_topic, 1, compact);
+
+        /* Another relay's transaction, open on the checkpoint topic. */
+        char kerr[512];
+        char *other_tid = h_unique_name("eosheld-other");
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), kerr,
+                              sizeof(kerr)) ||
+            rd_kafka_conf_set(conf, "transactional.id", other_tid, kerr, sizeof(kerr)))
+                tap_bail("producer config: %s", kerr);
+        rd_kafka_t *other = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
+        if (!other)
+                tap_bail("producer: %s", kerr);
+        rd_kafka_error_t *e = rd_kafka_init_transactions(other, 30000);
+        if (!e)
+                e = rd_kafka_begin_transaction(other);
+        if (e)
+                tap_bail("transaction of %s: %s", other_tid, rd_kafka_error_string(e));
+        if (rd_kafka_producev(other, RD_KAFKA_V_TOPIC(ck_topic), RD_KAFKA_V_KEY("other", 5),
+                              RD_KAFKA_V_VALUE("0/1", 3), RD_KAFKA_V_END) ||
+            rd_kafka_flush(other, 30000))
+                tap_bail("produce to %s", ck_topic);
+
+        char *ci = h_pg_conninfo(fc.db);
+        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        fx_sets_add(&fc.sets, "postgres.conninfo=%s options='-c wal_sender_timeout=2000'", ci);
+        fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
+        fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);
+        free(ci);
+        h_relay_t *r = h_relay_start(fc.sets.v);
+        int64_t t0 = h_now_ms();
+        /* The relay's stream starts, then it waits in its checkpoint read. */
+        char *q = fx_fmt("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s' "
+                         "AND active",
+                         fc.slot);
+        bool active = false;
+        while (!active && h_now_ms() - t0 < 30000) {
+                char *n = h_pg_value(fc.c, "%s", q);
+                active = strcmp(n, "1") == 0;
+                free(n);
+                if (!active)
+                        h_sleep_ms(100);
+        }
+        free(q);
+        ok(active, "the relay starts its stream");
+        int64_t left = HELD_MS - (h_now_ms() - t0);
+        if (left > 0)
+                h_sleep_ms((int)left);
+        char *log = h_relay_log(r);
+        ok(strstr(log, "exactly-once: transactional.id") == NULL,
+           "its checkpoint read still waits for the other transaction after %d ms", HELD_MS);
+        free(log);
+        e = rd_kafka_commit_transaction(other, 30000);
+        if (e)
+                tap_bail("commit of %s: %s", other_tid, rd_kafka_error_string(e));
+
+        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 40000),
+                "then it streams"))
+                h_relay_diag_log(r);
+        fx_writers_t *ws = fx_writers_start(&wc);
+        fx_writer_stats_t st;
+        fx_writers_stop(ws, true, &st);
+        char *end = h_pg_value(fc.c, "SELECT pg_current_wal_lsn()");
+        ok(h_pg_wait_confirmed(fc.c, fc.slot, end, 60000) >= 0,
+           "the slot is confirmed past the writers' last commit (%s)", end);
+        free(end);
+        log = h_relay_log(r);
+        int sessions = 0;
+        for (const char *p = log; (p = strstr(p, "streaming from replication slot")); p++)
+                sessions++;
+        if (!ok(sessions == 1 && !strstr(log, "retrying in"),
+                "one session: the stream outlived the wait (%d sessions)", sessions))
+                h_relay_diag_log(r);
+        free(log);
+        fx_stop_relay(r, "relay stops cleanly");
+        h_verify_t v;
+        h_workload_verify(fc.c, &wc, &v);
+        ok(v.expected == 300 && v.messages == v.expected && v.missing == 0 && v.duplicates == 0,
+           "Kafka holds the %zu committed events once each (%zu messages)", v.expected,
+           v.messages);
+        h_relay_free(r);
+        rd_kafka_destroy(other);
+        h_kafka_delete_topic(ck_topic);
+        free(ck_topic), free(other_tid);
+        fx_case_close(&fc, &wc);
+        return done_testing();
+}
