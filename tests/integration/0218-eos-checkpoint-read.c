@@ -30,36 +30,6 @@
 #include "relay/log.h"
 #include "relay/lsn.h"
 
-static rd_kafka_t *txn_producer(const char *tid)
-{
-        char err[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), err, sizeof(err)) ||
-            rd_kafka_conf_set(conf, "transactional.id", tid, err, sizeof(err)))
-                tap_bail("producer config: %s", err);
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-        if (!rk)
-                tap_bail("producer: %s", err);
-        rd_kafka_error_t *e = rd_kafka_init_transactions(rk, 30000);
-        if (!e)
-                e = rd_kafka_begin_transaction(rk);
-        if (e)
-                tap_bail("transactions of %s: %s", tid, rd_kafka_error_string(e));
-        return rk;
-}
-
-static void produce(rd_kafka_t *rk, const char *topic, const char *key, const char *value)
-{
-        char v[64];
-        snprintf(v, sizeof(v), "%s", value);
-        rd_kafka_resp_err_t e = rd_kafka_producev(
-                rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
-                RD_KAFKA_V_VALUE(v, strlen(v)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                RD_KAFKA_V_END);
-        if (e || rd_kafka_flush(rk, 30000))
-                tap_bail("produce to %s: %s", topic, rd_kafka_err2str(e));
-}
-
 /* One read: its return code, the checkpoint, and how long it took. */
 static int read_ck(const relay_config_t *cfg, const char *topic, const char *key, int timeout_ms,
                    relay_lsn_t *lsn, bool *found, int64_t *ms, char *err, size_t errlen)
@@ -100,8 +70,8 @@ int main(void)
                 tap_bail("lsn");
 
         /* Ours, committed before anything else is in the topic. */
-        rd_kafka_t *ours = txn_producer(our_tid);
-        produce(ours, topic, key, "0/1000");
+        rd_kafka_t *ours = h_kafka_txn_producer(our_tid);
+        h_kafka_txn_produce(ours, topic, key, "0/1000");
         rd_kafka_error_t *e = rd_kafka_commit_transaction(ours, 30000);
         ok(e == NULL, "our first checkpoint committed");
         rc = read_ck(cfg, topic, key, 10000, &lsn, &found, &ms, err, sizeof(err));
@@ -112,11 +82,11 @@ int main(void)
 
         /* Another relay's transaction opens with its checkpoint record; then
          * ours commits a later checkpoint after it. */
-        rd_kafka_t *other = txn_producer(other_tid);
-        produce(other, topic, "another/slot", "0/5");
+        rd_kafka_t *other = h_kafka_txn_producer(other_tid);
+        h_kafka_txn_produce(other, topic, "another/slot", "0/5");
         if ((e = rd_kafka_begin_transaction(ours)))
                 tap_bail("begin: %s", rd_kafka_error_string(e));
-        produce(ours, topic, key, "0/ABCDEF0");
+        h_kafka_txn_produce(ours, topic, key, "0/ABCDEF0");
         e = rd_kafka_commit_transaction(ours, 30000);
         ok(e == NULL, "our later checkpoint committed behind the other's open transaction");
 
@@ -141,7 +111,7 @@ int main(void)
         /* A read that began while the other was open ends as soon as it does. */
         if ((e = rd_kafka_begin_transaction(other)))
                 tap_bail("begin: %s", rd_kafka_error_string(e));
-        produce(other, topic, "another/slot", "0/6");
+        h_kafka_txn_produce(other, topic, "another/slot", "0/6");
         e = rd_kafka_commit_transaction(other, 30000);
         ok(e == NULL, "the other relay's next transaction committed");
         rc = read_ck(cfg, topic, key, 10000, &lsn, &found, &ms, err, sizeof(err));

@@ -40,25 +40,9 @@ int main(void)
         h_kafka_create_topic_config(ck_topic, 1, compact);
 
         /* Another relay's transaction, open on the checkpoint topic. */
-        char kerr[512];
         char *other_tid = h_unique_name("eosheld-other");
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), kerr,
-                              sizeof(kerr)) ||
-            rd_kafka_conf_set(conf, "transactional.id", other_tid, kerr, sizeof(kerr)))
-                tap_bail("producer config: %s", kerr);
-        rd_kafka_t *other = rd_kafka_new(RD_KAFKA_PRODUCER, conf, kerr, sizeof(kerr));
-        if (!other)
-                tap_bail("producer: %s", kerr);
-        rd_kafka_error_t *e = rd_kafka_init_transactions(other, 30000);
-        if (!e)
-                e = rd_kafka_begin_transaction(other);
-        if (e)
-                tap_bail("transaction of %s: %s", other_tid, rd_kafka_error_string(e));
-        if (rd_kafka_producev(other, RD_KAFKA_V_TOPIC(ck_topic), RD_KAFKA_V_KEY("other", 5),
-                              RD_KAFKA_V_VALUE("0/1", 3), RD_KAFKA_V_END) ||
-            rd_kafka_flush(other, 30000))
-                tap_bail("produce to %s", ck_topic);
+        rd_kafka_t *other = h_kafka_txn_producer(other_tid);
+        h_kafka_txn_produce(other, ck_topic, "other", "0/1");
 
         char *ci = h_pg_conninfo(fc.db);
         fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
@@ -89,7 +73,7 @@ int main(void)
         ok(strstr(log, "exactly-once: transactional.id") == NULL,
            "its checkpoint read still waits for the other transaction after %d ms", HELD_MS);
         free(log);
-        e = rd_kafka_commit_transaction(other, 30000);
+        rd_kafka_error_t *e = rd_kafka_commit_transaction(other, 30000);
         if (e)
                 tap_bail("commit of %s: %s", other_tid, rd_kafka_error_string(e));
 

@@ -1721,3 +1721,33 @@ double h_metrics_sample(const char *page, const char *series)
                         return strtod(p + n + 1, NULL);
         return -1;
 }
+
+rd_kafka_t *h_kafka_txn_producer(const char *tid)
+{
+        char err[512];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), err, sizeof(err)) ||
+            rd_kafka_conf_set(conf, "transactional.id", tid, err, sizeof(err)))
+                tap_bail("producer config: %s", err);
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+        if (!rk)
+                tap_bail("producer: %s", err);
+        rd_kafka_error_t *e = rd_kafka_init_transactions(rk, 30000);
+        if (!e)
+                e = rd_kafka_begin_transaction(rk);
+        if (e)
+                tap_bail("transactions of %s: %s", tid, rd_kafka_error_string(e));
+        return rk;
+}
+
+void h_kafka_txn_produce(rd_kafka_t *rk, const char *topic, const char *key, const char *value)
+{
+        char v[64];
+        snprintf(v, sizeof(v), "%s", value);
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+                rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+                RD_KAFKA_V_VALUE(v, strlen(v)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_END);
+        if (e || rd_kafka_flush(rk, 30000))
+                tap_bail("produce to %s: %s", topic, rd_kafka_err2str(e));
+}

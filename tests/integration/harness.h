@@ -182,6 +182,14 @@ void h_versions_finish(h_versions_t *t, const int *want);
  *  runs twice against it. */
 void h_kafka_delete_topic(const char *topic);
 
+struct rd_kafka_s;
+/** Another producer: transactional.id tid on the environment's Kafka, its
+ *  first transaction begun (rd_kafka_destroy() when done). Bails on failure. */
+struct rd_kafka_s *h_kafka_txn_producer(const char *tid);
+/** Produce key=value to topic in rk's open transaction, flushed. Bails on failure. */
+void h_kafka_txn_produce(struct rd_kafka_s *rk, const char *topic, const char *key,
+                         const char *value);
+
 /** Sum of high watermarks over every partition of topic (0 when it does not exist). */
 int64_t h_kafka_count(const char *topic);
 
