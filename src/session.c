@@ -608,7 +608,9 @@ void relay_session_drain(relay_session_t *s)
                 /* Between transactions (a stop): commit what is open. Inside
                  * one (stopped before an event): never commit half of it. */
                 int rc = relay_acktrack_in_txn(s->ack) || s->dr_failed
-                                 ? RELAY_EKAFKA
+                                 ? relay_err(err, sizeof(err), RELAY_EKAFKA, "%s",
+                                             s->dr_failed ? s->dr_err
+                                                          : "stopped inside a transaction")
                                  : eos_commit(s, err, sizeof(err));
                 if (rc) {
                         char aerr[RELAY_ERRBUF];
