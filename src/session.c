@@ -933,12 +933,6 @@ static int session_linger(relay_session_t *s, char *err, size_t errlen)
         return 0;
 }
 
-/*
- * Exactly-once, once the slot is ours (START_REPLICATION succeeded, so no
- * other relay streams from it): register the transactional.id, which
- * fences an older relay of the slot and aborts its open transaction, then
- * read the checkpoint back.
- */
 /* The stream is started, so status updates must go on while the checkpoint
  * read waits (for another producer's transaction, up to 30 s): without them
  * a shorter wal_sender_timeout ended the stream under it, every session
@@ -948,6 +942,12 @@ static int eos_start_tick(void *ctx, char *err, size_t errlen)
         return relay_session_status(ctx, false, err, errlen);
 }
 
+/*
+ * Exactly-once, once the slot is ours (START_REPLICATION succeeded, so no
+ * other relay streams from it): register the transactional.id, which
+ * fences an older relay of the slot and aborts its open transaction, then
+ * read the checkpoint back.
+ */
 static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
 {
         eos_t *e = &s->eos;
