@@ -8,8 +8,8 @@
  * replication timeout"), and every new session waited and lost its stream
  * again until that transaction ended.
  *
- * Here wal_sender_timeout is 2 s (the relay's own connection only, through
- * its conninfo's options) and the other transaction stays open for 7 s
+ * Here wal_sender_timeout is 3 s (the relay's own connection only, through
+ * its conninfo's options) and the other transaction stays open for 9 s
  * after the relay started. The relay must stream in its first session, and
  * the writers' events reach Kafka once each.
  *
@@ -24,7 +24,7 @@
 #include "harness.h"
 #include "workload.h"
 
-#define HELD_MS 7000
+#define HELD_MS 9000
 
 int main(void)
 {
@@ -46,7 +46,7 @@ int main(void)
 
         char *ci = h_pg_conninfo(fc.db);
         fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
-        fx_sets_add(&fc.sets, "postgres.conninfo=%s options='-c wal_sender_timeout=2000'", ci);
+        fx_sets_add(&fc.sets, "postgres.conninfo=%s options='-c wal_sender_timeout=3000'", ci);
         fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
         fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);
         free(ci);
