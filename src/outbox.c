@@ -993,8 +993,8 @@ static int route_topic(relay_outbox_t *o, size_t *tlen, char *err, size_t errlen
                 relay_err_set(err, errlen, "out of memory");
                 return rc;
         }
-        if (rc) /* longer than any topic: what fits is refused by the name check */
-                n = sizeof(out) - 1;
+        /* RELAY_EINVAL: longer than any topic; out holds what fits (more
+         * than RELAY_TOPIC_MAX), which the name check refuses, quoting it. */
         if (grow_buf(&o->topic, &o->topic_cap, n + 1))
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         memcpy(o->topic, out, n);

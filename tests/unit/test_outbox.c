@@ -670,6 +670,16 @@ static void test_debezium_keys(void)
         is_int(map_row(group, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "$1 with the default regex");
         is_str(ev.topic, "x.order", "$1 is the whole routing value (the aggregate type)");
         done_map(o, set);
+        /* A routing value too long for any topic is refused, quoting it. */
+        static char longtype[601];
+        memset(longtype, 'q', 600);
+        const char *lrow2[] = {row[0], row[1], row[2], longtype, row[4], row[5]};
+        is_int(map_row(nomatch, text_ts, lrow2, &ev, &o, &set, d, err, sizeof(err)), RELAY_EMAP,
+               "a 600-character routing value is refused");
+        ok(strstr(err, "invalid Kafka topic name \"qqqqqqqqqqqqqqqqqqqq") != NULL &&
+               strstr(err, "route.topic.regex") != NULL,
+           "  the message quotes the value: %.80s", err);
+        done_map(o, set);
         const char *const badre[] = {"route.topic.regex", "(.*?)_v1", NULL};
         ok(settings_kv(badre, err, sizeof(err)) == NULL && strstr(err, "route.topic.regex") &&
                strstr(err, "lazy quantifier"),
