@@ -98,6 +98,8 @@ struct relay_outbox {
         int trace_col;        /* tracing.span.context.field's position, -1 if none or absent */
         char *trace;          /* scratch: the trace headers' values */
         size_t trace_cap;
+        char *tline;          /* scratch: one logical line of the tracing column */
+        size_t tline_cap;
         bool context_headers; /* format.debezium.topic_prefix set */
         char run_id[37];      /* the __debezium.context.runId of this mapping */
 };
@@ -128,7 +130,7 @@ void relay_outbox_free(relay_outbox_t *o)
         for (size_t i = 0; i < o->nvnames; i++)
                 RELAY_FREE_ALL(o->vnames[i].text, o->vnames[i].name);
         RELAY_FREE_ALL(o->relids, o->extra, o->env, o->env_kind, o->env_optional, o->schema_name,
-                       o->vnames, o->segcol, o->trace, o->topic, o->bytes, o->headers, o->strs,
+                       o->vnames, o->segcol, o->trace, o->tline, o->topic, o->bytes, o->headers, o->strs,
                        o->mheaders, o->xkind, o->xoptional, o->hkind, o->hoptional, o->hoff, o);
 }
 
@@ -904,8 +906,12 @@ static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_hea
         static const char *const keys[NTRACE] = {"traceparent", "tracestate", "baggage"};
         size_t off[NTRACE], vlen[NTRACE], n = 0;
         bool have[NTRACE] = {false, false, false};
-        char line[4096];
         size_t i = 0;
+        /* A logical line is never longer than the column: no cut (W3C
+         * baggage may be 8192 bytes and more). */
+        if (grow_buf(&o->tline, &o->tline_cap, len + 1))
+                return -1;
+        char *line = o->tline;
         while (i < len) {
                 /* One logical line: a trailing odd backslash continues it. */
                 size_t ln = 0;
@@ -924,10 +930,8 @@ static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_hea
                         for (size_t k = i; k > st && s[k - 1] == '\\'; k--)
                                 bs++;
                         size_t take = i - st - (bs % 2);
-                        if (ln + take < sizeof(line)) {
-                                memcpy(line + ln, s + st, take);
-                                ln += take;
-                        }
+                        memcpy(line + ln, s + st, take);
+                        ln += take;
                         if (i < len && s[i] == '\r' && i + 1 < len && s[i + 1] == '\n')
                                 i++;
                         if (i < len)

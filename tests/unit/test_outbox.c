@@ -19,7 +19,7 @@
 #include "tap.h"
 
 typedef struct {
-        char b[4096];
+        char b[16384]; /* room for a row with a long tracing column */
         size_t n;
 } buf_t;
 
@@ -623,6 +623,22 @@ static void test_debezium_keys(void)
         ok(ev.nheaders == 4 && strcmp(ev.headers[1].name, "baggage") == 0 && ev.headers[1].len == 5 &&
                memcmp(ev.headers[1].value, "k1=v1", 5) == 0,
            "baggage as written");
+        done_map(o, set);
+
+        /* W3C allows baggage up to 8192 bytes: a long line is no reason to drop it. */
+        static char big[6000], lrow_trace[6200];
+        memset(big, 'b', 5000);
+        memcpy(big, "k=", 2);
+        big[5000] = '\0';
+        snprintf(lrow_trace, sizeof(lrow_trace),
+                 "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nbaggage=%s", big);
+        const char *lrow[] = {"id-t", "order", "order-42", "T", "{}", lrow_trace};
+        is_int(map_row(trace_raw, text_text, lrow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "row with 5000 bytes of baggage maps");
+        ok(ev.nheaders == 4 && strcmp(ev.headers[1].name, "baggage") == 0 &&
+               ev.headers[1].len == 5000 && memcmp(ev.headers[1].value, big, 5000) == 0,
+           "  the baggage is sent whole (%zu headers, second %s, %zu bytes)", ev.nheaders,
+           ev.nheaders > 1 ? ev.headers[1].name : "-", ev.nheaders > 1 ? ev.headers[1].len : 0);
         done_map(o, set);
 
         /* A timestamptz column with an offset; a tombstone for a blank payload. */
