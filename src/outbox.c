@@ -1555,7 +1555,8 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
                 size_t hl;
                 if ((rc = value_text(o, json_object_get(o->body, o->extra[i].name), &hv, &hl)))
                         goto nomem;
-                o->mheaders[nh++] = (relay_header_t){o->extra[i].name, hv, hl};
+                /* A header placement is named by its alias, as for a row. */
+                o->mheaders[nh++] = (relay_header_t){o->extra[i].alias, hv, hl};
         }
         json_t *hdrs = json_object_get(o->body, "headers");
         if (hdrs && !json_is_null(hdrs) && !json_is_object(hdrs)) {
@@ -1587,6 +1588,24 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
         }
         ev->headers = o->mheaders;
         ev->nheaders = nh;
+
+        /* A partition placement takes the top-level field, as a row its
+         * column: with outbox.source = both an aggregate's messages and rows
+         * must share a partition to stay in order. Absent or null: the
+         * partitioner decides, as for a NULL column. */
+        const json_t *part = o->part.name ? json_object_get(o->body, o->part.name) : NULL;
+        if (part && json_is_integer(part) && json_integer_value(part) >= 0 &&
+            json_integer_value(part) <= INT32_MAX) {
+                ev->has_partition = true;
+                ev->partition = (int32_t)json_integer_value(part);
+        } else if (part && !json_is_null(part)) {
+                relay_err_set(msg, sizeof(msg),
+                              "outbox message (prefix \"%s\") has \"%s\" that is not a partition "
+                              "number (an integer, 0 or more), which "
+                              "table.fields.additional.placement puts in the partition",
+                              pfx, o->part.name);
+                first_error(&first, RELAY_EMAP, err, errlen, msg);
+        }
         return first;
 nomem:
         return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");

@@ -716,6 +716,39 @@ static void test_debezium_keys(void)
         is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0, "a message maps with a regex");
         is_str(ev.topic, "order.events.v3", "the message's routing value through the regex");
         done_map(o, set);
+        /* Placements apply to messages as to rows (outbox.source = both
+         * sends both kinds for one aggregate): a header by its alias, the
+         * partition from the field. */
+        const char *const mplace[] = {"outbox.source", "both", "table.fields.additional.placement",
+                                      "tenant:header:Tenant,part:partition", NULL};
+        set = settings_kv(mplace, err, sizeof(err));
+        if (!set || relay_outbox_new(&o, set, err, sizeof(err)) != 0)
+                tap_bail("messages with placements: %s", err);
+        mm = message(true, "outbox",
+                     "{\"id\": \"e-2\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                     "\"type\": \"T\", \"payload\": {}, \"tenant\": \"acme\", \"part\": 2}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0,
+               "a message maps with placements");
+        size_t hl = 0;
+        const char *hv = header(&ev, "Tenant", &hl);
+        ok(hv && hl == 4 && memcmp(hv, "acme", 4) == 0 && !header(&ev, "tenant", &hl),
+           "  the header placement is named by its alias, as for a row");
+        ok(ev.has_partition && ev.partition == 2,
+           "  the partition placement applies, as for a row (has %d, partition %d)",
+           (int)ev.has_partition, (int)ev.partition);
+        mm = message(true, "outbox",
+                     "{\"id\": \"e-3\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                     "\"type\": \"T\", \"payload\": {}, \"part\": -1}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "a message with a negative partition is refused");
+        ok(strstr(err, "\"part\"") && strstr(err, "partition"), "  naming the field: %s", err);
+        mm = message(true, "outbox",
+                     "{\"id\": \"e-4\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                     "\"type\": \"T\", \"payload\": {}}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0,
+               "a message without the partition field maps");
+        ok(!ev.has_partition, "  and the partitioner decides, as for a NULL column");
+        done_map(o, set);
         const char *const nogroup[] = {"route.topic.replacement", "x.$2", NULL};
         ok(settings_kv(nogroup, err, sizeof(err)) == NULL && strstr(err, "no group 2"),
            "a reference to a group the regex lacks is refused: %s", err);
