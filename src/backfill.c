@@ -5,8 +5,11 @@
  * The snapshot is the one CREATE_REPLICATION_SLOT exported: exactly the
  * transactions committed before the slot's consistent point, whose changes
  * the slot will never send. Rows come oldest transaction first (age(xmin),
- * then ctid), which is commit order for transactions that wrote the same
- * aggregate one after another; a frozen row (xmin 2) is the oldest of all.
+ * then cmin, then ctid), which is commit order for transactions that wrote
+ * the same aggregate one after another; a frozen row (xmin 2) is the oldest
+ * of all. Within a transaction cmin (its command counter) is the order of
+ * the INSERT statements: ctid alone is not, since a row goes wherever the
+ * free space map finds room, an earlier page included.
  * Values are fetched as text with the replication connection's session
  * settings (repl.h), so they read as pgoutput's text values do.
  *
@@ -191,7 +194,8 @@ static int declare(relay_backfill_t *b, const char *qtable, char *err, size_t er
         }
         snprintf(sql, n,
                  "DECLARE relay_backfill NO SCROLL CURSOR FOR SELECT * FROM %s%s%s%s "
-                 "ORDER BY pg_catalog.age(xmin) DESC, ctid",
+                 "ORDER BY pg_catalog.age(xmin) DESC, "
+                 "cmin::pg_catalog.text::pg_catalog.int8, ctid", /* cid has no ordering */
                  qtable, *filter ? " WHERE (" : "", filter, *filter ? "\n)" : "");
         PGresult *res = PQexecParams(b->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
         free(sql);

@@ -98,6 +98,8 @@ struct relay_outbox {
         int trace_col;        /* tracing.span.context.field's position, -1 if none or absent */
         char *trace;          /* scratch: the trace headers' values */
         size_t trace_cap;
+        char *tline;          /* scratch: one logical line of the tracing column */
+        size_t tline_cap;
         bool context_headers; /* format.debezium.topic_prefix set */
         char run_id[37];      /* the __debezium.context.runId of this mapping */
 };
@@ -128,7 +130,7 @@ void relay_outbox_free(relay_outbox_t *o)
         for (size_t i = 0; i < o->nvnames; i++)
                 RELAY_FREE_ALL(o->vnames[i].text, o->vnames[i].name);
         RELAY_FREE_ALL(o->relids, o->extra, o->env, o->env_kind, o->env_optional, o->schema_name,
-                       o->vnames, o->segcol, o->trace, o->topic, o->bytes, o->headers, o->strs,
+                       o->vnames, o->segcol, o->trace, o->tline, o->topic, o->bytes, o->headers, o->strs,
                        o->mheaders, o->xkind, o->xoptional, o->hkind, o->hoptional, o->hoff, o);
 }
 
@@ -904,8 +906,12 @@ static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_hea
         static const char *const keys[NTRACE] = {"traceparent", "tracestate", "baggage"};
         size_t off[NTRACE], vlen[NTRACE], n = 0;
         bool have[NTRACE] = {false, false, false};
-        char line[4096];
         size_t i = 0;
+        /* A logical line is never longer than the column: no cut (W3C
+         * baggage may be 8192 bytes and more). */
+        if (grow_buf(&o->tline, &o->tline_cap, len + 1))
+                return -1;
+        char *line = o->tline;
         while (i < len) {
                 /* One logical line: a trailing odd backslash continues it. */
                 size_t ln = 0;
@@ -924,10 +930,8 @@ static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_hea
                         for (size_t k = i; k > st && s[k - 1] == '\\'; k--)
                                 bs++;
                         size_t take = i - st - (bs % 2);
-                        if (ln + take < sizeof(line)) {
-                                memcpy(line + ln, s + st, take);
-                                ln += take;
-                        }
+                        memcpy(line + ln, s + st, take);
+                        ln += take;
                         if (i < len && s[i] == '\r' && i + 1 < len && s[i + 1] == '\n')
                                 i++;
                         if (i < len)
@@ -993,8 +997,8 @@ static int route_topic(relay_outbox_t *o, size_t *tlen, char *err, size_t errlen
                 relay_err_set(err, errlen, "out of memory");
                 return rc;
         }
-        if (rc) /* longer than any topic: what fits is refused by the name check */
-                n = sizeof(out) - 1;
+        /* RELAY_EINVAL: longer than any topic; out holds what fits (more
+         * than RELAY_TOPIC_MAX), which the name check refuses, quoting it. */
         if (grow_buf(&o->topic, &o->topic_cap, n + 1))
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         memcpy(o->topic, out, n);
@@ -1551,7 +1555,8 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
                 size_t hl;
                 if ((rc = value_text(o, json_object_get(o->body, o->extra[i].name), &hv, &hl)))
                         goto nomem;
-                o->mheaders[nh++] = (relay_header_t){o->extra[i].name, hv, hl};
+                /* A header placement is named by its alias, as for a row. */
+                o->mheaders[nh++] = (relay_header_t){o->extra[i].alias, hv, hl};
         }
         json_t *hdrs = json_object_get(o->body, "headers");
         if (hdrs && !json_is_null(hdrs) && !json_is_object(hdrs)) {
@@ -1583,6 +1588,24 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
         }
         ev->headers = o->mheaders;
         ev->nheaders = nh;
+
+        /* A partition placement takes the top-level field, as a row its
+         * column: with outbox.source = both an aggregate's messages and rows
+         * must share a partition to stay in order. Absent or null: the
+         * partitioner decides, as for a NULL column. */
+        const json_t *part = o->part.name ? json_object_get(o->body, o->part.name) : NULL;
+        if (part && json_is_integer(part) && json_integer_value(part) >= 0 &&
+            json_integer_value(part) <= INT32_MAX) {
+                ev->has_partition = true;
+                ev->partition = (int32_t)json_integer_value(part);
+        } else if (part && !json_is_null(part)) {
+                relay_err_set(msg, sizeof(msg),
+                              "outbox message (prefix \"%s\") has \"%s\" that is not a partition "
+                              "number (an integer, 0 or more), which "
+                              "table.fields.additional.placement puts in the partition",
+                              pfx, o->part.name);
+                first_error(&first, RELAY_EMAP, err, errlen, msg);
+        }
         return first;
 nomem:
         return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");

@@ -527,6 +527,17 @@ void relay_route_free(relay_route_t *r)
         free(r);
 }
 
+/* Append l bytes at out + *n, as many as fit with the NUL: RELAY_EINVAL
+ * when they did not all fit, and what fits is kept for the caller's
+ * message, which quotes the refused topic. */
+static int put_cut(char *out, size_t outlen, size_t *n, const char *src, size_t l)
+{
+        size_t room = outlen > *n ? outlen - *n - 1 : 0;
+        memcpy(out + *n, src, l < room ? l : room);
+        *n += l < room ? l : room;
+        return l > room ? RELAY_EINVAL : 0;
+}
+
 int relay_route_apply(const relay_route_t *r, const char *value, size_t len, char *out,
                       size_t outlen, size_t *outn)
 {
@@ -542,13 +553,10 @@ int relay_route_apply(const relay_route_t *r, const char *value, size_t len, cha
         int rc = 0;
         if (!matched) {
                 /* RegexRouter leaves a record it does not match as it is. */
-                if (len + 1 > outlen)
-                        rc = RELAY_EINVAL;
-                else
-                        memcpy(out, s, len + 1), n = len;
+                rc = put_cut(out, outlen, &n, s, len);
                 goto out;
         }
-        for (size_t i = 0; i < r->npieces; i++) {
+        for (size_t i = 0; i < r->npieces && rc == 0; i++) {
                 const char *src = r->pieces[i].text;
                 size_t l = r->pieces[i].len;
                 if (!src) {
@@ -558,15 +566,11 @@ int relay_route_apply(const relay_route_t *r, const char *value, size_t len, cha
                         src = s + g->rm_so;
                         l = (size_t)(g->rm_eo - g->rm_so);
                 }
-                if (n + l + 1 > outlen) {
-                        rc = RELAY_EINVAL;
-                        goto out;
-                }
-                memcpy(out + n, src, l);
-                n += l;
+                rc = put_cut(out, outlen, &n, src, l);
         }
-        out[n] = '\0';
 out:
+        if (outlen > 0)
+                out[n] = '\0';
         if (s != stack)
                 free(s);
         *outn = n;

@@ -272,8 +272,9 @@ static void additional(reader_t *r, relay_settings_t *s)
                 return;
         p = v;
         while (relay_list_next(&p, &item, &len)) {
-                char part[3][128];
-                size_t np = 0, pl = 0;
+                /* The parts, trimmed, as spans of item: no copy to cut them. */
+                const char *part[3];
+                size_t plen[3], np = 0, pl = 0;
                 if (len == 0)
                         continue;
                 for (size_t i = 0; i <= len && np < 3; i++) {
@@ -285,10 +286,8 @@ static void additional(reader_t *r, relay_settings_t *s)
                                         a++;
                                 while (b > a && (src[b - 1] == ' ' || src[b - 1] == '\t'))
                                         b--;
-                                if (b - a >= sizeof(part[0]))
-                                        b = a + sizeof(part[0]) - 1;
-                                memcpy(part[np], src + a, b - a);
-                                part[np++][b - a] = '\0';
+                                part[np] = src + a;
+                                plen[np++] = b - a;
                                 pl = 0;
                         } else {
                                 pl++;
@@ -296,10 +295,11 @@ static void additional(reader_t *r, relay_settings_t *s)
                 }
                 int place = -1;
                 for (int k = 0; np >= 2 && places[k]; k++)
-                        if (strcasecmp(part[1], places[k]) == 0)
+                        if (plen[1] == strlen(places[k]) &&
+                            strncasecmp(part[1], places[k], plen[1]) == 0)
                                 place = k;
-                if (np < 2 || place < 0 || !relay_names_is_column(part[0], strlen(part[0])) ||
-                    (np == 3 && !part[2][0])) {
+                if (np < 2 || place < 0 || !relay_names_is_column(part[0], plen[0]) ||
+                    (np == 3 && plen[2] == 0)) {
                         fail(r, RELAY_EINVAL, key, v,
                              "each item is column:placement or column:placement:alias, placement "
                              "header, envelope or partition");
@@ -330,8 +330,8 @@ static void additional(reader_t *r, relay_settings_t *s)
                 s->additional = g;
                 g = &s->additional[s->n_additional];
                 g->placement = (relay_placement_t)place;
-                g->column = strdup(part[0]);
-                g->alias = strdup(np == 3 ? part[2] : part[0]);
+                g->column = strndup(part[0], plen[0]);
+                g->alias = np == 3 ? strndup(part[2], plen[2]) : strndup(part[0], plen[0]);
                 s->n_additional++;
                 if (!g->column || !g->alias) {
                         fail(r, RELAY_ENOMEM, key, v, NULL);

@@ -46,7 +46,8 @@ void relay_route_free(relay_route_t *r);
  * @brief The topic for a routing value (len bytes, no NUL inside): the
  *        expanded replacement when the pattern matches all of it, else the
  *        value itself. Written NUL-terminated into out.
- * @returns 0 and *outn; RELAY_EINVAL when it does not fit in outlen;
+ * @returns 0 and *outn; RELAY_EINVAL when it does not fit in outlen (out
+ *          then holds what fits, NUL-terminated, and *outn its length);
  *          RELAY_ENOMEM.
  */
 int relay_route_apply(const relay_route_t *r, const char *value, size_t len, char *out,

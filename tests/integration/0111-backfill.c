@@ -28,6 +28,9 @@
  *    rows backfilled (filtered rows left out), 200 and 300 streamed, then
  *    one transaction writing the two tables by turns; each table's events
  *    exactly once, in order.
+ * F. One transaction's rows whose physical order (ctid) is not their
+ *    insertion order (the free space map sent version 2 to page 0): in
+ *    insertion order all the same.
  * C. Bad settings: a filter the server refuses stops the relay at start
  *    (exit 3) naming snapshot.filter and leaving no slot; snapshot.mode =
  *    initial with outbox.source = messages is refused (exit 2).
@@ -480,6 +483,65 @@ int main(void)
                 free(agg1);
                 free(agg2);
                 free(eslot);
+        }
+
+        /* --- F. one transaction's rows out of physical order -------------------- */
+        {
+                char *fdb = h_pg_create_db("bfphys");
+                char *fagg = h_unique_name("bff");
+                char *fslot = h_unique_name("slot");
+                PGconn *fc = setup_db(fdb, fagg);
+                int fwant[AGGS] = {0};
+                fwant[0] = 2;
+                /* Free room in page 0 (VACUUM records it in the free space
+                 * map), then one transaction: a large filtered row extends
+                 * the table, version 1 fits after it on the new last page,
+                 * version 2 does not and goes to page 0. */
+                h_pg_exec(fc, "ALTER TABLE outbox ADD COLUMN pad text");
+                h_pg_exec(fc, "ALTER TABLE outbox ALTER COLUMN pad SET STORAGE PLAIN");
+                h_pg_exec(fc, "ALTER TABLE outbox SET (autovacuum_enabled = false)");
+                h_pg_exec(fc,
+                          "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, "
+                          "sent_at, pad) SELECT md5('%s-fill-' || i)::uuid, '%s', 'fill', 'Ev', "
+                          "'{\"sent\": 1}', now(), repeat('p', 1000) FROM generate_series(1, 70) i",
+                          fagg, fagg);
+                h_pg_exec(fc, "DELETE FROM outbox WHERE ctid IN ('(0,1)', '(0,2)', '(0,3)')");
+                h_pg_exec(fc, "VACUUM outbox");
+                h_pg_exec(fc, "BEGIN");
+                h_pg_exec(fc,
+                          "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, "
+                          "sent_at, pad) VALUES (md5('%s-big')::uuid, '%s', 'fill', 'Ev', "
+                          "'{\"sent\": 2}', now(), repeat('q', 7000))",
+                          fagg, fagg);
+                for (int v = 1; v <= 2; v++)
+                        h_pg_exec(fc,
+                                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                  "payload, pad) VALUES (md5('%s-0-%d')::uuid, '%s', 'agg-0', "
+                                  "'Ev', '{\"a\": 0, \"v\": %d}', repeat('q', %d))",
+                                  fagg, v, fagg, v, v == 1 ? 10 : 2000);
+                h_pg_exec(fc, "COMMIT");
+                char *swapped = h_pg_value(fc,
+                                           "SELECT (SELECT ctid FROM outbox WHERE payload->>'v' = '2') "
+                                           "< (SELECT ctid FROM outbox WHERE payload->>'v' = '1')");
+                ok(swapped && strcmp(swapped, "t") == 0,
+                   "F: version 2 lies before version 1 in the table (ctid)");
+                free(swapped);
+                snprintf(topic, sizeof(topic), "outbox.event.%s", fagg);
+                h_kafka_create_topic(topic, 3);
+                relay = h_relay_start(relay_sets(fdb, fslot, NULL, NULL));
+                ok(h_relay_wait_log(relay, "backfill done: 2 rows", 60000),
+                   "F: the backfill reads the 2 rows");
+                ok(h_kafka_wait_count(topic, 2, 60000) >= 2, "F: 2 events reached Kafka");
+                h_relay_signal(relay, SIGTERM);
+                is_int(h_relay_wait(relay, 30000), 0, "F: clean exit 0");
+                h_relay_free(relay);
+                check_topic(topic, fwant, &k);
+                report("F: physical order", &k, 2);
+                PQfinish(fc);
+                h_pg_drop_db(fdb);
+                free(fdb);
+                free(fagg);
+                free(fslot);
         }
 
         /* --- C. bad settings ------------------------------------------------------ */

@@ -19,7 +19,7 @@
 #include "tap.h"
 
 typedef struct {
-        char b[4096];
+        char b[16384]; /* room for a row with a long tracing column */
         size_t n;
 } buf_t;
 
@@ -625,6 +625,22 @@ static void test_debezium_keys(void)
            "baggage as written");
         done_map(o, set);
 
+        /* W3C allows baggage up to 8192 bytes: a long line is no reason to drop it. */
+        static char big[6000], lrow_trace[6200];
+        memset(big, 'b', 5000);
+        memcpy(big, "k=", 2);
+        big[5000] = '\0';
+        snprintf(lrow_trace, sizeof(lrow_trace),
+                 "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nbaggage=%s", big);
+        const char *lrow[] = {"id-t", "order", "order-42", "T", "{}", lrow_trace};
+        is_int(map_row(trace_raw, text_text, lrow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "row with 5000 bytes of baggage maps");
+        ok(ev.nheaders == 4 && strcmp(ev.headers[1].name, "baggage") == 0 &&
+               ev.headers[1].len == 5000 && memcmp(ev.headers[1].value, big, 5000) == 0,
+           "  the baggage is sent whole (%zu headers, second %s, %zu bytes)", ev.nheaders,
+           ev.nheaders > 1 ? ev.headers[1].name : "-", ev.nheaders > 1 ? ev.headers[1].len : 0);
+        done_map(o, set);
+
         /* A timestamptz column with an offset; a tombstone for a blank payload. */
         const char *row2[] = {"id-2", "order", "order-42", "T", "\\x", "2001-02-03 04:05:06.789999+05:30"};
         const char *const tomb[] = {"route.tombstone.on.empty.payload", "true",
@@ -670,6 +686,16 @@ static void test_debezium_keys(void)
         is_int(map_row(group, text_ts, row, &ev, &o, &set, d, err, sizeof(err)), 0, "$1 with the default regex");
         is_str(ev.topic, "x.order", "$1 is the whole routing value (the aggregate type)");
         done_map(o, set);
+        /* A routing value too long for any topic is refused, quoting it. */
+        static char longtype[601];
+        memset(longtype, 'q', 600);
+        const char *lrow2[] = {row[0], row[1], row[2], longtype, row[4], row[5]};
+        is_int(map_row(nomatch, text_ts, lrow2, &ev, &o, &set, d, err, sizeof(err)), RELAY_EMAP,
+               "a 600-character routing value is refused");
+        ok(strstr(err, "invalid Kafka topic name \"qqqqqqqqqqqqqqqqqqqq") != NULL &&
+               strstr(err, "route.topic.regex") != NULL,
+           "  the message quotes the value: %.80s", err);
+        done_map(o, set);
         const char *const badre[] = {"route.topic.regex", "(.*?)_v1", NULL};
         ok(settings_kv(badre, err, sizeof(err)) == NULL && strstr(err, "route.topic.regex") &&
                strstr(err, "lazy quantifier"),
@@ -689,6 +715,39 @@ static void test_debezium_keys(void)
                                          "\"aggregateid\": \"42\", \"type\": \"T\", \"payload\": {}}");
         is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0, "a message maps with a regex");
         is_str(ev.topic, "order.events.v3", "the message's routing value through the regex");
+        done_map(o, set);
+        /* Placements apply to messages as to rows (outbox.source = both
+         * sends both kinds for one aggregate): a header by its alias, the
+         * partition from the field. */
+        const char *const mplace[] = {"outbox.source", "both", "table.fields.additional.placement",
+                                      "tenant:header:Tenant,part:partition", NULL};
+        set = settings_kv(mplace, err, sizeof(err));
+        if (!set || relay_outbox_new(&o, set, err, sizeof(err)) != 0)
+                tap_bail("messages with placements: %s", err);
+        mm = message(true, "outbox",
+                     "{\"id\": \"e-2\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                     "\"type\": \"T\", \"payload\": {}, \"tenant\": \"acme\", \"part\": 2}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0,
+               "a message maps with placements");
+        size_t hl = 0;
+        const char *hv = header(&ev, "Tenant", &hl);
+        ok(hv && hl == 4 && memcmp(hv, "acme", 4) == 0 && !header(&ev, "tenant", &hl),
+           "  the header placement is named by its alias, as for a row");
+        ok(ev.has_partition && ev.partition == 2,
+           "  the partition placement applies, as for a row (has %d, partition %d)",
+           (int)ev.has_partition, (int)ev.partition);
+        mm = message(true, "outbox",
+                     "{\"id\": \"e-3\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                     "\"type\": \"T\", \"payload\": {}, \"part\": -1}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), RELAY_EMAP,
+               "a message with a negative partition is refused");
+        ok(strstr(err, "\"part\"") && strstr(err, "partition"), "  naming the field: %s", err);
+        mm = message(true, "outbox",
+                     "{\"id\": \"e-4\", \"aggregatetype\": \"order\", \"aggregateid\": \"42\", "
+                     "\"type\": \"T\", \"payload\": {}}");
+        is_int(relay_outbox_map_message(o, &mm, 0, &ev, err, sizeof(err)), 0,
+               "a message without the partition field maps");
+        ok(!ev.has_partition, "  and the partitioner decides, as for a NULL column");
         done_map(o, set);
         const char *const nogroup[] = {"route.topic.replacement", "x.$2", NULL};
         ok(settings_kv(nogroup, err, sizeof(err)) == NULL && strstr(err, "no group 2"),

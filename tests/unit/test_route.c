@@ -101,6 +101,18 @@ int main(void)
         if (relay_route_new(&r, "(.*)", "$1$1$1$1", err, sizeof(err)) != 0)
                 tap_bail("%s", err);
         ok(relay_route_apply(r, "abcdef", 6, out, 10, &n) == RELAY_EINVAL, "overflow refused");
+        /* What is refused is still shown: the caller quotes out in its message. */
+        memset(out, 'Z', sizeof(out));
+        ok(relay_route_apply(r, "abcdef", 6, out, 10, &n) == RELAY_EINVAL && n == 9 &&
+               strcmp(out, "abcdefabc") == 0,
+           "  out holds the expansion cut to fit, NUL-terminated: \"%.10s\" (%zu)", out, n);
+        relay_route_free(r);
+        if (relay_route_new(&r, "(.*)_v1", "$1", err, sizeof(err)) != 0)
+                tap_bail("%s", err);
+        memset(out, 'Z', sizeof(out));
+        ok(relay_route_apply(r, "abcdefghijkl", 12, out, 10, &n) == RELAY_EINVAL && n == 9 &&
+               strcmp(out, "abcdefghi") == 0,
+           "  an unmatched value too long: out holds the value cut to fit: \"%.10s\" (%zu)", out, n);
         relay_route_free(r);
         relay_route_free(NULL);
         return done_testing();

@@ -414,8 +414,28 @@ static void test_choices(void)
         }
 }
 
+/* table.fields.additional.placement: an alias is kept whole (a header name
+ * Kafka takes at any length), never cut. */
+static void test_placement_alias(void)
+{
+        char arg[512], alias[201];
+        memset(alias, 'h', 200);
+        alias[200] = '\0';
+        snprintf(arg, sizeof(arg), "table.fields.additional.placement=tenant:header:%s", alias);
+        relay_config_t *c = config();
+        set(c, arg);
+        relay_settings_t *s = NULL;
+        int rc = relay_settings_load(&s, c, err, sizeof(err));
+        ok(rc == 0 && s->n_additional == 1 && strcmp(s->additional[0].alias, alias) == 0,
+           "a 200-character alias is kept whole (rc %d, alias of %zu characters)", rc,
+           rc == 0 && s->n_additional ? strlen(s->additional[0].alias) : 0);
+        relay_settings_free(s);
+        relay_config_free(c);
+}
+
 int main(void)
 {
+        test_placement_alias();
         test_defaults();
         test_choices();
         test_converted();
