@@ -130,8 +130,9 @@ void relay_outbox_free(relay_outbox_t *o)
         for (size_t i = 0; i < o->nvnames; i++)
                 RELAY_FREE_ALL(o->vnames[i].text, o->vnames[i].name);
         RELAY_FREE_ALL(o->relids, o->extra, o->env, o->env_kind, o->env_optional, o->schema_name,
-                       o->vnames, o->segcol, o->trace, o->tline, o->topic, o->bytes, o->headers, o->strs,
-                       o->mheaders, o->xkind, o->xoptional, o->hkind, o->hoptional, o->hoff, o);
+                       o->vnames, o->segcol, o->trace, o->tline, o->topic, o->bytes, o->headers,
+                       o->strs, o->mheaders, o->xkind, o->xoptional, o->hkind, o->hoptional, o->hoff,
+                       o);
 }
 
 /* A version 4 UUID, as java.util.UUID.randomUUID() prints it: Debezium's
