@@ -53,18 +53,9 @@ int main(void)
         h_relay_t *r = h_relay_start(fc.sets.v);
         int64_t t0 = h_now_ms();
         /* The relay's stream starts, then it waits in its checkpoint read. */
-        char *q = fx_fmt("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s' "
-                         "AND active",
-                         fc.slot);
-        bool active = false;
-        while (!active && h_now_ms() - t0 < 30000) {
-                char *n = h_pg_value(fc.c, "%s", q);
-                active = strcmp(n, "1") == 0;
-                free(n);
-                if (!active)
-                        h_sleep_ms(100);
-        }
-        free(q);
+        bool active;
+        while (!(active = fx_slot(fc.c, fc.slot).active_pid != 0) && h_now_ms() - t0 < 30000)
+                h_sleep_ms(100);
         ok(active, "the relay starts its stream");
         int64_t left = HELD_MS - (h_now_ms() - t0);
         if (left > 0)
