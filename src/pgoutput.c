@@ -139,57 +139,48 @@ static inline bool rd_bytes(struct rd *r, size_t n, const uint8_t **b)
         return true;
 }
 
-static const char *msgname(uint8_t type)
-{
-        switch (type) {
-        case 'B':
-                return "Begin";
-        case 'C':
-                return "Commit";
-        case 'O':
-                return "Origin";
-        case 'R':
-                return "Relation";
-        case 'Y':
-                return "Type";
-        case 'I':
-                return "Insert";
-        case 'U':
-                return "Update";
-        case 'D':
-                return "Delete";
-        case 'T':
-                return "Truncate";
-        case 'M':
-                return "Message";
-        case 'S':
-                return "Stream Start";
-        case 'E':
-                return "Stream Stop";
-        case 'c':
-                return "Stream Commit";
-        case 'A':
-                return "Stream Abort";
-        case 'b':
-                return "Begin Prepare";
-        case 'P':
-                return "Prepare";
-        case 'K':
-                return "Commit Prepared";
-        case 'r':
-                return "Rollback Prepared";
-        case 'p':
-                return "Stream Prepare";
-        default:
-                return NULL;
-        }
-}
+/*
+ * What a parser gets: the decoder (its relation cache and scratch), the
+ * cursor over the message's body, the message to fill, and for a Relation
+ * the cache entry it built, which the caller installs once the whole message
+ * proved valid.
+ */
+typedef int parse_fn(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                     relay_pgo_relation_t **newrel, char *err, size_t errlen);
 
-/* Messages that exist only with streaming or two_phase, which the relay never requests. */
-static bool not_requested(uint8_t type)
-{
-        return type != 0 && strchr("SEcAbPKrp", type) != NULL;
-}
+static parse_fn parse_begin, parse_commit, parse_origin, parse_relation, parse_type, parse_insert,
+        parse_update, parse_delete, parse_truncate, parse_message;
+
+/*
+ * Every message type pgoutput has, by its type byte: the name messages use
+ * and its parser. The kinds without a parser exist only with streaming or
+ * two_phase, which the relay never requests; a byte without a name is no
+ * pgoutput message at all.
+ */
+static const struct kind {
+        const char *name;
+        parse_fn *parse;
+} kinds[256] = {
+        ['B'] = {"Begin", parse_begin},
+        ['C'] = {"Commit", parse_commit},
+        ['O'] = {"Origin", parse_origin},
+        ['R'] = {"Relation", parse_relation},
+        ['Y'] = {"Type", parse_type},
+        ['I'] = {"Insert", parse_insert},
+        ['U'] = {"Update", parse_update},
+        ['D'] = {"Delete", parse_delete},
+        ['T'] = {"Truncate", parse_truncate},
+        ['M'] = {"Message", parse_message},
+        ['S'] = {"Stream Start", NULL},
+        ['E'] = {"Stream Stop", NULL},
+        ['c'] = {"Stream Commit", NULL},
+        ['A'] = {"Stream Abort", NULL},
+        ['b'] = {"Begin Prepare", NULL},
+        ['P'] = {"Prepare", NULL},
+        ['K'] = {"Commit Prepared", NULL},
+        ['r'] = {"Rollback Prepared", NULL},
+        ['p'] = {"Stream Prepare", NULL},
+};
 
 static int bad(char *err, size_t errlen, uint8_t type, const char *fmt, ...) RELAY_PRINTF(4, 5);
 static int bad(char *err, size_t errlen, uint8_t type, const char *fmt, ...)
@@ -200,13 +191,13 @@ static int bad(char *err, size_t errlen, uint8_t type, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(detail, sizeof(detail), fmt, ap);
         va_end(ap);
-        relay_err_set(err, errlen, "invalid pgoutput %s message: %s", msgname(type), detail);
+        relay_err_set(err, errlen, "invalid pgoutput %s message: %s", kinds[type].name, detail);
         return RELAY_EPROTO;
 }
 
 static int nomem(char *err, size_t errlen, uint8_t type)
 {
-        relay_err_set(err, errlen, "out of memory decoding pgoutput %s message", msgname(type));
+        relay_err_set(err, errlen, "out of memory decoding pgoutput %s message", kinds[type].name);
         return RELAY_ENOMEM;
 }
 
@@ -316,8 +307,11 @@ static int check_commit_time(uint8_t type, int64_t t, char *err, size_t errlen)
 /*
  * Begin: Byte1 'B', Int64 final_lsn, Int64 commit_ts, Int32 xid   (20 bytes)
  */
-static int parse_begin(struct rd *r, relay_pgo_begin_t *m, char *err, size_t errlen)
+static int parse_begin(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                       relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
+        relay_pgo_begin_t *m = &out->begin;
+
         if (!rd_has(r, 20))
                 return TRUNC;
         (void)(rd_lsn(r, &m->final_lsn) && rd_i64(r, &m->commit_time) && rd_u32(r, &m->xid));
@@ -328,8 +322,11 @@ static int parse_begin(struct rd *r, relay_pgo_begin_t *m, char *err, size_t err
  * Commit: Byte1 'C', Int8 flags (0), Int64 commit_lsn, Int64 end_lsn,
  *         Int64 commit_ts                                         (25 bytes)
  */
-static int parse_commit(struct rd *r, relay_pgo_commit_t *m, char *err, size_t errlen)
+static int parse_commit(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                        relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
+        relay_pgo_commit_t *m = &out->commit;
+
         if (!rd_has(r, 25))
                 return TRUNC;
         (void)(rd_u8(r, &m->flags) && rd_lsn(r, &m->commit_lsn) && rd_lsn(r, &m->end_lsn) &&
@@ -342,8 +339,10 @@ static int parse_commit(struct rd *r, relay_pgo_commit_t *m, char *err, size_t e
 /*
  * Origin: Byte1 'O', Int64 origin_commit_lsn, String origin_name
  */
-static int parse_origin(struct rd *r, relay_pgo_origin_t *m)
+static int parse_origin(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                        relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
+        relay_pgo_origin_t *m = &out->origin;
         size_t len;
 
         if (!rd_lsn(r, &m->origin_lsn) || !rd_str(r, &m->name, &len))
@@ -387,12 +386,13 @@ static relay_pgo_relation_t *relation_alloc(uint32_t relid, char replident, int 
  * copies them into a single allocation. The entry is only built here; the
  * caller installs it once the whole message proved valid.
  */
-static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_relation_msg_t *m,
-                          relay_pgo_relation_t **ret, char *err, size_t errlen)
+static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                          relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
-        const char *nsp, *relname, *name;
-        size_t nsplen, rellen, len, colbytes = 0;
-        uint8_t replident, flags;
+        relay_pgo_relation_msg_t *m = &out->relation;
+        const char *nsp, *relname, *name = NULL;
+        size_t nsplen, rellen, len = 0, colbytes = 0;
+        uint8_t replident, flags = 0;
         int16_t ncols;
         int32_t typmod;
         uint32_t typid;
@@ -438,15 +438,17 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_relation_
                 c->name = memcpy(s, name, len + 1);
                 s += len + 1;
         }
-        *ret = rel;
+        *newrel = rel;
         return RELAY_OK;
 }
 
 /*
  * Type: Byte1 'Y', Int32 type_oid, String namespace, String typname
  */
-static int parse_type(struct rd *r, relay_pgo_type_t *m)
+static int parse_type(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                      relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
+        relay_pgo_type_t *m = &out->type;
         size_t len;
 
         if (!rd_u32(r, &m->oid) || !rd_str(r, &m->nspname, &len) || !rd_str(r, &m->name, &len))
@@ -527,13 +529,15 @@ typedef struct {
 
 /*
  * The layout every row message shares after its type: Int32 relid (which
- * must be cached), Byte1 tag, one of accept: 'K' (key) or 'O' (old row)
- * followed by that TupleData and, when the message has a new row, Byte1
- * 'N' and its TupleData; or 'N' and the new row's TupleData at once.
+ * must be cached), Byte1 tag, then, where the message has an old tuple,
+ * 'K' (key) or 'O' (old row) followed by that TupleData and, where it also
+ * has a new row, Byte1 'N' and its TupleData; or 'N' and the new row's
+ * TupleData at once. Which tuples the message has is out's old and new.
  */
-static int read_row(const relay_pgoutput_t *d, struct rd *r, uint8_t type, const char *accept,
-                    row_out_t out, char *err, size_t errlen)
+static int read_row(const relay_pgoutput_t *d, struct rd *r, uint8_t type, row_out_t out,
+                    char *err, size_t errlen)
 {
+        const char *accept = out.old == NULL ? "N" : out.new == NULL ? "KO" : "NKO";
         uint8_t tag;
         int rc;
 
@@ -545,28 +549,29 @@ static int read_row(const relay_pgoutput_t *d, struct rd *r, uint8_t type, const
                            "relation %u was never described by a Relation message", *out.relid);
         if (!rd_u8(r, &tag))
                 return TRUNC;
-        if (tag == 0 || strchr(accept, tag) == NULL)
-                return bad_tag(err, errlen, type, accept, tag);
-        if (tag != 'N') {
+        if (out.old != NULL && (tag == 'K' || tag == 'O')) {
                 *out.oldkind = (char)tag;
                 rc = parse_tuple(r, type, *out.rel, d->oldvals, out.old, err, errlen);
                 if (rc != RELAY_OK || out.new == NULL)
                         return rc;
                 if (!rd_u8(r, &tag))
                         return TRUNC;
-                if (tag != 'N')
-                        return bad_tag(err, errlen, type, "N", tag);
+                accept = "N";
         }
+        if (tag != 'N' || out.new == NULL)
+                return bad_tag(err, errlen, type, accept, tag);
         return parse_tuple(r, type, *out.rel, d->newvals, out.new, err, errlen);
 }
 
 /*
  * Insert: Byte1 'I', Int32 relid, Byte1 'N', TupleData
  */
-static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_insert_t *m, char *err,
-                        size_t errlen)
+static int parse_insert(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                        relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
-        return read_row(d, r, 'I', "N",
+        relay_pgo_insert_t *m = &out->insert;
+
+        return read_row(d, r, 'I',
                         (row_out_t){&m->relid, &m->relation, NULL, NULL, &m->newtuple}, err,
                         errlen);
 }
@@ -575,10 +580,12 @@ static int parse_insert(const relay_pgoutput_t *d, struct rd *r, relay_pgo_inser
  * Update: Byte1 'U', Int32 relid, optionally (Byte1 'K' | Byte1 'O') TupleData,
  *         Byte1 'N', TupleData
  */
-static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_update_t *m, char *err,
-                        size_t errlen)
+static int parse_update(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                        relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
-        return read_row(d, r, 'U', "NKO",
+        relay_pgo_update_t *m = &out->update;
+
+        return read_row(d, r, 'U',
                         (row_out_t){&m->relid, &m->relation, &m->oldkind, &m->oldtuple,
                                     &m->newtuple},
                         err, errlen);
@@ -587,10 +594,12 @@ static int parse_update(const relay_pgoutput_t *d, struct rd *r, relay_pgo_updat
 /*
  * Delete: Byte1 'D', Int32 relid, (Byte1 'K' | Byte1 'O'), TupleData
  */
-static int parse_delete(const relay_pgoutput_t *d, struct rd *r, relay_pgo_delete_t *m, char *err,
-                        size_t errlen)
+static int parse_delete(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                        relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
-        return read_row(d, r, 'D', "KO",
+        relay_pgo_delete_t *m = &out->delete;
+
+        return read_row(d, r, 'D',
                         (row_out_t){&m->relid, &m->relation, &m->oldkind, &m->oldtuple, NULL},
                         err, errlen);
 }
@@ -599,9 +608,10 @@ static int parse_delete(const relay_pgoutput_t *d, struct rd *r, relay_pgo_delet
  * Truncate: Byte1 'T', Int32 nrelids, Int8 options (1 CASCADE,
  *           2 RESTART IDENTITY), Int32 relid x nrelids
  */
-static int parse_truncate(relay_pgoutput_t *d, struct rd *r, relay_pgo_truncate_t *m, char *err,
-                          size_t errlen)
+static int parse_truncate(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                          relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
+        relay_pgo_truncate_t *m = &out->truncate;
         int32_t n;
 
         if (!rd_i32(r, &n) || !rd_u8(r, &m->options))
@@ -632,8 +642,10 @@ static int parse_truncate(relay_pgoutput_t *d, struct rd *r, relay_pgo_truncate_
  * Message: Byte1 'M', Int8 flags (1 = transactional), Int64 lsn,
  *          String prefix, Int32 len, Byte(len) content
  */
-static int parse_message(struct rd *r, relay_pgo_message_t *m, char *err, size_t errlen)
+static int parse_message(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
+                         relay_pgo_relation_t **newrel, char *err, size_t errlen)
 {
+        relay_pgo_message_t *m = &out->message;
         size_t len;
         uint8_t flags;
         int32_t n;
@@ -662,10 +674,10 @@ int relay_pgoutput_new(relay_pgoutput_t **out, int proto_version, char *err, siz
         if (proto_version < 1 || proto_version > 4)
                 return relay_err(err, errlen, RELAY_EINVAL,
                                  "pgoutput protocol version %d is not one of 1 to 4", proto_version);
-        if ((d = calloc(1, sizeof(*d))) != NULL) {
+        /* cap stays 0 without slots, so the destructor's loop needs no test. */
+        if ((d = calloc(1, sizeof(*d))) != NULL &&
+            (d->slots = calloc(INITIAL_SLOTS, sizeof(*d->slots))) != NULL)
                 d->cap = INITIAL_SLOTS;
-                d->slots = calloc(d->cap, sizeof(*d->slots));
-        }
         if (d == NULL || d->slots == NULL || !reserve_values(d, INITIAL_VALUES)) {
                 relay_pgoutput_free(d);
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
@@ -678,9 +690,8 @@ void relay_pgoutput_free(relay_pgoutput_t *d)
 {
         if (d == NULL)
                 return;
-        if (d->slots != NULL)
-                for (size_t i = 0; i < d->cap; i++)
-                        free(d->slots[i]);
+        for (size_t i = 0; i < d->cap; i++)
+                free(d->slots[i]);
         RELAY_FREE_ALL(d->slots, d->oldvals, d->newvals, d->relids, d);
 }
 
@@ -708,59 +719,27 @@ int relay_pgoutput_decode(relay_pgoutput_t *d, const char *buf, size_t len, rela
         r.end = (const uint8_t *)buf + len;
         r.want = 0;
 
-        if (not_requested(type)) {
+        if (kinds[type].name == NULL) {
+                relay_err_set(err, errlen, "invalid pgoutput message: unknown message type 0x%02x",
+                              type);
+                return RELAY_EPROTO;
+        }
+        if (kinds[type].parse == NULL) {
                 relay_err_set(err, errlen,
                               "unexpected pgoutput %s message (type '%c'): the relay starts "
                               "replication without streaming and two_phase, so the server must "
                               "not send it",
-                              msgname(type), type);
+                              kinds[type].name, type);
                 return RELAY_EPROTO;
         }
 
         memset(out, 0, sizeof(*out));
         out->kind = (relay_pgo_kind_t)type;
-
-        switch (type) {
-        case 'I':
-                rc = parse_insert(d, &r, &out->insert, err, errlen);
-                break;
-        case 'B':
-                rc = parse_begin(&r, &out->begin, err, errlen);
-                break;
-        case 'C':
-                rc = parse_commit(&r, &out->commit, err, errlen);
-                break;
-        case 'U':
-                rc = parse_update(d, &r, &out->update, err, errlen);
-                break;
-        case 'D':
-                rc = parse_delete(d, &r, &out->delete, err, errlen);
-                break;
-        case 'R':
-                rc = parse_relation(d, &r, &out->relation, &newrel, err, errlen);
-                break;
-        case 'Y':
-                rc = parse_type(&r, &out->type);
-                break;
-        case 'O':
-                rc = parse_origin(&r, &out->origin);
-                break;
-        case 'T':
-                rc = parse_truncate(d, &r, &out->truncate, err, errlen);
-                break;
-        case 'M':
-                rc = parse_message(&r, &out->message, err, errlen);
-                break;
-        default:
-                relay_err_set(err, errlen, "invalid pgoutput message: unknown message type 0x%02x",
-                              type);
-                return RELAY_EPROTO;
-        }
-
+        rc = kinds[type].parse(d, &r, out, &newrel, err, errlen);
         if (rc == TRUNC) {
                 relay_err_set(err, errlen,
                               "truncated pgoutput %s message: need %zu bytes, have %zu",
-                              msgname(type), (size_t)(r.p - body) + r.want, (size_t)(r.end - body));
+                              kinds[type].name, (size_t)(r.p - body) + r.want, (size_t)(r.end - body));
                 return RELAY_EPROTO;
         }
         if (rc != RELAY_OK)
