@@ -220,7 +220,8 @@ static char *single_value(relay_repl_t *r, const char *sql, char *err, size_t er
         return v;
 }
 
-/* "10s", "60000ms", "1min", "0" -> ms */
+/* SHOW's form of a time in ms ("10s", "60000ms", "1min", "0", and "1d" for
+ * 24h: the largest unit that divides it) -> ms */
 static int64_t parse_pg_duration_ms(const char *s)
 {
         char *end;
@@ -233,6 +234,8 @@ static int64_t parse_pg_duration_ms(const char *s)
                 return v * 60000;
         if (strcmp(end, "h") == 0)
                 return v * 3600000;
+        if (strcmp(end, "d") == 0)
+                return v * 86400000;
         return 60000;
 }
 

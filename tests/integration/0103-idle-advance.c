@@ -168,8 +168,40 @@ int main(void)
         is_int(h_kafka_count(good_topic), FIRST_EVENTS + 1, "Kafka holds every event once");
         h_relay_signal(relay, SIGTERM);
         is_int(h_relay_wait(relay, 60000), 0, "SIGTERM, exit 0");
-
         h_relay_free(relay);
+
+        /* --- 4. the status interval against the server's timeout -------- */
+        /* SHOW prints a timeout in the largest unit that divides it, so 24h
+         * reads "1d"; 20s reads "20s" and halves a 40 s interval. */
+        static const struct {
+                const char *wst, *shown;
+                bool lowered;
+        } wst_cases[] = {{"24h", "1d", false}, {"20s", "20s", true}};
+        for (size_t i = 0; i < sizeof(wst_cases) / sizeof(wst_cases[0]); i++) {
+                char set_wst[640];
+                snprintf(set_wst, sizeof(set_wst),
+                         "postgres.conninfo=%s options='-c wal_sender_timeout=%s'", conninfo,
+                         wst_cases[i].wst);
+                const char *wsets[] = {set_wst, set_kafka, set_slot, "status.interval.ms=40000",
+                                       NULL};
+                relay = h_relay_start(wsets);
+                if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
+                        "wal_sender_timeout %s (shown \"%s\"): the relay streams", wst_cases[i].wst,
+                        wst_cases[i].shown))
+                        h_relay_diag_log(relay);
+                bool said = h_relay_wait_log(relay, "status.interval.ms lowered", 0);
+                if (!ok(said == wst_cases[i].lowered, "  status.interval.ms 40000 %s",
+                        wst_cases[i].lowered ? "lowered to 10000, half of it"
+                                             : "kept: not more than half of it"))
+                        h_relay_diag_log(relay);
+                if (wst_cases[i].lowered)
+                        ok(h_relay_wait_log(relay, "lowered from 40000 to 10000", 0),
+                           "  by exactly half of 20 s");
+                h_relay_signal(relay, SIGTERM);
+                is_int(h_relay_wait(relay, 60000), 0, "  SIGTERM, exit 0");
+                h_relay_free(relay);
+        }
+
         PQfinish(c);
         h_pg_drop_db(db);
         h_kafka_delete_topic(good_topic);
