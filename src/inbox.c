@@ -358,11 +358,13 @@ static void params_free(params_t *p)
 /*
  * Everything the handler will get, checked before any transaction: a
  * message that PostgreSQL cannot even receive (no id, a key or header that
- * is not UTF-8 text, a payload that is not JSON for a jsonb handler) would
- * fail every attempt the same way, so it is dead-lettered at once.
+ * is not UTF-8 text, a payload with a NUL byte or, over a UTF8 connection
+ * (utf8_text), not UTF-8 for a text handler, or not jsonb's JSON for a
+ * jsonb one) would fail every attempt the same way, so it is dead-lettered
+ * at once.
  */
-static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, params_t *p,
-                        char *err, size_t errlen)
+static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, bool utf8_text,
+                        params_t *p, char *err, size_t errlen)
 {
         rd_kafka_headers_t *hdrs = NULL;
         int rc;
@@ -385,13 +387,42 @@ static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, 
         p->payload_null = m->payload == NULL;
         p->payload = m->payload ? m->payload : "";
         p->payload_len = (int)m->len;
+        /* Text goes as a C string, which a NUL byte would cut short unseen.
+         * Its encoding is checked here only when it is UTF-8 (what keys and
+         * headers are held to); another the server judges. */
+        if (!p->payload_null && cfg->payload == RELAY_INBOX_PAYLOAD_TEXT) {
+                const char *bad = memchr(m->payload, '\0', m->len) ? "holds a NUL byte"
+                                  : utf8_text && !relay_inbox_utf8_ok(m->payload, m->len)
+                                          ? "is not UTF-8 text"
+                                          : NULL;
+                if (bad) {
+                        relay_err_set(err, errlen,
+                                      "the message payload %s (inbox.payload is text; bytea "
+                                      "takes any bytes)",
+                                      bad);
+                        return RELAY_EMAP;
+                }
+        }
         if (!p->payload_null && cfg->payload == RELAY_INBOX_PAYLOAD_JSONB) {
                 json_error_t je;
-                json_t *j;
-                if (!relay_inbox_utf8_ok(m->payload, m->len) ||
-                    !(j = json_loadb(m->payload, m->len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je))) {
+                json_t *j = NULL;
+                const char *bad = NULL, *hint = "";
+                /* Without JSON_ALLOW_NUL jansson refuses \u0000 as jsonb does.
+                 * Its numbers are C's: one past long long or double is an
+                 * overflow to it but JSON, which jsonb holds as numeric, so
+                 * the server judges such a payload. */
+                if (!relay_inbox_utf8_ok(m->payload, m->len))
+                        bad = "is not JSON";
+                else if (!(j = json_loadb(m->payload, m->len, JSON_DECODE_ANY, &je)) &&
+                         json_error_code(&je) == json_error_null_character) {
+                        bad = "holds \\u0000, which jsonb cannot store";
+                        hint = "; text or bytea takes it";
+                } else if (!j && json_error_code(&je) != json_error_numeric_overflow)
+                        bad = "is not JSON";
+                if (bad) {
                         relay_err_set(err, errlen,
-                                      "the message payload is not JSON (inbox.payload is jsonb)");
+                                      "the message payload %s (inbox.payload is jsonb%s)", bad,
+                                      hint);
                         return RELAY_EMAP;
                 }
                 json_decref(j);
@@ -567,7 +598,8 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
         int attempts = 0;
         int64_t backoff = cfg->errors_backoff_ms;
 
-        int rc = params_build(cfg, m, &p, why, sizeof(why));
+        const char *enc = ib->pg ? PQparameterStatus(ib->pg, "client_encoding") : NULL;
+        int rc = params_build(cfg, m, enc && strcmp(enc, "UTF8") == 0, &p, why, sizeof(why));
         if (rc == RELAY_ENOMEM) {
                 relay_log_fatal("%s", why);
                 params_free(&p);

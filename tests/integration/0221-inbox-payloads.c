@@ -1,0 +1,186 @@
+/*
+ * 0221-inbox-payloads.c - outbox-inbox and payloads at the edge of what
+ * PostgreSQL's text and jsonb accept (real PostgreSQL and Kafka, no relay).
+ *
+ * inbox.payload = text: a payload with a NUL byte, or one that is not
+ * UTF-8 (the test's database is UTF8), can never be received as text; it
+ * must be dead-lettered at once (attempts 0), not applied cut at the NUL
+ * byte nor retried. A good one is applied as it is.
+ *
+ * inbox.payload = jsonb: numbers past a C long long or double
+ * (123456789012345678901234567890, 1e400) are JSON, and jsonb (numeric)
+ * holds them: they must be applied with their digits, not dead-lettered as
+ * "not JSON". A string holding \u0000 is JSON that jsonb refuses: it must
+ * be dead-lettered at once, not retried.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faults/faults.h"
+#include "harness.h"
+
+static const char *const handler_sql =
+        "CREATE TABLE applied_text (id text PRIMARY KEY, payload text);"
+        "CREATE FUNCTION on_text(p_payload text, p_id text) RETURNS void LANGUAGE sql AS "
+        "$$ INSERT INTO applied_text VALUES (p_id, p_payload) $$;"
+        "CREATE TABLE applied_json (id text PRIMARY KEY, payload jsonb);"
+        "CREATE FUNCTION on_json(p_payload jsonb, p_id text) RETURNS void LANGUAGE sql AS "
+        "$$ INSERT INTO applied_json VALUES (p_id, p_payload) $$;";
+
+static long long cval(PGconn *c, const char *sql)
+{
+        char *v = h_pg_value(c, "%s", sql);
+        long long n = v ? atoll(v) : -1;
+        free(v);
+        return n;
+}
+
+/* A message of a case: its id header and value bytes. */
+typedef struct {
+        const char *id;
+        const char *value;
+        size_t len;
+} msg_t;
+
+/*
+ * Produce msgs to a topic of their own, run outbox-inbox (inbox.payload =
+ * payload) on it until `applied` holds n_applied rows and the dead-letter
+ * topic n_dlq messages (or 60 s), stop it with SIGTERM and return the
+ * dead-letter topic's messages (*n of them; h_msgs_free()).
+ */
+static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const char *payload,
+                         const char *handler, const char *applied, const msg_t *msgs,
+                         size_t n_msgs, int n_applied, int n_dlq, size_t *n)
+{
+        char *topic = fx_fmt("inbox.%s_%s", payload, suffix);
+        char *dlq = fx_fmt("inbox.%s.dlq_%s", payload, suffix);
+        char *ci = h_pg_conninfo(cdb);
+        char *count = fx_fmt("SELECT count(*) FROM %s", applied);
+        h_msg_t *out;
+        fx_sets_t s;
+
+        h_kafka_create_topic(topic, 1);
+        h_kafka_create_topic(dlq, 1);
+        for (size_t i = 0; i < n_msgs; i++)
+                h_kafka_produce_bytes(topic, "k", msgs[i].value, msgs[i].len,
+                                      (const char *const[]){"id", msgs[i].id, NULL});
+        memset(&s, 0, sizeof(s));
+        fx_sets_add(&s, "postgres.conninfo=%s", ci);
+        fx_sets_add(&s, "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
+        fx_sets_add(&s, "inbox.topics=%s", topic);
+        fx_sets_add(&s, "inbox.handler=%s", handler);
+        fx_sets_add(&s, "inbox.payload=%s", payload);
+        fx_sets_add(&s, "kafka.group.id=inbox-%s-%s", payload, suffix);
+        fx_sets_add(&s, "errors.dlq.topic=%s", dlq);
+        fx_sets_add(&s, "errors.backoff.ms=100");
+        fx_sets_add(&s, "errors.backoff.max.ms=200");
+        h_relay_t *ib = h_proc_start(h_env("RELAY_INBOX_BIN"), NULL, NULL, s.v);
+        int64_t deadline = h_now_ms() + 60000;
+        while ((cval(cc, count) < n_applied || h_kafka_count(dlq) < n_dlq) &&
+               h_now_ms() < deadline)
+                h_sleep_ms(200);
+        h_sleep_ms(500); /* a message still being retried would show in its attempts */
+        h_relay_signal(ib, SIGTERM);
+        int rc = h_relay_wait(ib, 60000);
+        is_int(rc, 0, "outbox-inbox (inbox.payload = %s) stops cleanly on SIGTERM", payload);
+        if (rc != 0)
+                h_relay_diag_log(ib);
+        *n = h_kafka_consume_all(dlq, &out);
+        h_relay_free(ib);
+        fx_sets_free(&s);
+        h_kafka_delete_topic(topic);
+        h_kafka_delete_topic(dlq);
+        free(count);
+        free(ci);
+        free(topic);
+        free(dlq);
+        return out;
+}
+
+/* The dead-letter copy of message id: 1 when its attempts and error message
+ * are as expected, 0 when not (diagnosed), -1 when there is none. */
+static int dead_lettered(const h_msg_t *msgs, size_t n, const char *id, const char *attempts,
+                         const char *why_has)
+{
+        for (size_t i = 0; i < n; i++) {
+                size_t l;
+                const char *mid = h_msg_header(&msgs[i], "id", &l);
+                if (!mid || strcmp(mid, id) != 0)
+                        continue;
+                const char *why = h_msg_header(&msgs[i], "outbox.inbox.error.message", &l);
+                const char *att = h_msg_header(&msgs[i], "outbox.inbox.error.attempts", &l);
+                tap_diag("dead-lettered %s: attempts %s: %s", id, att ? att : "?",
+                         why ? why : "?");
+                return why && att && strcmp(att, attempts) == 0 && strstr(why, why_has) ? 1 : 0;
+        }
+        return -1;
+}
+
+static void text_payloads(PGconn *cc, const char *cdb, const char *suffix)
+{
+        static const msg_t msgs[] = {
+                {"t-nul", "ab\0cd", 5}, {"t-latin1", "caf\xe9", 4}, {"t-good", "plain text", 10}};
+        size_t n;
+        h_msg_t *dl = run_case(cc, cdb, suffix, "text", "SELECT on_text($3, $7)", "applied_text",
+                               msgs, 3, 1, 2, &n);
+
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_text WHERE id = 't-nul'"), 0,
+               "a text payload with a NUL byte is not applied (cut at the NUL byte)");
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_text "
+                             "WHERE id = 't-good' AND payload = 'plain text'"),
+               1, "a good text payload is applied as it is");
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_text"), 1, "nothing else is applied");
+        is_int((int)n, 2, "two messages in the dead-letter topic");
+        is_int(dead_lettered(dl, n, "t-nul", "0", "holds a NUL byte"), 1,
+               "the payload with a NUL byte is dead-lettered at once, the message says why");
+        is_int(dead_lettered(dl, n, "t-latin1", "0", "not UTF-8 text"), 1,
+               "the payload that is not UTF-8 is dead-lettered at once, not retried");
+        h_msgs_free(dl, n);
+}
+
+static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
+{
+#define M(id, v) {id, v, sizeof(v) - 1}
+        static const msg_t msgs[] = {M("j-bigint", "{\"n\": 123456789012345678901234567890}"),
+                                     M("j-bigreal", "{\"x\": 1e400}"),
+                                     M("j-nul", "{\"s\": \"a\\u0000b\"}"),
+                                     M("j-good", "{\"ok\": true}")};
+#undef M
+        size_t n;
+        h_msg_t *dl = run_case(cc, cdb, suffix, "jsonb", "SELECT on_json($3, $7)", "applied_json",
+                               msgs, 4, 3, 1, &n);
+
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigint' "
+                             "AND payload->>'n' = '123456789012345678901234567890'"),
+               1, "an integer past 64 bits is JSON: applied with its digits");
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigreal' "
+                             "AND (payload->>'x')::numeric = 1e400"),
+               1, "a number past a double is JSON: applied with its value");
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-good'"), 1,
+               "a plain JSON payload is applied");
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_json"), 3, "nothing else is applied");
+        is_int((int)n, 1, "one message in the dead-letter topic");
+        is_int(dead_lettered(dl, n, "j-nul", "0", "\\u0000"), 1,
+               "the payload with \\u0000 (which jsonb refuses) is dead-lettered at once");
+        h_msgs_free(dl, n);
+}
+
+int main(void)
+{
+        char *suffix = h_unique_name("ip");
+        char *cdb = h_pg_create_db("inboxp");
+        PGconn *cc = h_pg_connect(cdb);
+
+        h_pg_exec_file(cc, "006_inbox.sql");
+        h_pg_exec(cc, "%s", handler_sql);
+        text_payloads(cc, cdb, suffix);
+        json_payloads(cc, cdb, suffix);
+        PQfinish(cc);
+        h_pg_drop_db(cdb);
+        free(cdb);
+        free(suffix);
+        return done_testing();
+}
