@@ -312,6 +312,7 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
                               strerror(errno));
                 return RELAY_EINVAL;
         }
+        errno = 0;
         while (rc == 0 && fgets(line, sizeof(line), f)) {
                 lineno++;
                 snprintf(origin, sizeof(origin), "%s:%d", path, lineno);
@@ -334,6 +335,14 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
                 }
                 *eq = '\0';
                 rc = relay_inbox_config_set(c, trim(s), trim(eq + 1), origin, err, errlen);
+                errno = 0;
+        }
+        /* fgets() ends the loop on a read error as at the end: a directory
+         * would read as an empty file. */
+        if (rc == 0 && ferror(f)) {
+                relay_err_set(err, errlen, "could not read configuration file \"%s\": %s", path,
+                              strerror(errno ? errno : EIO));
+                rc = RELAY_EINVAL;
         }
         fclose(f);
         return rc;

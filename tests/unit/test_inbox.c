@@ -149,6 +149,12 @@ static void test_config(void)
         is_str(c->id_header, "event_id", "the lines before it were applied, trimmed");
         is_int(c->log_level, RELAY_LOG_DEBUG, "log.level from the file");
         remove(path);
+
+        /* fopen() opens a directory for reading; the read fails (EISDIR). */
+        is_int(relay_inbox_config_load_file(c, "/tmp", err, sizeof(err)), RELAY_EINVAL,
+               "a directory as configuration file is refused, not read as empty");
+        ok(strstr(err, "could not read configuration file \"/tmp\"") != NULL,
+           "the message names the file and the reason: %s", err);
         relay_inbox_config_free(c);
         relay_inbox_config_free(NULL);
 }
