@@ -19,6 +19,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "relay/names.h"
+
 typedef enum { K_STR, K_INT, K_WORD, K_LIST } kind_t;
 
 typedef struct {
@@ -378,6 +380,13 @@ int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t
                 if (!*c->errors_dlq_topic) {
                         relay_err_set(err, errlen, "\"errors.dlq.topic\" is empty: name the "
                                                    "dead-letter topic or set errors.policy=stop");
+                        return RELAY_EINVAL;
+                }
+                if (!relay_names_is_topic(c->errors_dlq_topic, strlen(c->errors_dlq_topic))) {
+                        relay_err_set(err, errlen,
+                                      "invalid value \"%s\" for \"errors.dlq.topic\": a Kafka "
+                                      "topic name is " RELAY_NAMES_TOPIC_RULE,
+                                      c->errors_dlq_topic);
                         return RELAY_EINVAL;
                 }
                 for (size_t i = 0; i < c->n_topics; i++) {

@@ -111,6 +111,14 @@ static void test_config(void)
         is_int(relay_inbox_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
                "a dead-letter topic that is also consumed is refused");
         ok(strstr(err, "errors.dlq.topic") != NULL, "named: %s", err);
+        /* Found out at start, not at the first failing message (exit 4 then,
+         * on every restart: "Broker: Invalid topic"). */
+        is_int(set(c, "errors.dlq.topic=my dlq"), 0, "dlq topic set");
+        is_int(relay_inbox_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "a dead-letter topic that is not a Kafka topic name is refused");
+        ok(strstr(err, "errors.dlq.topic") && strstr(err, "\"my dlq\""),
+           "the key and the value are named: %s", err);
+        is_int(set(c, "errors.dlq.topic=b"), 0, "dlq topic set");
         is_int(set(c, "errors.policy=stop"), 0, "policy stop");
         is_int(relay_inbox_config_validate(c, err, sizeof(err)), 0,
                "with errors.policy=stop the dead-letter topic does not matter");
