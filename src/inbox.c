@@ -596,7 +596,7 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
         char err[RELAY_ERRBUF], why[RELAY_ERRBUF];
         params_t p;
         int attempts = 0;
-        int64_t backoff = cfg->errors_backoff_ms;
+        int64_t backoff = cfg->errors_backoff_ms, reconnect = cfg->reconnect_backoff_ms;
 
         const char *enc = ib->pg ? PQparameterStatus(ib->pg, "client_encoding") : NULL;
         int rc = params_build(cfg, m, enc && strcmp(enc, "UTF8") == 0, &p, why, sizeof(why));
@@ -629,10 +629,20 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
                         return 0;
                 }
                 if (t == TX_CONNECTION) {
+                        /* Not the handler's fault: no attempt counted. But wait as after
+                         * a failed connect: the server may be going down, or the handler
+                         * may end its session each time, and reconnecting at once would
+                         * retry it hundreds of times a second. */
                         relay_log_warning("lost the PostgreSQL connection during message at "
-                                          "offset %lld of \"%s\" [%d]: %s, reconnecting",
-                                          (long long)m->offset, topic, (int)m->partition, why);
-                        continue; /* not the handler's fault: no attempt counted */
+                                          "offset %lld of \"%s\" [%d]: %s, reconnecting in "
+                                          "%lld ms",
+                                          (long long)m->offset, topic, (int)m->partition, why,
+                                          (long long)reconnect);
+                        sleep_ms(reconnect, ib->stop);
+                        reconnect = reconnect * 2 > cfg->reconnect_backoff_max_ms
+                                            ? cfg->reconnect_backoff_max_ms
+                                            : reconnect * 2;
+                        continue;
                 }
                 attempts++;
                 if (attempts > cfg->errors_retries) {

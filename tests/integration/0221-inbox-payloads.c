@@ -48,12 +48,15 @@ typedef struct {
 /*
  * Produce msgs to a topic of their own, run outbox-inbox (inbox.payload =
  * payload) on it until `applied` holds n_applied rows and the dead-letter
- * topic n_dlq messages (or 60 s), stop it with SIGTERM and return the
- * dead-letter topic's messages (*n of them; h_msgs_free()).
+ * topic n_dlq messages (or 60 s; with run_ms > 0, run_ms), stop it with
+ * SIGTERM and return the dead-letter topic's messages (*n of them;
+ * h_msgs_free()). *lost (when not NULL): its "lost the PostgreSQL
+ * connection" warnings.
  */
 static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const char *payload,
                          const char *handler, const char *applied, const msg_t *msgs,
-                         size_t n_msgs, int n_applied, int n_dlq, size_t *n)
+                         size_t n_msgs, int n_applied, int n_dlq, int run_ms, int *lost,
+                         size_t *n)
 {
         char *topic = fx_fmt("inbox.%s_%s", payload, suffix);
         char *dlq = fx_fmt("inbox.%s.dlq_%s", payload, suffix);
@@ -77,9 +80,11 @@ static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const 
         fx_sets_add(&s, "errors.dlq.topic=%s", dlq);
         fx_sets_add(&s, "errors.backoff.ms=100");
         fx_sets_add(&s, "errors.backoff.max.ms=200");
+        fx_sets_add(&s, "reconnect.backoff.ms=200");
+        fx_sets_add(&s, "reconnect.backoff.max.ms=800");
         h_relay_t *ib = h_proc_start(h_env("RELAY_INBOX_BIN"), NULL, NULL, s.v);
-        int64_t deadline = h_now_ms() + 60000;
-        while ((cval(cc, count) < n_applied || h_kafka_count(dlq) < n_dlq) &&
+        int64_t deadline = h_now_ms() + (run_ms > 0 ? run_ms : 60000);
+        while ((run_ms > 0 || cval(cc, count) < n_applied || h_kafka_count(dlq) < n_dlq) &&
                h_now_ms() < deadline)
                 h_sleep_ms(200);
         h_sleep_ms(500); /* a message still being retried would show in its attempts */
@@ -88,6 +93,8 @@ static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const 
         is_int(rc, 0, "outbox-inbox (inbox.payload = %s) stops cleanly on SIGTERM", payload);
         if (rc != 0)
                 h_relay_diag_log(ib);
+        if (lost)
+                *lost = fx_log_count(ib, "lost the PostgreSQL connection");
         *n = h_kafka_consume_all(dlq, &out);
         h_relay_free(ib);
         fx_sets_free(&s);
@@ -125,7 +132,7 @@ static void text_payloads(PGconn *cc, const char *cdb, const char *suffix)
                 {"t-nul", "ab\0cd", 5}, {"t-latin1", "caf\xe9", 4}, {"t-good", "plain text", 10}};
         size_t n;
         h_msg_t *dl = run_case(cc, cdb, suffix, "text", "SELECT on_text($3, $7)", "applied_text",
-                               msgs, 3, 1, 2, &n);
+                               msgs, 3, 1, 2, 0, NULL, &n);
 
         is_int((int)cval(cc, "SELECT count(*) FROM applied_text WHERE id = 't-nul'"), 0,
                "a text payload with a NUL byte is not applied (cut at the NUL byte)");
@@ -151,7 +158,7 @@ static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
 #undef M
         size_t n;
         h_msg_t *dl = run_case(cc, cdb, suffix, "jsonb", "SELECT on_json($3, $7)", "applied_json",
-                               msgs, 4, 3, 1, &n);
+                               msgs, 4, 3, 1, 0, NULL, &n);
 
         is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigint' "
                              "AND payload->>'n' = '123456789012345678901234567890'"),
@@ -168,6 +175,31 @@ static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
         h_msgs_free(dl, n);
 }
 
+/*
+ * A handler that ends its own session: the connection is lost during the
+ * message every time. That counts as no attempt (not the handler's fault),
+ * but the retry must wait reconnect.backoff.ms, doubling, as a failed
+ * connect does, not reconnect and retry at once, over and over.
+ */
+static void lost_connection(PGconn *cc, const char *cdb, const char *suffix)
+{
+        static const msg_t msgs[] = {{"c-kill", "{\"kill\": 1}", 11}};
+        size_t n;
+        int lost = 0;
+        h_msg_t *dl = run_case(cc, cdb, suffix, "bytea",
+                               "SELECT pg_terminate_backend(pg_backend_pid())", "inbox", msgs, 1,
+                               0, 0, 4000, &lost, &n);
+
+        tap_diag("connection lost %d times in 4 s (reconnect.backoff.ms 200, max 800)", lost);
+        ok(lost >= 1 && lost <= 10,
+           "a lost connection is retried after the reconnect backoff, not at once (%d in 4 s)",
+           lost);
+        is_int((int)cval(cc, "SELECT count(*) FROM inbox WHERE message_id = 'c-kill'"), 0,
+               "the message is not in the inbox");
+        is_int((int)n, 0, "nor dead-lettered");
+        h_msgs_free(dl, n);
+}
+
 int main(void)
 {
         char *suffix = h_unique_name("ip");
@@ -178,6 +210,7 @@ int main(void)
         h_pg_exec(cc, "%s", handler_sql);
         text_payloads(cc, cdb, suffix);
         json_payloads(cc, cdb, suffix);
+        lost_connection(cc, cdb, suffix);
         PQfinish(cc);
         h_pg_drop_db(cdb);
         free(cdb);
