@@ -483,7 +483,10 @@ static tx_result_t apply_once(inbox_t *ib, rd_kafka_message_t *m, const params_t
 failed:
         if (PQstatus(ib->pg) != CONNECTION_OK)
                 return TX_CONNECTION;
-        {
+        /* A failed COMMIT (a deferred constraint) has ended the transaction
+         * already: a ROLLBACK would only draw the server's warning "there is
+         * no transaction in progress". */
+        if (PQtransactionStatus(ib->pg) != PQTRANS_IDLE) {
                 char rb[RELAY_ERRBUF];
                 if (!pg_cmd(ib->pg, "ROLLBACK", rb, sizeof(rb)) && PQstatus(ib->pg) != CONNECTION_OK)
                         return TX_CONNECTION;

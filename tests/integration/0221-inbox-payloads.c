@@ -28,7 +28,11 @@ static const char *const handler_sql =
         "$$ INSERT INTO applied_text VALUES (p_id, p_payload) $$;"
         "CREATE TABLE applied_json (id text PRIMARY KEY, payload jsonb);"
         "CREATE FUNCTION on_json(p_payload jsonb, p_id text) RETURNS void LANGUAGE sql AS "
-        "$$ INSERT INTO applied_json VALUES (p_id, p_payload) $$;";
+        "$$ INSERT INTO applied_json VALUES (p_id, p_payload) $$;"
+        "CREATE TABLE parent (id int PRIMARY KEY);"
+        "CREATE TABLE child (parent int REFERENCES parent DEFERRABLE INITIALLY DEFERRED);"
+        "CREATE FUNCTION on_deferred() RETURNS void LANGUAGE sql AS "
+        "$$ INSERT INTO child VALUES (42) $$;";
 
 static long long cval(PGconn *c, const char *sql)
 {
@@ -50,16 +54,17 @@ typedef struct {
  * payload) on it until `applied` holds n_applied rows and the dead-letter
  * topic n_dlq messages (or 60 s; with run_ms > 0, run_ms), stop it with
  * SIGTERM and return the dead-letter topic's messages (*n of them;
- * h_msgs_free()). *lost (when not NULL): its "lost the PostgreSQL
- * connection" warnings.
+ * h_msgs_free()). *found (when not NULL): how many times its log holds
+ * needle.
  */
 static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const char *payload,
                          const char *handler, const char *applied, const msg_t *msgs,
-                         size_t n_msgs, int n_applied, int n_dlq, int run_ms, int *lost,
-                         size_t *n)
+                         size_t n_msgs, int n_applied, int n_dlq, int run_ms,
+                         const char *needle, int *found, size_t *n)
 {
-        char *topic = fx_fmt("inbox.%s_%s", payload, suffix);
-        char *dlq = fx_fmt("inbox.%s.dlq_%s", payload, suffix);
+        /* Named after the first message: one topic and group per case. */
+        char *topic = fx_fmt("inbox.%s_%s", msgs[0].id, suffix);
+        char *dlq = fx_fmt("inbox.%s.dlq_%s", msgs[0].id, suffix);
         char *ci = h_pg_conninfo(cdb);
         char *count = fx_fmt("SELECT count(*) FROM %s", applied);
         h_msg_t *out;
@@ -76,7 +81,7 @@ static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const 
         fx_sets_add(&s, "inbox.topics=%s", topic);
         fx_sets_add(&s, "inbox.handler=%s", handler);
         fx_sets_add(&s, "inbox.payload=%s", payload);
-        fx_sets_add(&s, "kafka.group.id=inbox-%s-%s", payload, suffix);
+        fx_sets_add(&s, "kafka.group.id=inbox-%s-%s", msgs[0].id, suffix);
         fx_sets_add(&s, "errors.dlq.topic=%s", dlq);
         fx_sets_add(&s, "errors.backoff.ms=100");
         fx_sets_add(&s, "errors.backoff.max.ms=200");
@@ -93,8 +98,8 @@ static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const 
         is_int(rc, 0, "outbox-inbox (inbox.payload = %s) stops cleanly on SIGTERM", payload);
         if (rc != 0)
                 h_relay_diag_log(ib);
-        if (lost)
-                *lost = fx_log_count(ib, "lost the PostgreSQL connection");
+        if (found)
+                *found = fx_log_count(ib, needle);
         *n = h_kafka_consume_all(dlq, &out);
         h_relay_free(ib);
         fx_sets_free(&s);
@@ -132,7 +137,7 @@ static void text_payloads(PGconn *cc, const char *cdb, const char *suffix)
                 {"t-nul", "ab\0cd", 5}, {"t-latin1", "caf\xe9", 4}, {"t-good", "plain text", 10}};
         size_t n;
         h_msg_t *dl = run_case(cc, cdb, suffix, "text", "SELECT on_text($3, $7)", "applied_text",
-                               msgs, 3, 1, 2, 0, NULL, &n);
+                               msgs, 3, 1, 2, 0, NULL, NULL, &n);
 
         is_int((int)cval(cc, "SELECT count(*) FROM applied_text WHERE id = 't-nul'"), 0,
                "a text payload with a NUL byte is not applied (cut at the NUL byte)");
@@ -158,7 +163,7 @@ static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
 #undef M
         size_t n;
         h_msg_t *dl = run_case(cc, cdb, suffix, "jsonb", "SELECT on_json($3, $7)", "applied_json",
-                               msgs, 4, 3, 1, 0, NULL, &n);
+                               msgs, 4, 3, 1, 0, NULL, NULL, &n);
 
         is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigint' "
                              "AND payload->>'n' = '123456789012345678901234567890'"),
@@ -188,7 +193,7 @@ static void lost_connection(PGconn *cc, const char *cdb, const char *suffix)
         int lost = 0;
         h_msg_t *dl = run_case(cc, cdb, suffix, "bytea",
                                "SELECT pg_terminate_backend(pg_backend_pid())", "inbox", msgs, 1,
-                               0, 0, 4000, &lost, &n);
+                               0, 0, 4000, "lost the PostgreSQL connection", &lost, &n);
 
         tap_diag("connection lost %d times in 4 s (reconnect.backoff.ms 200, max 800)", lost);
         ok(lost >= 1 && lost <= 10,
@@ -197,6 +202,27 @@ static void lost_connection(PGconn *cc, const char *cdb, const char *suffix)
         is_int((int)cval(cc, "SELECT count(*) FROM inbox WHERE message_id = 'c-kill'"), 0,
                "the message is not in the inbox");
         is_int((int)n, 0, "nor dead-lettered");
+        h_msgs_free(dl, n);
+}
+
+/*
+ * A handler whose effect fails at COMMIT (a deferred foreign key): the
+ * failed COMMIT has ended the transaction, so no ROLLBACK follows it (the
+ * server would warn "there is no transaction in progress" at each
+ * attempt, a line that misleads); retried, then dead-lettered.
+ */
+static void commit_fails(PGconn *cc, const char *cdb, const char *suffix)
+{
+        static const msg_t msgs[] = {{"d-fk", "{\"fk\": 1}", 9}};
+        size_t n;
+        int spurious = -1;
+        h_msg_t *dl = run_case(cc, cdb, suffix, "bytea", "SELECT on_deferred()", "inbox", msgs, 1,
+                               0, 1, 0, "there is no transaction in progress", &spurious, &n);
+
+        is_int(spurious, 0, "no \"there is no transaction in progress\" warning");
+        is_int((int)n, 1, "the message is dead-lettered");
+        is_int(dead_lettered(dl, n, "d-fk", "4", "COMMIT"), 1,
+               "after 1 + 3 attempts, each failing at COMMIT");
         h_msgs_free(dl, n);
 }
 
@@ -211,6 +237,7 @@ int main(void)
         text_payloads(cc, cdb, suffix);
         json_payloads(cc, cdb, suffix);
         lost_connection(cc, cdb, suffix);
+        commit_fails(cc, cdb, suffix);
         PQfinish(cc);
         h_pg_drop_db(cdb);
         free(cdb);
