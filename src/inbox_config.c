@@ -324,7 +324,11 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
                         rc = RELAY_EINVAL;
                         break;
                 }
-                char *s = trim(line);
+                char *s = line;
+                /* Editors on some systems start UTF-8 files with a byte order mark. */
+                if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0)
+                        s += 3;
+                s = trim(s);
                 if (*s == '\0' || *s == '#')
                         continue;
                 char *eq = strchr(s, '=');

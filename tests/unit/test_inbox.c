@@ -158,6 +158,20 @@ static void test_config(void)
         is_int(c->log_level, RELAY_LOG_DEBUG, "log.level from the file");
         remove(path);
 
+        /* Editors on some systems start UTF-8 files with a byte order mark;
+         * as part of the first key it would be refused as a key that looks
+         * right ("unrecognized configuration key "log.level""). */
+        f = fopen(path, "w");
+        if (!f)
+                tap_bail("could not create a temporary file");
+        fputs("\xef\xbb\xbflog.level = warning\n", f);
+        fclose(f);
+        err[0] = '\0';
+        is_int(relay_inbox_config_load_file(c, path, err, sizeof(err)), 0,
+               "a UTF-8 byte order mark before the first key is skipped (%s)", err);
+        is_int(c->log_level, RELAY_LOG_WARNING, "the first line's key is read");
+        remove(path);
+
         /* fopen() opens a directory for reading; the read fails (EISDIR). */
         is_int(relay_inbox_config_load_file(c, "/tmp", err, sizeof(err)), RELAY_EINVAL,
                "a directory as configuration file is refused, not read as empty");
