@@ -565,6 +565,23 @@ static int dead_letter(inbox_t *ib, rd_kafka_message_t *m, const char *why, int 
                 RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
                 RD_KAFKA_V_OPAQUE(&res), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
+                /* librdkafka's own limit (its error text says "Broker"): default
+                 * 1000000, below what a broker takes by default. */
+                size_t ll = sizeof(num);
+                if (rd_kafka_conf_get(rd_kafka_conf(ib->dlq), "message.max.bytes", num, &ll) !=
+                    RD_KAFKA_CONF_OK)
+                        snprintf(num, sizeof(num), "?");
+                rd_kafka_headers_destroy(h);
+                relay_err_set(err, errlen,
+                              "could not write to dead-letter topic \"%s\": the copy (a value of "
+                              "%zu bytes, with key and headers) is above the dead-letter "
+                              "producer's kafka.message.max.bytes (%s); raise "
+                              "kafka.message.max.bytes, and the topic's max.message.bytes if need "
+                              "be",
+                              cfg->errors_dlq_topic, m->len, num);
+                return RELAY_EKAFKA;
+        }
         if (e) {
                 rd_kafka_headers_destroy(h);
                 relay_err_set(err, errlen, "could not write to dead-letter topic \"%s\": %s",

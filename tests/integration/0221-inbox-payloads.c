@@ -49,57 +49,74 @@ typedef struct {
         size_t len;
 } msg_t;
 
+/* A case: messages on a topic of their own and how outbox-inbox runs on it. */
+typedef struct {
+        const char *payload; /* inbox.payload */
+        const char *handler;
+        const msg_t *msgs;
+        size_t n_msgs;
+        const char *applied; /* run until this table holds n_applied rows */
+        int n_applied;
+        int n_dlq;           /* and the dead-letter topic n_dlq messages (or 60 s) */
+        int run_ms;          /* > 0: run this long instead */
+        const char *extra;   /* one more --set KEY=VALUE, or NULL */
+        int exit_code;       /* 0: stopped by SIGTERM; else it stops by itself with this */
+        const char *needle;  /* counted in its log into found (NULL: not) */
+        int found;
+} case_t;
+
 /*
- * Produce msgs to a topic of their own, run outbox-inbox (inbox.payload =
- * payload) on it until `applied` holds n_applied rows and the dead-letter
- * topic n_dlq messages (or 60 s; with run_ms > 0, run_ms), stop it with
- * SIGTERM and return the dead-letter topic's messages (*n of them;
- * h_msgs_free()). *found (when not NULL): how many times its log holds
- * needle.
+ * Produce k's messages to a topic of their own, run outbox-inbox on it as k
+ * says, and return the dead-letter topic's messages (*n of them;
+ * h_msgs_free()).
  */
-static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, const char *payload,
-                         const char *handler, const char *applied, const msg_t *msgs,
-                         size_t n_msgs, int n_applied, int n_dlq, int run_ms,
-                         const char *needle, int *found, size_t *n)
+static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, case_t *k, size_t *n)
 {
         /* Named after the first message: one topic and group per case. */
-        char *topic = fx_fmt("inbox.%s_%s", msgs[0].id, suffix);
-        char *dlq = fx_fmt("inbox.%s.dlq_%s", msgs[0].id, suffix);
+        char *topic = fx_fmt("inbox.%s_%s", k->msgs[0].id, suffix);
+        char *dlq = fx_fmt("inbox.%s.dlq_%s", k->msgs[0].id, suffix);
         char *ci = h_pg_conninfo(cdb);
-        char *count = fx_fmt("SELECT count(*) FROM %s", applied);
+        char *count = fx_fmt("SELECT count(*) FROM %s", k->applied);
         h_msg_t *out;
         fx_sets_t s;
 
         h_kafka_create_topic(topic, 1);
         h_kafka_create_topic(dlq, 1);
-        for (size_t i = 0; i < n_msgs; i++)
-                h_kafka_produce_bytes(topic, "k", msgs[i].value, msgs[i].len,
-                                      (const char *const[]){"id", msgs[i].id, NULL});
+        for (size_t i = 0; i < k->n_msgs; i++)
+                h_kafka_produce_bytes(topic, "k", k->msgs[i].value, k->msgs[i].len,
+                                      (const char *const[]){"id", k->msgs[i].id, NULL});
         memset(&s, 0, sizeof(s));
         fx_sets_add(&s, "postgres.conninfo=%s", ci);
         fx_sets_add(&s, "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         fx_sets_add(&s, "inbox.topics=%s", topic);
-        fx_sets_add(&s, "inbox.handler=%s", handler);
-        fx_sets_add(&s, "inbox.payload=%s", payload);
-        fx_sets_add(&s, "kafka.group.id=inbox-%s-%s", msgs[0].id, suffix);
+        fx_sets_add(&s, "inbox.handler=%s", k->handler);
+        fx_sets_add(&s, "inbox.payload=%s", k->payload);
+        fx_sets_add(&s, "kafka.group.id=inbox-%s-%s", k->msgs[0].id, suffix);
         fx_sets_add(&s, "errors.dlq.topic=%s", dlq);
         fx_sets_add(&s, "errors.backoff.ms=100");
         fx_sets_add(&s, "errors.backoff.max.ms=200");
         fx_sets_add(&s, "reconnect.backoff.ms=200");
         fx_sets_add(&s, "reconnect.backoff.max.ms=800");
+        if (k->extra)
+                fx_sets_add(&s, "%s", k->extra);
         h_relay_t *ib = h_proc_start(h_env("RELAY_INBOX_BIN"), NULL, NULL, s.v);
-        int64_t deadline = h_now_ms() + (run_ms > 0 ? run_ms : 60000);
-        while ((run_ms > 0 || cval(cc, count) < n_applied || h_kafka_count(dlq) < n_dlq) &&
-               h_now_ms() < deadline)
+        int64_t deadline = h_now_ms() + (k->run_ms > 0 ? k->run_ms : 60000);
+        int rc = -1;
+        while ((k->run_ms > 0 || cval(cc, count) < k->n_applied ||
+                h_kafka_count(dlq) < k->n_dlq) &&
+               h_now_ms() < deadline && (rc = h_relay_wait(ib, 0)) < 0)
                 h_sleep_ms(200);
-        h_sleep_ms(500); /* a message still being retried would show in its attempts */
-        h_relay_signal(ib, SIGTERM);
-        int rc = h_relay_wait(ib, 60000);
-        is_int(rc, 0, "outbox-inbox (inbox.payload = %s) stops cleanly on SIGTERM", payload);
-        if (rc != 0)
+        if (rc < 0) {
+                h_sleep_ms(500); /* a message still being retried would show in its attempts */
+                h_relay_signal(ib, SIGTERM);
+                rc = h_relay_wait(ib, 60000);
+        }
+        is_int(rc, k->exit_code, "outbox-inbox (first message %s) exits %d", k->msgs[0].id,
+               k->exit_code);
+        if (rc != k->exit_code)
                 h_relay_diag_log(ib);
-        if (found)
-                *found = fx_log_count(ib, needle);
+        if (k->needle)
+                k->found = fx_log_count(ib, k->needle);
         *n = h_kafka_consume_all(dlq, &out);
         h_relay_free(ib);
         fx_sets_free(&s);
@@ -135,9 +152,10 @@ static void text_payloads(PGconn *cc, const char *cdb, const char *suffix)
 {
         static const msg_t msgs[] = {
                 {"t-nul", "ab\0cd", 5}, {"t-latin1", "caf\xe9", 4}, {"t-good", "plain text", 10}};
+        case_t k = {.payload = "text", .handler = "SELECT on_text($3, $7)", .msgs = msgs,
+                    .n_msgs = 3, .applied = "applied_text", .n_applied = 1, .n_dlq = 2};
         size_t n;
-        h_msg_t *dl = run_case(cc, cdb, suffix, "text", "SELECT on_text($3, $7)", "applied_text",
-                               msgs, 3, 1, 2, 0, NULL, NULL, &n);
+        h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
 
         is_int((int)cval(cc, "SELECT count(*) FROM applied_text WHERE id = 't-nul'"), 0,
                "a text payload with a NUL byte is not applied (cut at the NUL byte)");
@@ -161,9 +179,10 @@ static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
                                      M("j-nul", "{\"s\": \"a\\u0000b\"}"),
                                      M("j-good", "{\"ok\": true}")};
 #undef M
+        case_t k = {.payload = "jsonb", .handler = "SELECT on_json($3, $7)", .msgs = msgs,
+                    .n_msgs = 4, .applied = "applied_json", .n_applied = 3, .n_dlq = 1};
         size_t n;
-        h_msg_t *dl = run_case(cc, cdb, suffix, "jsonb", "SELECT on_json($3, $7)", "applied_json",
-                               msgs, 4, 3, 1, 0, NULL, NULL, &n);
+        h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
 
         is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigint' "
                              "AND payload->>'n' = '123456789012345678901234567890'"),
@@ -189,11 +208,13 @@ static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
 static void lost_connection(PGconn *cc, const char *cdb, const char *suffix)
 {
         static const msg_t msgs[] = {{"c-kill", "{\"kill\": 1}", 11}};
+        case_t k = {.payload = "bytea",
+                    .handler = "SELECT pg_terminate_backend(pg_backend_pid())",
+                    .msgs = msgs, .n_msgs = 1, .applied = "inbox", .run_ms = 4000,
+                    .needle = "lost the PostgreSQL connection"};
         size_t n;
-        int lost = 0;
-        h_msg_t *dl = run_case(cc, cdb, suffix, "bytea",
-                               "SELECT pg_terminate_backend(pg_backend_pid())", "inbox", msgs, 1,
-                               0, 0, 4000, "lost the PostgreSQL connection", &lost, &n);
+        h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
+        int lost = k.found;
 
         tap_diag("connection lost %d times in 4 s (reconnect.backoff.ms 200, max 800)", lost);
         ok(lost >= 1 && lost <= 10,
@@ -214,15 +235,38 @@ static void lost_connection(PGconn *cc, const char *cdb, const char *suffix)
 static void commit_fails(PGconn *cc, const char *cdb, const char *suffix)
 {
         static const msg_t msgs[] = {{"d-fk", "{\"fk\": 1}", 9}};
+        case_t k = {.payload = "bytea", .handler = "SELECT on_deferred()", .msgs = msgs,
+                    .n_msgs = 1, .applied = "inbox", .n_dlq = 1,
+                    .needle = "there is no transaction in progress", .found = -1};
         size_t n;
-        int spurious = -1;
-        h_msg_t *dl = run_case(cc, cdb, suffix, "bytea", "SELECT on_deferred()", "inbox", msgs, 1,
-                               0, 1, 0, "there is no transaction in progress", &spurious, &n);
+        h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
 
-        is_int(spurious, 0, "no \"there is no transaction in progress\" warning");
+        is_int(k.found, 0, "no \"there is no transaction in progress\" warning");
         is_int((int)n, 1, "the message is dead-lettered");
         is_int(dead_lettered(dl, n, "d-fk", "4", "COMMIT"), 1,
                "after 1 + 3 attempts, each failing at COMMIT");
+        h_msgs_free(dl, n);
+}
+
+/*
+ * A dead-letter copy above the dead-letter producer's kafka.message.max.bytes
+ * (here 1000 bytes; librdkafka's default is 1000000, below what a broker
+ * takes by default): outbox-inbox stops before the message (exit 4), and
+ * the message must name the limit to raise, not blame the broker.
+ */
+static void dlq_too_large(PGconn *cc, const char *cdb, const char *suffix)
+{
+        static char big[2000];
+        memset(big, 'x', sizeof(big)); /* not JSON: dead-lettered at once */
+        msg_t msgs[] = {{"l-big", big, sizeof(big)}};
+        case_t k = {.payload = "jsonb", .handler = "SELECT 1", .msgs = msgs, .n_msgs = 1,
+                    .applied = "inbox", .n_dlq = 1, .extra = "kafka.message.max.bytes=1000",
+                    .exit_code = 4, .needle = "raise kafka.message.max.bytes"};
+        size_t n;
+        h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
+
+        is_int(k.found, 1, "the message names kafka.message.max.bytes as the limit to raise");
+        is_int((int)n, 0, "nothing reached the dead-letter topic");
         h_msgs_free(dl, n);
 }
 
@@ -238,6 +282,7 @@ int main(void)
         json_payloads(cc, cdb, suffix);
         lost_connection(cc, cdb, suffix);
         commit_fails(cc, cdb, suffix);
+        dlq_too_large(cc, cdb, suffix);
         PQfinish(cc);
         h_pg_drop_db(cdb);
         free(cdb);
