@@ -285,6 +285,17 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
                 chomp(err);
                 return RELAY_EIO;
         }
+        /* Keys, headers and JSON payloads are UTF-8 (params_build() checks
+         * them so): the server converts them to the database's encoding,
+         * where the default (the database's own) would take their bytes as
+         * that encoding, "caf\xc3\xa9" as "cafÃ©" in a LATIN1 database. */
+        if (PQsetClientEncoding(ib->pg, "UTF8") != 0) {
+                bool gone = PQstatus(ib->pg) != CONNECTION_OK;
+                relay_err_set(err, errlen, "could not set client_encoding to UTF8: %s",
+                              PQerrorMessage(ib->pg));
+                chomp(err);
+                return gone ? RELAY_EIO : RELAY_ESETUP;
+        }
         char what[RELAY_ERRBUF];
         snprintf(what, sizeof(what), "could not prepare \"%s\"", accept_sql);
         if ((rc = prepare(ib, "inbox_accept", accept_sql, 4, accept_types, what,
@@ -358,13 +369,12 @@ static void params_free(params_t *p)
 /*
  * Everything the handler will get, checked before any transaction: a
  * message that PostgreSQL cannot even receive (no id, a key or header that
- * is not UTF-8 text, a payload with a NUL byte or, over a UTF8 connection
- * (utf8_text), not UTF-8 for a text handler, or not jsonb's JSON for a
- * jsonb one) would fail every attempt the same way, so it is dead-lettered
- * at once.
+ * is not UTF-8 text, a payload that is not UTF-8 text for a text handler
+ * or not jsonb's JSON for a jsonb one) would fail every attempt the same
+ * way, so it is dead-lettered at once.
  */
-static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, bool utf8_text,
-                        params_t *p, char *err, size_t errlen)
+static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, params_t *p,
+                        char *err, size_t errlen)
 {
         rd_kafka_headers_t *hdrs = NULL;
         int rc;
@@ -387,14 +397,12 @@ static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, 
         p->payload_null = m->payload == NULL;
         p->payload = m->payload ? m->payload : "";
         p->payload_len = (int)m->len;
-        /* Text goes as a C string, which a NUL byte would cut short unseen.
-         * Its encoding is checked here only when it is UTF-8 (what keys and
-         * headers are held to); another the server judges. */
+        /* Text goes as a C string, which a NUL byte would cut short unseen,
+         * and as UTF-8 (the connection's client_encoding). */
         if (!p->payload_null && cfg->payload == RELAY_INBOX_PAYLOAD_TEXT) {
                 const char *bad = memchr(m->payload, '\0', m->len) ? "holds a NUL byte"
-                                  : utf8_text && !relay_inbox_utf8_ok(m->payload, m->len)
-                                          ? "is not UTF-8 text"
-                                          : NULL;
+                                  : !relay_inbox_utf8_ok(m->payload, m->len) ? "is not UTF-8 text"
+                                                                              : NULL;
                 if (bad) {
                         relay_err_set(err, errlen,
                                       "the message payload %s (inbox.payload is text; bytea "
@@ -618,8 +626,7 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
         int attempts = 0;
         int64_t backoff = cfg->errors_backoff_ms, reconnect = cfg->reconnect_backoff_ms;
 
-        const char *enc = ib->pg ? PQparameterStatus(ib->pg, "client_encoding") : NULL;
-        int rc = params_build(cfg, m, enc && strcmp(enc, "UTF8") == 0, &p, why, sizeof(why));
+        int rc = params_build(cfg, m, &p, why, sizeof(why));
         if (rc == RELAY_ENOMEM) {
                 relay_log_fatal("%s", why);
                 params_free(&p);

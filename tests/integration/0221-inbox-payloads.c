@@ -270,6 +270,41 @@ static void dlq_too_large(PGconn *cc, const char *cdb, const char *suffix)
         h_msgs_free(dl, n);
 }
 
+/*
+ * A LATIN1 database: a JSON payload's UTF-8 ("caf\xc3\xa9") must arrive as
+ * its characters, converted by the server, not as its bytes read as LATIN1
+ * ("cafÃ©", 5 characters).
+ */
+static void latin1_database(const char *suffix)
+{
+        static const char v[] = "{\"name\": \"caf\xc3\xa9\"}";
+        const msg_t msgs[] = {{"e-latin1", v, sizeof(v) - 1}};
+        char *db = h_unique_name("inboxl1");
+        PGconn *pc = h_pg_connect("postgres");
+
+        h_pg_exec(pc, "CREATE DATABASE %s ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
+                      "TEMPLATE template0",
+                  db);
+        PQfinish(pc);
+        PGconn *lc = h_pg_connect(db);
+        h_pg_exec_file(lc, "006_inbox.sql");
+        h_pg_exec(lc, "%s", handler_sql);
+        case_t k = {.payload = "jsonb", .handler = "SELECT on_json($3, $7)", .msgs = msgs,
+                    .n_msgs = 1, .applied = "applied_json", .n_applied = 1};
+        size_t n;
+        h_msg_t *dl = run_case(lc, db, suffix, &k, &n);
+
+        char *got = h_pg_value(lc, "SELECT encode(convert_to(payload->>'name', 'UTF8'), 'hex') "
+                                   "FROM applied_json WHERE id = 'e-latin1'");
+        is_str(got ? got : "(none)", "636166c3a9",
+               "in a LATIN1 database UTF-8 \"caf\\xc3\\xa9\" is stored as its characters");
+        free(got);
+        h_msgs_free(dl, n);
+        PQfinish(lc);
+        h_pg_drop_db(db);
+        free(db);
+}
+
 int main(void)
 {
         char *suffix = h_unique_name("ip");
@@ -283,6 +318,7 @@ int main(void)
         lost_connection(cc, cdb, suffix);
         commit_fails(cc, cdb, suffix);
         dlq_too_large(cc, cdb, suffix);
+        latin1_database(suffix);
         PQfinish(cc);
         h_pg_drop_db(cdb);
         free(cdb);
