@@ -288,7 +288,7 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
         /* Keys, headers and JSON payloads are UTF-8 (params_build() checks
          * them so): the server converts them to the database's encoding,
          * where the default (the database's own) would take their bytes as
-         * that encoding, "caf\xc3\xa9" as "cafÃ©" in a LATIN1 database. */
+         * that encoding, "caf\xc3\xa9" as five characters in a LATIN1 database. */
         if (PQsetClientEncoding(ib->pg, "UTF8") != 0) {
                 bool gone = PQstatus(ib->pg) != CONNECTION_OK;
                 relay_err_set(err, errlen, "could not set client_encoding to UTF8: %s",

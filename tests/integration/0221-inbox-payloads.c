@@ -273,7 +273,7 @@ static void dlq_too_large(PGconn *cc, const char *cdb, const char *suffix)
 /*
  * A LATIN1 database: a JSON payload's UTF-8 ("caf\xc3\xa9") must arrive as
  * its characters, converted by the server, not as its bytes read as LATIN1
- * ("cafÃ©", 5 characters).
+ * (five characters: c, a, f, A with tilde, copyright sign).
  */
 static void latin1_database(const char *suffix)
 {
