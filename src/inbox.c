@@ -285,6 +285,17 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
                 chomp(err);
                 return RELAY_EIO;
         }
+        /* Keys, headers and JSON payloads are UTF-8 (params_build() checks
+         * them so): the server converts them to the database's encoding,
+         * where the default (the database's own) would take their bytes as
+         * that encoding, "caf\xc3\xa9" as five characters in a LATIN1 database. */
+        if (PQsetClientEncoding(ib->pg, "UTF8") != 0) {
+                bool gone = PQstatus(ib->pg) != CONNECTION_OK;
+                relay_err_set(err, errlen, "could not set client_encoding to UTF8: %s",
+                              PQerrorMessage(ib->pg));
+                chomp(err);
+                return gone ? RELAY_EIO : RELAY_ESETUP;
+        }
         char what[RELAY_ERRBUF];
         snprintf(what, sizeof(what), "could not prepare \"%s\"", accept_sql);
         if ((rc = prepare(ib, "inbox_accept", accept_sql, 4, accept_types, what,
@@ -358,8 +369,9 @@ static void params_free(params_t *p)
 /*
  * Everything the handler will get, checked before any transaction: a
  * message that PostgreSQL cannot even receive (no id, a key or header that
- * is not UTF-8 text, a payload that is not JSON for a jsonb handler) would
- * fail every attempt the same way, so it is dead-lettered at once.
+ * is not UTF-8 text, a payload that is not UTF-8 text for a text handler
+ * or not jsonb's JSON for a jsonb one) would fail every attempt the same
+ * way, so it is dead-lettered at once.
  */
 static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, params_t *p,
                         char *err, size_t errlen)
@@ -385,13 +397,40 @@ static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, 
         p->payload_null = m->payload == NULL;
         p->payload = m->payload ? m->payload : "";
         p->payload_len = (int)m->len;
+        /* Text goes as a C string, which a NUL byte would cut short unseen,
+         * and as UTF-8 (the connection's client_encoding). */
+        if (!p->payload_null && cfg->payload == RELAY_INBOX_PAYLOAD_TEXT) {
+                const char *bad = memchr(m->payload, '\0', m->len) ? "holds a NUL byte"
+                                  : !relay_inbox_utf8_ok(m->payload, m->len) ? "is not UTF-8 text"
+                                                                              : NULL;
+                if (bad) {
+                        relay_err_set(err, errlen,
+                                      "the message payload %s (inbox.payload is text; bytea "
+                                      "takes any bytes)",
+                                      bad);
+                        return RELAY_EMAP;
+                }
+        }
         if (!p->payload_null && cfg->payload == RELAY_INBOX_PAYLOAD_JSONB) {
                 json_error_t je;
-                json_t *j;
-                if (!relay_inbox_utf8_ok(m->payload, m->len) ||
-                    !(j = json_loadb(m->payload, m->len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je))) {
+                json_t *j = NULL;
+                const char *bad = NULL, *hint = "";
+                /* Without JSON_ALLOW_NUL jansson refuses \u0000 as jsonb does.
+                 * Its numbers are C's: one past long long or double is an
+                 * overflow to it but JSON, which jsonb holds as numeric, so
+                 * the server judges such a payload. */
+                if (!relay_inbox_utf8_ok(m->payload, m->len))
+                        bad = "is not JSON";
+                else if (!(j = json_loadb(m->payload, m->len, JSON_DECODE_ANY, &je)) &&
+                         json_error_code(&je) == json_error_null_character) {
+                        bad = "holds \\u0000, which jsonb cannot store";
+                        hint = "; text or bytea takes it";
+                } else if (!j && json_error_code(&je) != json_error_numeric_overflow)
+                        bad = "is not JSON";
+                if (bad) {
                         relay_err_set(err, errlen,
-                                      "the message payload is not JSON (inbox.payload is jsonb)");
+                                      "the message payload %s (inbox.payload is jsonb%s)", bad,
+                                      hint);
                         return RELAY_EMAP;
                 }
                 json_decref(j);
@@ -452,7 +491,10 @@ static tx_result_t apply_once(inbox_t *ib, rd_kafka_message_t *m, const params_t
 failed:
         if (PQstatus(ib->pg) != CONNECTION_OK)
                 return TX_CONNECTION;
-        {
+        /* A failed COMMIT (a deferred constraint) has ended the transaction
+         * already: a ROLLBACK would only draw the server's warning "there is
+         * no transaction in progress". */
+        if (PQtransactionStatus(ib->pg) != PQTRANS_IDLE) {
                 char rb[RELAY_ERRBUF];
                 if (!pg_cmd(ib->pg, "ROLLBACK", rb, sizeof(rb)) && PQstatus(ib->pg) != CONNECTION_OK)
                         return TX_CONNECTION;
@@ -531,6 +573,23 @@ static int dead_letter(inbox_t *ib, rd_kafka_message_t *m, const char *why, int 
                 RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
                 RD_KAFKA_V_OPAQUE(&res), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
+                /* librdkafka's own limit (its error text says "Broker"): default
+                 * 1000000, below what a broker takes by default. */
+                size_t ll = sizeof(num);
+                if (rd_kafka_conf_get(rd_kafka_conf(ib->dlq), "message.max.bytes", num, &ll) !=
+                    RD_KAFKA_CONF_OK)
+                        snprintf(num, sizeof(num), "?");
+                rd_kafka_headers_destroy(h);
+                relay_err_set(err, errlen,
+                              "could not write to dead-letter topic \"%s\": the copy (a value of "
+                              "%zu bytes, with key and headers) is above the dead-letter "
+                              "producer's kafka.message.max.bytes (%s); raise "
+                              "kafka.message.max.bytes, and the topic's max.message.bytes if need "
+                              "be",
+                              cfg->errors_dlq_topic, m->len, num);
+                return RELAY_EKAFKA;
+        }
         if (e) {
                 rd_kafka_headers_destroy(h);
                 relay_err_set(err, errlen, "could not write to dead-letter topic \"%s\": %s",
@@ -565,7 +624,7 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
         char err[RELAY_ERRBUF], why[RELAY_ERRBUF];
         params_t p;
         int attempts = 0;
-        int64_t backoff = cfg->errors_backoff_ms;
+        int64_t backoff = cfg->errors_backoff_ms, reconnect = cfg->reconnect_backoff_ms;
 
         int rc = params_build(cfg, m, &p, why, sizeof(why));
         if (rc == RELAY_ENOMEM) {
@@ -597,10 +656,20 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
                         return 0;
                 }
                 if (t == TX_CONNECTION) {
+                        /* Not the handler's fault: no attempt counted. But wait as after
+                         * a failed connect: the server may be going down, or the handler
+                         * may end its session each time, and reconnecting at once would
+                         * retry it hundreds of times a second. */
                         relay_log_warning("lost the PostgreSQL connection during message at "
-                                          "offset %lld of \"%s\" [%d]: %s, reconnecting",
-                                          (long long)m->offset, topic, (int)m->partition, why);
-                        continue; /* not the handler's fault: no attempt counted */
+                                          "offset %lld of \"%s\" [%d]: %s, reconnecting in "
+                                          "%lld ms",
+                                          (long long)m->offset, topic, (int)m->partition, why,
+                                          (long long)reconnect);
+                        sleep_ms(reconnect, ib->stop);
+                        reconnect = reconnect * 2 > cfg->reconnect_backoff_max_ms
+                                            ? cfg->reconnect_backoff_max_ms
+                                            : reconnect * 2;
+                        continue;
                 }
                 attempts++;
                 if (attempts > cfg->errors_retries) {

@@ -19,6 +19,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "relay/names.h"
+
 typedef enum { K_STR, K_INT, K_WORD, K_LIST } kind_t;
 
 typedef struct {
@@ -312,6 +314,7 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
                               strerror(errno));
                 return RELAY_EINVAL;
         }
+        errno = 0;
         while (rc == 0 && fgets(line, sizeof(line), f)) {
                 lineno++;
                 snprintf(origin, sizeof(origin), "%s:%d", path, lineno);
@@ -321,7 +324,11 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
                         rc = RELAY_EINVAL;
                         break;
                 }
-                char *s = trim(line);
+                char *s = line;
+                /* Editors on some systems start UTF-8 files with a byte order mark. */
+                if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0)
+                        s += 3;
+                s = trim(s);
                 if (*s == '\0' || *s == '#')
                         continue;
                 char *eq = strchr(s, '=');
@@ -334,6 +341,14 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
                 }
                 *eq = '\0';
                 rc = relay_inbox_config_set(c, trim(s), trim(eq + 1), origin, err, errlen);
+                errno = 0;
+        }
+        /* fgets() ends the loop on a read error as at the end: a directory
+         * would read as an empty file. */
+        if (rc == 0 && ferror(f)) {
+                relay_err_set(err, errlen, "could not read configuration file \"%s\": %s", path,
+                              strerror(errno ? errno : EIO));
+                rc = RELAY_EINVAL;
         }
         fclose(f);
         return rc;
@@ -369,6 +384,13 @@ int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t
                 if (!*c->errors_dlq_topic) {
                         relay_err_set(err, errlen, "\"errors.dlq.topic\" is empty: name the "
                                                    "dead-letter topic or set errors.policy=stop");
+                        return RELAY_EINVAL;
+                }
+                if (!relay_names_is_topic(c->errors_dlq_topic, strlen(c->errors_dlq_topic))) {
+                        relay_err_set(err, errlen,
+                                      "invalid value \"%s\" for \"errors.dlq.topic\": a Kafka "
+                                      "topic name is " RELAY_NAMES_TOPIC_RULE,
+                                      c->errors_dlq_topic);
                         return RELAY_EINVAL;
                 }
                 for (size_t i = 0; i < c->n_topics; i++) {

@@ -527,8 +527,11 @@ void relay_manual_print_inbox_man(FILE *out)
                   "headers outbox.inbox.error.message, .topic, .partition, .offset and .attempts, "
                   "and its offset is committed only once Kafka has acknowledged the copy. A "
                   "message the database can never receive (no id header, a key or header that is "
-                  "not UTF-8, a payload that is not JSON for a jsonb handler) is dead-lettered at "
-                  "once. A lost PostgreSQL connection is retried with reconnect.backoff.ms, "
+                  "not UTF-8, a payload that is not UTF-8 or holds a NUL byte for a text "
+                  "handler, not JSON or holding \\u0000 for a jsonb handler) is dead-lettered "
+                  "at once. Text reaches the server as UTF-8 (client_encoding), which converts "
+                  "it to the database's encoding. A lost "
+                  "PostgreSQL connection is retried with reconnect.backoff.ms, "
                   "doubling up to reconnect.backoff.max.ms. Retries hold back the partition's "
                   "later messages: keep their total under max.poll.interval.ms.");
         fputs(".SH EXIT STATUS\n", out);

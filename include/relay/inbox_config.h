@@ -23,8 +23,8 @@
 
 /** @brief inbox.payload: the SQL type the handler receives the value as. */
 typedef enum {
-        RELAY_INBOX_PAYLOAD_JSONB = 0, /* a value that is not JSON is a handler error */
-        RELAY_INBOX_PAYLOAD_TEXT,      /* must be valid in the database encoding */
+        RELAY_INBOX_PAYLOAD_JSONB = 0, /* a value that is not JSON is dead-lettered at once */
+        RELAY_INBOX_PAYLOAD_TEXT,      /* UTF-8 without NUL bytes, else dead-lettered at once */
         RELAY_INBOX_PAYLOAD_BYTEA,     /* the bytes as they are */
 } relay_inbox_payload_t;
 

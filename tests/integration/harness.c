@@ -961,6 +961,12 @@ const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len)
 void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
                           const char *const *headers)
 {
+        h_kafka_produce_bytes(topic, key, value, value ? strlen(value) : 0, headers);
+}
+
+void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,
+                           size_t value_len, const char *const *headers)
+{
         rd_kafka_t *rk = h_rk();
         rd_kafka_headers_t *hdrs = NULL;
         rd_kafka_resp_err_t result = RD_KAFKA_RESP_ERR__IN_PROGRESS;
@@ -972,7 +978,7 @@ void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
         if (headers) {
                 while (headers[nh]) {
                         if (!headers[nh + 1])
-                                tap_bail("h_kafka_produce_hdrs: header \"%s\" has no value",
+                                tap_bail("h_kafka_produce_bytes: header \"%s\" has no value",
                                          headers[nh]);
                         nh += 2;
                 }
@@ -986,7 +992,7 @@ void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
          * them again); on success the headers belong to the message, on
          * failure they are still ours. */
         kcopy = key ? h_xmemdup(key, strlen(key)) : NULL;
-        vcopy = value ? h_xmemdup(value, strlen(value)) : NULL;
+        vcopy = value ? h_xmemdup(value, value_len) : NULL;
         vus[nv].vtype = RD_KAFKA_VTYPE_TOPIC;
         vus[nv++].u.cstr = topic;
         vus[nv].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
@@ -996,7 +1002,7 @@ void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
         vus[nv++].u.mem.size = key ? strlen(key) : 0;
         vus[nv].vtype = RD_KAFKA_VTYPE_VALUE;
         vus[nv].u.mem.ptr = vcopy;
-        vus[nv++].u.mem.size = value ? strlen(value) : 0;
+        vus[nv++].u.mem.size = value ? value_len : 0;
         if (hdrs) {
                 vus[nv].vtype = RD_KAFKA_VTYPE_HEADERS;
                 vus[nv++].u.headers = hdrs;

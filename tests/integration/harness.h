@@ -218,6 +218,10 @@ void h_kafka_produce(const char *topic, const char *key, const char *value);
 void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
                           const char *const *headers);
 
+/** As h_kafka_produce_hdrs(), with a value of value_len bytes (NUL bytes and all). */
+void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,
+                           size_t value_len, const char *const *headers);
+
 /** Number of brokers in the cluster's metadata; bails when Kafka does not answer. */
 int h_kafka_broker_count(void);
 

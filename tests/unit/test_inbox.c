@@ -111,6 +111,14 @@ static void test_config(void)
         is_int(relay_inbox_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
                "a dead-letter topic that is also consumed is refused");
         ok(strstr(err, "errors.dlq.topic") != NULL, "named: %s", err);
+        /* Found out at start, not at the first failing message (exit 4 then,
+         * on every restart: "Broker: Invalid topic"). */
+        is_int(set(c, "errors.dlq.topic=my dlq"), 0, "dlq topic set");
+        is_int(relay_inbox_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "a dead-letter topic that is not a Kafka topic name is refused");
+        ok(strstr(err, "errors.dlq.topic") && strstr(err, "\"my dlq\""),
+           "the key and the value are named: %s", err);
+        is_int(set(c, "errors.dlq.topic=b"), 0, "dlq topic set");
         is_int(set(c, "errors.policy=stop"), 0, "policy stop");
         is_int(relay_inbox_config_validate(c, err, sizeof(err)), 0,
                "with errors.policy=stop the dead-letter topic does not matter");
@@ -149,6 +157,26 @@ static void test_config(void)
         is_str(c->id_header, "event_id", "the lines before it were applied, trimmed");
         is_int(c->log_level, RELAY_LOG_DEBUG, "log.level from the file");
         remove(path);
+
+        /* Editors on some systems start UTF-8 files with a byte order mark;
+         * as part of the first key it would be refused as a key that looks
+         * right ("unrecognized configuration key "log.level""). */
+        f = fopen(path, "w");
+        if (!f)
+                tap_bail("could not create a temporary file");
+        fputs("\xef\xbb\xbflog.level = warning\n", f);
+        fclose(f);
+        err[0] = '\0';
+        is_int(relay_inbox_config_load_file(c, path, err, sizeof(err)), 0,
+               "a UTF-8 byte order mark before the first key is skipped (%s)", err);
+        is_int(c->log_level, RELAY_LOG_WARNING, "the first line's key is read");
+        remove(path);
+
+        /* fopen() opens a directory for reading; the read fails (EISDIR). */
+        is_int(relay_inbox_config_load_file(c, "/tmp", err, sizeof(err)), RELAY_EINVAL,
+               "a directory as configuration file is refused, not read as empty");
+        ok(strstr(err, "could not read configuration file \"/tmp\"") != NULL,
+           "the message names the file and the reason: %s", err);
         relay_inbox_config_free(c);
         relay_inbox_config_free(NULL);
 }
