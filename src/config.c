@@ -29,6 +29,7 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
+#include "relay/conffile.h"
 #include "relay/config.h"
 #include "relay/event.h"
 #include "relay/http.h"
@@ -860,165 +861,15 @@ void relay_config_free(relay_config_t *c)
 
 /* --- file and environment layers --------------------------------------- */
 
-static char *skip_blank(char *s)
+static int set_from_file(void *ctx, const char *key, const char *value, const char *origin,
+                         char *err, size_t errlen)
 {
-        while (*s == ' ' || *s == '\t')
-                s++;
-        return s;
-}
-
-static void trim_end(char *s)
-{
-        size_t n = strlen(s);
-        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
-                s[--n] = '\0';
-}
-
-/*
- * Decode a double-quoted value in place: s points at the opening quote.
- * Returns 0 and *end just past the closing quote, or an error message.
- */
-static const char *unquote(char *s, char **end)
-{
-        char *r = s + 1, *w = s;
-
-        for (;;) {
-                if (*r == '\0')
-                        return "has no closing double quote";
-                if (*r == '"')
-                        break;
-                if (*r == '\\') {
-                        r++;
-                        switch (*r) {
-                        case '"':
-                        case '\\':
-                                *w++ = *r++;
-                                continue;
-                        case 'n':
-                                *w++ = '\n';
-                                r++;
-                                continue;
-                        case 't':
-                                *w++ = '\t';
-                                r++;
-                                continue;
-                        case 'r':
-                                *w++ = '\r';
-                                r++;
-                                continue;
-                        default:
-                                return "has an invalid escape; inside double quotes use \\\", "
-                                       "\\\\, \\n, \\t or \\r";
-                        }
-                }
-                *w++ = *r++;
-        }
-        *w = '\0';
-        *end = r + 1;
-        return NULL;
-}
-
-static int load_line(relay_config_t *c, char *line, const char *origin, char *err, size_t errlen)
-{
-        char *p = skip_blank(line), *eq, *val;
-        const char *problem;
-
-        if (*p == '\0' || *p == '#')
-                return 0;
-        eq = strchr(p, '=');
-        if (eq == NULL) {
-                relay_err_set(err, errlen,
-                              "syntax error (at %s): expected \"key = value\" or a \"#\" comment",
-                              origin);
-                return RELAY_EINVAL;
-        }
-        *eq = '\0';
-        trim_end(p);
-        if (*p == '\0') {
-                relay_err_set(err, errlen, "syntax error (at %s): missing key before \"=\"",
-                              origin);
-                return RELAY_EINVAL;
-        }
-        val = skip_blank(eq + 1);
-        if (*val == '"') {
-                char *rest;
-                problem = unquote(val, &rest);
-                if (problem != NULL) {
-                        relay_err_set(err, errlen, "syntax error (at %s): the value of \"%s\" %s",
-                                      origin, p, problem);
-                        return RELAY_EINVAL;
-                }
-                rest = skip_blank(rest);
-                if (*rest != '\0' && *rest != '#') {
-                        relay_err_set(err, errlen,
-                                      "syntax error (at %s): unexpected text after the closing "
-                                      "quote of the value of \"%s\"",
-                                      origin, p);
-                        return RELAY_EINVAL;
-                }
-        } else {
-                /* A '#' after a blank starts a comment; "a#b" stays a value (passwords). */
-                for (char *q = val; *q != '\0'; q++) {
-                        if (*q == '#' && (q == val || q[-1] == ' ' || q[-1] == '\t')) {
-                                *q = '\0';
-                                break;
-                        }
-                }
-                trim_end(val);
-        }
-        return relay_config_set(c, p, val, origin, err, errlen);
+        return relay_config_set(ctx, key, value, origin, err, errlen);
 }
 
 int relay_config_load_file(relay_config_t *c, const char *path, char *err, size_t errlen)
 {
-        FILE *f = fopen(path, "r");
-        char *line = NULL, *origin;
-        size_t cap = 0, originlen = strlen(path) + 16;
-        unsigned lineno = 0;
-        ssize_t n;
-        int rc = 0;
-
-        if (f == NULL) {
-                relay_err_set(err, errlen, "could not open configuration file \"%s\": %s", path,
-                              strerror(errno));
-                return RELAY_EINVAL;
-        }
-        if ((origin = malloc(originlen)) == NULL) {
-                fclose(f);
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        }
-        errno = 0;
-        while ((n = getline(&line, &cap, f)) >= 0) {
-                char *text = line;
-                lineno++;
-                snprintf(origin, originlen, "%s:%u", path, lineno);
-                if ((size_t)n != strlen(line)) {
-                        relay_err_set(err, errlen,
-                                      "syntax error (at %s): the line contains a NUL byte; is "
-                                      "\"%s\" a text file?",
-                                      origin, path);
-                        rc = RELAY_EINVAL;
-                        break;
-                }
-                while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-                        line[--n] = '\0';
-                /* Editors on some systems start UTF-8 files with a byte order mark. */
-                if (lineno == 1 && strncmp(text, "\xef\xbb\xbf", 3) == 0)
-                        text += 3;
-                rc = load_line(c, text, origin, err, errlen);
-                if (rc < 0)
-                        break;
-                errno = 0;
-        }
-        if (rc == 0 && ferror(f)) {
-                relay_err_set(err, errlen, "could not read configuration file \"%s\": %s", path,
-                              strerror(errno ? errno : EIO));
-                rc = RELAY_EINVAL;
-        }
-        free(origin);
-        free(line);
-        fclose(f);
-        return rc;
+        return relay_conffile_load(path, set_from_file, c, err, errlen);
 }
 
 /* Key for an OUTBOX_RELAY_KAFKA_ variable's suffix (lower case, '_' -> '.'), or NULL. */

@@ -19,6 +19,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "relay/conffile.h"
 #include "relay/names.h"
 
 typedef enum { K_STR, K_INT, K_WORD, K_LIST } kind_t;
@@ -291,67 +292,16 @@ int relay_inbox_config_set_arg(relay_inbox_config_t *c, const char *arg, char *e
         return rc;
 }
 
-static char *trim(char *s)
+static int set_from_file(void *ctx, const char *key, const char *value, const char *origin,
+                         char *err, size_t errlen)
 {
-        char *e;
-        while (*s == ' ' || *s == '\t')
-                s++;
-        e = s + strlen(s);
-        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
-                *--e = '\0';
-        return s;
+        return relay_inbox_config_set(ctx, key, value, origin, err, errlen);
 }
 
 int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char *err,
                                  size_t errlen)
 {
-        FILE *f = fopen(path, "r");
-        char line[8192], origin[600];
-        int lineno = 0, rc = 0;
-
-        if (!f) {
-                relay_err_set(err, errlen, "could not open configuration file \"%s\": %s", path,
-                              strerror(errno));
-                return RELAY_EINVAL;
-        }
-        errno = 0;
-        while (rc == 0 && fgets(line, sizeof(line), f)) {
-                lineno++;
-                snprintf(origin, sizeof(origin), "%s:%d", path, lineno);
-                if (!strchr(line, '\n') && !feof(f)) {
-                        relay_err_set(err, errlen, "line too long (%s): at most %zu bytes", origin,
-                                      sizeof(line) - 2);
-                        rc = RELAY_EINVAL;
-                        break;
-                }
-                char *s = line;
-                /* Editors on some systems start UTF-8 files with a byte order mark. */
-                if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0)
-                        s += 3;
-                s = trim(s);
-                if (*s == '\0' || *s == '#')
-                        continue;
-                char *eq = strchr(s, '=');
-                if (!eq) {
-                        relay_err_set(err, errlen,
-                                      "syntax error (%s): expected \"key = value\", got \"%s\"",
-                                      origin, s);
-                        rc = RELAY_EINVAL;
-                        break;
-                }
-                *eq = '\0';
-                rc = relay_inbox_config_set(c, trim(s), trim(eq + 1), origin, err, errlen);
-                errno = 0;
-        }
-        /* fgets() ends the loop on a read error as at the end: a directory
-         * would read as an empty file. */
-        if (rc == 0 && ferror(f)) {
-                relay_err_set(err, errlen, "could not read configuration file \"%s\": %s", path,
-                              strerror(errno ? errno : EIO));
-                rc = RELAY_EINVAL;
-        }
-        fclose(f);
-        return rc;
+        return relay_conffile_load(path, set_from_file, c, err, errlen);
 }
 
 int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t errlen)

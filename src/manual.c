@@ -449,7 +449,10 @@ static void roff_tps(FILE *out, const tp_row_t *rows, size_t n)
 void relay_manual_print_inbox_man(FILE *out)
 {
         static const tp_row_t inbox_options[] = {
-                {"-c, --config FILE", "Read \"key = value\" lines (\"#\" comments) from FILE."},
+                {"-c, --config FILE",
+                 "Read \"key = value\" lines from FILE, in outbox-relay's format: \"#\" "
+                 "comments, also after a value and a blank, so a value holding \" #\" (SQL's "
+                 "# operator) is double-quoted."},
                 {"-s, --set KEY=VALUE", "Set one key; applied after the file, in order."},
                 {"-h, --help", "Print the options and keys, then exit."},
                 {"-V, --version", "Print the version and librdkafka's, then exit."},

@@ -172,6 +172,24 @@ static void test_config(void)
         is_int(c->log_level, RELAY_LOG_WARNING, "the first line's key is read");
         remove(path);
 
+        /* The relay's own file format (conffile.h): a double-quoted value
+         * keeps a " #" inside; an unquoted one ends at a comment after a
+         * blank, while "a#b" stays a value. The inbox read both literally. */
+        f = fopen(path, "w");
+        if (!f)
+                tap_bail("could not create a temporary file");
+        fputs("inbox.id.header = \"my # id\"  # quoted\ninbox.handler = SELECT on_event($1) # comment\n"
+              "errors.dlq.topic = dlq#1\n",
+              f);
+        fclose(f);
+        err[0] = '\0';
+        is_int(relay_inbox_config_load_file(c, path, err, sizeof(err)), 0,
+               "quotes and comments as in outbox-relay's --config (%s)", err);
+        is_str(c->id_header, "my # id", "  a quoted value keeps \" # \"");
+        is_str(c->handler, "SELECT on_event($1)", "  a comment after a blank ends a value");
+        is_str(c->errors_dlq_topic, "dlq#1", "  \"#\" inside a value stays");
+        remove(path);
+
         /* fopen() opens a directory for reading; the read fails (EISDIR). */
         is_int(relay_inbox_config_load_file(c, "/tmp", err, sizeof(err)), RELAY_EINVAL,
                "a directory as configuration file is refused, not read as empty");
