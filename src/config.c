@@ -253,6 +253,14 @@ static bool is_uri(const char *s)
 
 static char *mask_conninfo(const char *ci, int depth);
 
+/* libpq's keywords whose values are secrets: the role's password, and the
+ * one that decrypts the client's TLS key. */
+static bool is_password_keyword(const char *kw, size_t n)
+{
+        return (n == 8 && strncmp(kw, "password", 8) == 0) ||
+               (n == 11 && strncmp(kw, "sslpassword", 11) == 0);
+}
+
 /*
  * URI form: scheme://[user[:password]@]hosts[/db][?k=v&...]. As libpq does,
  * the credentials are whatever precedes an '@' found before the first '/'.
@@ -286,8 +294,9 @@ static void mask_uri(relay_strbuf_t *b, const char *ci)
         while (*p != '\0') {
                 size_t n = strcspn(p, "&");
                 const char *eq = memchr(p, '=', n);
-                if (eq != NULL && (size_t)(eq - p) == 8 && strncmp(p, "password", 8) == 0) {
-                        relay_strbuf_adds(b, "password=" MASK);
+                if (eq != NULL && is_password_keyword(p, (size_t)(eq - p))) {
+                        relay_strbuf_addn(b, p, (size_t)(eq - p) + 1);
+                        relay_strbuf_adds(b, MASK);
                 } else {
                         relay_strbuf_addn(b, p, n);
                 }
@@ -351,7 +360,7 @@ static void mask_keyvalue(relay_strbuf_t *b, const char *ci, int depth)
                         }
                 }
                 decoded = relay_strbuf_finish(&dec);
-                if (kwlen == 8 && strncmp(kw, "password", 8) == 0) {
+                if (is_password_keyword(kw, kwlen)) {
                         relay_strbuf_adds(b, MASK);
                 } else if (kwlen == 6 && strncmp(kw, "dbname", 6) == 0 && decoded != NULL &&
                            (strchr(decoded, '=') != NULL || is_uri(decoded)) &&
@@ -575,7 +584,9 @@ static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *nu
         int64_t val;
         char buf[32];
 
-        /* Digits only: strtoll would also take blanks, "+", "0x" and partial input. */
+        /* Digits only: strtoll would also take blanks, "+", "0x" and partial input.
+         * The bound keeps acc * 10 + 9 below 2^64, so no number wraps around into
+         * range (2^64 + 100 is not 100). */
         if (*p == '-') {
                 neg = true;
                 p++;
@@ -583,7 +594,7 @@ static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *nu
         if (*p == '\0')
                 ok = false;
         for (; ok && *p != '\0'; p++) {
-                if (*p < '0' || *p > '9' || acc > (UINT64_C(1) << 62))
+                if (*p < '0' || *p > '9' || acc > (uint64_t)INT64_MAX / 10 + 1)
                         ok = false;
                 else
                         acc = acc * 10 + (uint64_t)(*p - '0');

@@ -268,6 +268,8 @@ static void test_bad_values(void)
         set_fails(c, "status.interval.ms=+100", "between 100 and 3600000");
         set_fails(c, "status.interval.ms=", "between 100 and 3600000");
         set_fails(c, "status.interval.ms=99999999999999999999999", "between 100 and 3600000");
+        /* 2^64 + 100: the digits must not wrap around to 100. */
+        set_fails(c, "status.interval.ms=18446744073709551716", "between 100 and 3600000");
         set_fails(c, "reconnect.backoff.ms=9", "between 10 and 3600000");
         set_fails(c, "shutdown.timeout.ms=-1", "between 0 and 3600000");
         set_ok(c, "shutdown.timeout.ms=0", "shutdown.timeout.ms", "0");
@@ -522,6 +524,10 @@ static void test_masking(void)
                 {"dbname='host=h password=secret'", "dbname='host=h password=********'", "secret"},
                 {"host=db dbname=app", "host=db dbname=app", NULL},
                 {"host=db secret", "host=db ********", "secret"},
+                {"host=db sslkey=k.pem sslpassword=keysecret", "host=db sslkey=k.pem sslpassword=********",
+                 "keysecret"},
+                {"postgresql://u@h/db?sslpassword=keysecret",
+                 "postgresql://u@h/db?sslpassword=********", "keysecret"},
                 {"", "", NULL},
         };
         relay_config_t *c = new_config();
