@@ -94,10 +94,13 @@ static void add(ctx_t *x, const char *name, relay_check_status_t st, const char 
         }
         item_t *it = &r->items[r->n];
         va_start(ap, fmt);
-        it->message = vformat(fmt, ap);
+        char *raw = vformat(fmt, ap);
         va_end(ap);
+        /* Valid UTF-8 for --json: a value quoted with "%.80s" may end inside a character. */
+        it->message = raw ? relay_utf8_sanitize(raw) : NULL;
+        free(raw);
         it->name = strdup(name);
-        it->fix = strdup(fix ? fix : "");
+        it->fix = relay_utf8_sanitize(fix ? fix : "");
         it->status = st;
         if (!it->message || !it->name || !it->fix) {
                 free(it->message);
@@ -231,7 +234,7 @@ static const char sql_may_select[] = "SELECT has_table_privilege($1::oid, 'SELEC
 
 /* $1 publication */
 static const char sql_publication[] =
-        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables, pubviaroot "
         "FROM pg_catalog.pg_publication WHERE pubname = $1";
 
 /* $1 every outbox table's oid, "{1,2}": creating a publication FOR TABLE
@@ -241,10 +244,15 @@ static const char sql_may_create_publication[] =
         "bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) "
         "FROM pg_catalog.pg_class c WHERE c.oid = ANY ($1::oid[])";
 
-/* $1 publication, $2 schema, $3 table name */
+/* $1 publication, $2 schema, $3 table name (which exists): is it partitioned,
+ * and is it in pg_publication_tables, as the relay asks at its start (without
+ * publish_via_partition_root that view lists a partitioned table's partitions
+ * instead) */
 static const char sql_publication_has_table[] =
-        "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 "
-        "AND tablename = $3";
+        "SELECT c.relkind = 'p', EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "
+        "WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3) "
+        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = $2 AND c.relname = $3";
 
 /* $1 publication; outbox.source = messages */
 static const char sql_message_publication[] =
@@ -721,7 +729,7 @@ static void pg_publication(ctx_t *x)
                 return;
         }
         bool ins = is_true(res, 0, 0), upd = is_true(res, 0, 1), del = is_true(res, 0, 2),
-             trunc = is_true(res, 0, 3), all = is_true(res, 0, 4);
+             trunc = is_true(res, 0, 3), all = is_true(res, 0, 4), viaroot = is_true(res, 0, 5);
         PQclear(res);
         bool bad = false;
         if (!ins) {
@@ -770,9 +778,22 @@ static void pg_publication(ctx_t *x)
                         t->name, NULL);
                 if (!res)
                         return;
-                if (PQntuples(res) == 0) {
+                /* The relay refuses a partitioned table without
+                 * publish_via_partition_root before it looks for the table. */
+                char fix[512];
+                if (PQntuples(res) == 1 && is_true(res, 0, 0) && !viaroot) {
                         bad = true;
-                        char fix[512];
+                        snprintf(fix, sizeof(fix),
+                                 "ALTER PUBLICATION %s SET (publish_via_partition_root = true) "
+                                 "before events are written (see sql/002_publication.sql)",
+                                 pub);
+                        add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
+                            "outbox table \"%s.%s\" is partitioned but publication \"%s\" sends "
+                            "its rows under each partition's name, which the relay would not "
+                            "recognise",
+                            t->schema, t->name, pub);
+                } else if (PQntuples(res) != 1 || !is_true(res, 0, 1)) {
+                        bad = true;
                         snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s.%s", pub,
                                  t->schema, t->name);
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,

@@ -15,7 +15,11 @@
  *   - outbox.source = messages without a table: the table is not checked,
  *     a missing publication is a warning (created empty); snapshot.mode =
  *     initial: a filter the server refuses and a role without SELECT fail;
- *     two outbox tables: both checked, the publication must include both.
+ *     two outbox tables: both checked, the publication must include both;
+ *   - a partitioned outbox table: without publish_via_partition_root the
+ *     fix is that setting, not ADD TABLE; with it the publication is ok; a
+ *     row's topic quoted up to inside a UTF-8 character still gives a JSON
+ *     document with the text's verdicts.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -336,6 +340,65 @@ static void case_good_and_broken(void)
         free(db);
 }
 
+/*
+ * A partitioned outbox table in a publication without
+ * publish_via_partition_root: the fix is that setting (the table is a
+ * member already: ADD TABLE would fail), and with it the publication is ok.
+ * A row whose topic is cut inside a UTF-8 character when quoted: --json
+ * still prints a document, the same verdicts as the text.
+ */
+static void case_partitioned_and_utf8(void)
+{
+        char *db = h_pg_create_db("check_part");
+        char *slot = h_unique_name("slot_check_part");
+        char set_conn[512], set_slot[128];
+        PGconn *c = h_pg_connect(db);
+
+        h_pg_exec(c, "CREATE TABLE outbox (id uuid NOT NULL, aggregatetype varchar(255) NOT NULL, "
+                     "aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb, "
+                     "created_at timestamptz NOT NULL DEFAULT now()) PARTITION BY RANGE (created_at)");
+        h_pg_exec(c, "CREATE TABLE outbox_all PARTITION OF outbox FOR VALUES FROM ('2000-01-01') TO "
+                     "('2100-01-01')");
+        h_pg_exec(c, "CREATE PUBLICATION pub_leaves FOR TABLE outbox WITH (publish = 'insert')");
+        h_pg_exec(c, "CREATE PUBLICATION pub_root FOR TABLE outbox WITH (publish = 'insert', "
+                     "publish_via_partition_root = true)");
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+
+        const char *s_leaves[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_leaves",
+                                  NULL};
+        const char *n_leaves[] = {"is partitioned", "pub_leaves",
+                                  "ALTER PUBLICATION pub_leaves SET (publish_via_partition_root = true)",
+                                  NULL};
+        char *out = expect_line("partitioned table, publication without publish_via_partition_root",
+                                s_leaves, 3, "fail", "postgres.publication", n_leaves);
+        ok(!strstr(out, "ADD TABLE"), "  and no ADD TABLE for a table the publication holds");
+        free(out);
+        const char *s_root[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_root", NULL};
+        const char *n_root[] = {"publishes inserts of \"public.outbox\" only", NULL};
+        free(expect_line("partitioned table, publish_via_partition_root = true", s_root, 0, "ok",
+                         "postgres.publication", n_root));
+
+        /* 13 bytes of "outbox.event." then 2-byte characters: byte 80 is a first half. */
+        h_pg_exec(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                     "(gen_random_uuid(), repeat(U&'\\00E9', 40), 'a', 'T', '{}')");
+        const char *n_topic[] = {"invalid Kafka topic name", NULL};
+        out = expect_line("a topic quoted up to inside a character", s_root, 3, "fail", "kafka.topic",
+                          n_topic);
+        json_t *doc = expect_json("a topic quoted up to inside a character", s_root, 3, out);
+        ok(doc && json_has(doc, "kafka.topic", "fail", "invalid Kafka topic name"),
+           "  (JSON): the invalid topic is a failure");
+        json_decref(doc);
+        free(out);
+
+        PQfinish(c);
+        h_pg_drop_db(db);
+        free(ci);
+        free(slot);
+        free(db);
+}
+
 static void case_wal_level(void)
 {
         h_cluster_t *cl = h_cluster_up(-1, "-c wal_level=replica");
@@ -446,6 +509,7 @@ int main(void)
 {
         snprintf(g_set_kafka, sizeof(g_set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         case_good_and_broken();
+        case_partitioned_and_utf8();
         case_wal_level();
         case_messages_and_snapshot();
         return done_testing();
