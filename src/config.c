@@ -1141,6 +1141,25 @@ static int check_transactional(const relay_config_t *c, char *err, size_t errlen
         return 0;
 }
 
+/* The producer refuses it too, but only once the relay has connected:
+ * here check and --print-config refuse it first. */
+static int check_idempotence(const relay_config_t *c, char *err, size_t errlen)
+{
+        for (size_t i = 0; i < c->nkafka; i++) {
+                const kafka_prop_t *kp = &c->kafka[i];
+                if (strcmp(kp->name, "enable.idempotence") == 0 && strcmp(kp->value, "true") != 0) {
+                        relay_err_set(err, errlen,
+                                      "kafka.enable.idempotence = %s (at %s) is not allowed: "
+                                      "without idempotence a retry can reorder or duplicate an "
+                                      "aggregate's events; remove the setting (the relay uses "
+                                      "true)",
+                                      kp->value, kp->origin);
+                        return RELAY_EINVAL;
+                }
+        }
+        return 0;
+}
+
 static int check_pipelining(const relay_config_t *c, char *err, size_t errlen)
 {
         static const char *const inflight[] = {"kafka.max.in.flight.requests.per.connection",
@@ -1212,6 +1231,8 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
         }
 
         if ((rc = check_transactional(c, err, errlen)))
+                return rc;
+        if ((rc = check_idempotence(c, err, errlen)))
                 return rc;
         if ((rc = check_pipelining(c, err, errlen)))
                 return rc;

@@ -383,6 +383,16 @@ static void test_cross_key(void)
         set_ok(c, "reconnect.backoff.max.ms=5000", "reconnect.backoff.max.ms", "5000");
         is_int(relay_config_validate(c, err, sizeof(err)), 0, "equal backoffs validate");
 
+        /* Refused here, so that check and --print-config refuse it too, not
+         * only the producer once the relay has connected. */
+        set_ok(c, "kafka.enable.idempotence=false", "kafka.enable.idempotence", "false");
+        is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "kafka.enable.idempotence=false fails validation");
+        ok(has(err, "kafka.enable.idempotence = false (at --set) is not allowed"),
+           "  naming the key, its origin and why (%s)", err);
+        set_ok(c, "kafka.enable.idempotence=true", "kafka.enable.idempotence", "true");
+        is_int(relay_config_validate(c, err, sizeof(err)), 0, "kafka.enable.idempotence=true validates");
+
         set_ok(c, "kafka.bootstrap.servers=", "kafka.bootstrap.servers", "");
         is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
                "empty kafka.bootstrap.servers fails");
