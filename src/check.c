@@ -259,6 +259,12 @@ static const char sql_message_publication[] =
         "SELECT puballtables, (SELECT count(*) FROM pg_catalog.pg_publication_tables t "
         "WHERE t.pubname = p.pubname) FROM pg_catalog.pg_publication p WHERE pubname = $1";
 
+/* $1 publication, $2 schema, $3 table name; PostgreSQL 15+: the columns the
+ * publication sends of the table (all of them without a column list) */
+static const char sql_publication_columns[] =
+        "SELECT a FROM pg_catalog.pg_publication_tables t, unnest(t.attnames) a "
+        "WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3";
+
 /* a publication of no tables needs CREATE on the database only */
 static const char sql_may_create[] =
         "SELECT has_database_privilege(current_database(), 'CREATE')";
@@ -405,6 +411,25 @@ static const char *const col_keys[] = {"outbox.column.id", "outbox.column.aggreg
 
 static bool schema_optional(ctx_t *x, PGresult *res, const char *table);
 
+/* The columns the mapping reads, by index w < 5 + headers + template parts:
+ * the column and the key that names it, or NULL for a template's literal. */
+static const char *mapped_column(const relay_settings_t *s, size_t w, const char **key)
+{
+        const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
+                               s->outbox_column.aggregate_id, s->outbox_column.type,
+                               s->outbox_column.payload};
+        if (w < 5) {
+                *key = col_keys[w];
+                return names[w];
+        }
+        *key = "outbox.headers";
+        if (w < 5 + s->n_outbox_headers)
+                return s->outbox_headers[w - 5];
+        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
+        *key = "topic.template";
+        return tp->is_column ? tp->text : NULL;
+}
+
 static void pg_table(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
@@ -439,29 +464,15 @@ static void pg_table(ctx_t *x)
         res = q_table(x, "outbox.columns", sql_columns);
         if (!res)
                 return;
-        const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
-                               s->outbox_column.aggregate_id, s->outbox_column.type,
-                               s->outbox_column.payload};
         size_t nwant = 5 + s->n_outbox_headers + s->topic_template.nparts;
         bool problems = false;
         char summary[1024] = "";
         size_t sl = 0;
         for (size_t w = 0; w < nwant; w++) {
-                const char *col, *key;
+                const char *key, *col = mapped_column(s, w, &key);
                 char keybuf[64];
-                if (w < 5) {
-                        col = names[w];
-                        key = col_keys[w];
-                } else if (w < 5 + s->n_outbox_headers) {
-                        col = s->outbox_headers[w - 5];
-                        key = "outbox.headers";
-                } else {
-                        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
-                        if (!tp->is_column)
-                                continue;
-                        col = tp->text;
-                        key = "topic.template";
-                }
+                if (!col)
+                        continue;
                 snprintf(keybuf, sizeof(keybuf), "%s", key);
                 int row = -1;
                 for (int i = 0; i < PQntuples(res); i++)
@@ -676,6 +687,44 @@ static void pg_snapshot(ctx_t *x)
         PQclear(res);
 }
 
+/*
+ * PostgreSQL 15+: a column list that leaves out a column the mapping reads
+ * turns every row into an error ("no column"); the fix drops the lists by
+ * setting the tables anew, in one statement so that no insert goes
+ * unpublished in between. true when it does.
+ */
+static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const char *list)
+{
+        const relay_settings_t *s = x->set;
+        const char *pub = s->publication_name;
+        PGresult *res = q(x, "postgres.publication", sql_publication_columns, pub, t->schema,
+                          t->name, NULL);
+        if (!res)
+                return true;
+        char missing[512] = "";
+        size_t ml = 0, nwant = 5 + s->n_outbox_headers + s->topic_template.nparts;
+        for (size_t w = 0; w < nwant; w++) {
+                const char *key, *col = mapped_column(s, w, &key);
+                bool sent = false;
+                for (int i = 0; col && i < PQntuples(res) && !sent; i++)
+                        sent = strcmp(PQgetvalue(res, i, 0), col) == 0;
+                if (col && !sent && ml < sizeof(missing))
+                        ml += (size_t)snprintf(missing + ml, sizeof(missing) - ml, "%s\"%s\" (%s)",
+                                               ml ? ", " : "", col, key);
+        }
+        PQclear(res);
+        if (!missing[0])
+                return false;
+        char fix[1024];
+        snprintf(fix, sizeof(fix),
+                 "ALTER PUBLICATION %s SET TABLE %s (which drops the column lists)", pub, list);
+        add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
+            "publication \"%s\" has a column list for table \"%s.%s\" without %s: every row "
+            "would arrive without it and go to the error policy",
+            pub, t->schema, t->name, missing);
+        return true;
+}
+
 static void pg_publication(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
@@ -799,6 +848,8 @@ static void pg_publication(ctx_t *x)
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                             "publication \"%s\" does not include table \"%s.%s\"", pub,
                             t->schema, t->name);
+                } else if (PQserverVersion(x->conn) >= 150000) {
+                        bad |= publication_columns(x, t, list);
                 }
                 PQclear(res);
         }

@@ -16,6 +16,8 @@
  *     a missing publication is a warning (created empty); snapshot.mode =
  *     initial: a filter the server refuses and a role without SELECT fail;
  *     two outbox tables: both checked, the publication must include both;
+ *   - PostgreSQL 15+: a publication whose column list leaves out the
+ *     payload fails with the SET TABLE that drops the list; after it, ok;
  *   - a partitioned outbox table: without publish_via_partition_root the
  *     fix is that setting, not ADD TABLE; with it the publication is ok; a
  *     row's topic quoted up to inside a UTF-8 character still gives a JSON
@@ -285,6 +287,24 @@ static void case_good_and_broken(void)
                                  "ALTER PUBLICATION pub_other ADD TABLE public.outbox", NULL};
         free(expect_line("publication without the table", s_other, 3, "fail",
                          "postgres.publication", n_other));
+
+        /* PostgreSQL 15+: a column list without the payload; every row would be an error. */
+        if (PQserverVersion(c) >= 150000) {
+                h_pg_exec(c, "CREATE PUBLICATION pub_cols FOR TABLE outbox (id, aggregatetype, "
+                             "aggregateid, type) WITH (publish = 'insert')");
+                const char *s_cols[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                                        "publication.name=pub_cols", NULL};
+                const char *n_cols[] = {"column list", "\"payload\" (outbox.column.payload)",
+                                        "ALTER PUBLICATION pub_cols SET TABLE public.outbox", NULL};
+                free(expect_line("publication with a column list without the payload", s_cols, 3,
+                                 "fail", "postgres.publication", n_cols));
+                h_pg_exec(c, "ALTER PUBLICATION pub_cols SET TABLE public.outbox");
+                const char *n_cols_ok[] = {"publishes inserts of \"public.outbox\" only", NULL};
+                free(expect_line("the same publication after its fix", s_cols, 0, "ok",
+                                 "postgres.publication", n_cols_ok));
+        } else {
+                tap_diag("PostgreSQL %d: no column lists before 15", PQserverVersion(c));
+        }
 
         /* A publication publishing updates (the default publish list). */
         h_pg_exec(c, "CREATE PUBLICATION pub_all_dml FOR TABLE outbox");
