@@ -1219,6 +1219,43 @@ static void kafka_topic(ctx_t *x, rd_kafka_t *rk, const char *name, const char *
                     "could not tell whether %s \"%s\" exists: %s", role, topic, err);
 }
 
+/*
+ * The kafka.* settings as the relay's producer takes them, which is with
+ * idempotence on (check's own client has it off, to ask for no producer id):
+ * librdkafka refuses some combinations only then (acks other than all, say).
+ * The client made here has no bootstrap servers, so it connects nowhere.
+ * false, with a verdict, when they are refused.
+ */
+static bool kafka_producer_settings(ctx_t *x)
+{
+        char err[RELAY_ERRBUF];
+        const relay_config_t *cfg = x->cfg;
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (!conf) {
+                x->res->oom = true;
+                return false;
+        }
+        rd_kafka_conf_set_log_cb(conf, quiet_log);
+        for (size_t i = 0; i < relay_config_kafka_count(cfg); i++) {
+                const char *name, *value;
+                relay_config_kafka_at(cfg, i, &name, &value);
+                if (strcmp(name, "bootstrap.servers") != 0)
+                        rd_kafka_conf_set(conf, name, value, err, sizeof(err));
+        }
+        rd_kafka_t *rk = NULL;
+        if (rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)) ==
+                    RD_KAFKA_CONF_OK &&
+            (rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))) != NULL) {
+                rd_kafka_destroy(rk);
+                return true;
+        }
+        rd_kafka_conf_destroy(conf);
+        add(x, "kafka.settings", RELAY_CHECK_FAIL,
+            "fix or remove the kafka.* setting it names",
+            "the relay's producer (idempotent) would refuse the kafka.* settings: %s", err);
+        return false;
+}
+
 static void kafka_checks(ctx_t *x)
 {
         char err[RELAY_ERRBUF];
@@ -1240,6 +1277,10 @@ static void kafka_checks(ctx_t *x)
                         rd_kafka_conf_destroy(conf);
                         return;
                 }
+        }
+        if (!kafka_producer_settings(x)) {
+                rd_kafka_conf_destroy(conf);
+                return;
         }
         /* A read-only client: no topic created by our metadata requests, no
          * producer id; its log would only repeat what the verdicts say. */

@@ -11,7 +11,8 @@
  *   - broken, each in one run with the fix in the line: wal_level=replica (a
  *     throwaway second cluster), a role without REPLICATION, a publication
  *     without the table, a publication publishing updates (also as JSON), a
- *     missing table column, Kafka unreachable;
+ *     missing table column, Kafka unreachable, kafka.acks=1 (which the
+ *     relay's idempotent producer refuses: the relay exits 2 on it);
  *   - outbox.source = messages without a table: the table is not checked,
  *     a missing publication is a warning (created empty); snapshot.mode =
  *     initial: a filter the server refuses and a role without SELECT fail;
@@ -345,6 +346,15 @@ static void case_good_and_broken(void)
                                  NULL};
         const char *n_kafka[] = {"could not reach Kafka", "kafka.bootstrap.servers", NULL};
         free(expect_line("Kafka unreachable", s_kafka, 3, "fail", "kafka.connection", n_kafka));
+
+        /* A kafka.* setting only an idempotent producer refuses (check's own
+         * client is not idempotent): the relay exits 2 on it, check must fail. */
+        const char *s_acks[] = {set_conn, g_set_kafka, set_slot, set_dlq, "kafka.acks=1", NULL};
+        const char *n_acks[] = {"acks", "idempotent", NULL};
+        free(expect_line("kafka.acks=1", s_acks, 3, "fail", "kafka.settings", n_acks));
+        h_relay_t *r = h_relay_start(s_acks);
+        is_int(h_relay_wait(r, RUN_BOUND_MS), 2, "kafka.acks=1: the relay itself exits 2");
+        h_relay_free(r);
 
         PQfinish(c);
         h_pg_drop_db(db);
