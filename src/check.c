@@ -215,9 +215,10 @@ static const char sql_settings[] =
         "current_setting('max_replication_slots')::int, current_setting('max_wal_senders')::int, "
         "pg_is_in_recovery()";
 
+/* quote_ident: the name as the fixes' SQL must spell it ("App-Relay", "user") */
 static const char sql_role[] =
-        "SELECT rolname, rolreplication, rolcanlogin, rolsuper FROM pg_catalog.pg_roles "
-        "WHERE rolname = current_user";
+        "SELECT rolname, rolreplication, rolcanlogin, rolsuper, quote_ident(rolname) "
+        "FROM pg_catalog.pg_roles WHERE rolname = current_user";
 
 /* $1 schema, $2 table name */
 static const char sql_table[] =
@@ -230,7 +231,8 @@ static const char sql_columns[] =
         "FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped";
 
 /* $1 table oid; snapshot.mode = initial reads the table */
-static const char sql_may_select[] = "SELECT has_table_privilege($1::oid, 'SELECT')";
+static const char sql_may_select[] =
+        "SELECT has_table_privilege($1::oid, 'SELECT'), quote_ident(current_user)";
 
 /* $1 publication */
 static const char sql_publication[] =
@@ -382,15 +384,15 @@ static void pg_role(ctx_t *x)
                 PQclear(res);
                 return;
         }
-        const char *role = PQgetvalue(res, 0, 0);
+        const char *role = PQgetvalue(res, 0, 0), *qrole = PQgetvalue(res, 0, 4);
         bool repl = is_true(res, 0, 1), login = is_true(res, 0, 2), super = is_true(res, 0, 3);
         if (!repl && !super)
                 addf(x, "postgres.role", RELAY_CHECK_FAIL,
                      "role is not allowed to stream logical replication (no REPLICATION)",
-                     "ALTER ROLE %s REPLICATION (see sql/003_role.sql)", role);
+                     "ALTER ROLE %s REPLICATION (see sql/003_role.sql)", qrole);
         else if (!login)
                 addf(x, "postgres.role", RELAY_CHECK_FAIL, "role cannot log in (NOLOGIN)",
-                     "ALTER ROLE %s LOGIN", role);
+                     "ALTER ROLE %s LOGIN", qrole);
         else if (super)
                 add(x, "postgres.role", RELAY_CHECK_WARNING,
                     "use a role with LOGIN REPLICATION only (see sql/003_role.sql)",
@@ -636,14 +638,14 @@ static void pg_snapshot(ctx_t *x)
         if (!res)
                 return;
         bool may = PQntuples(res) == 1 && is_true(res, 0, 0);
-        PQclear(res);
-        if (!may) {
+        if (!may)
                 addf(x, "snapshot.mode", RELAY_CHECK_FAIL,
                      "snapshot.mode = initial reads the outbox table once, and this role may not",
-                     "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never",
-                     x->tbl->schema, x->tbl->name, PQuser(x->conn));
+                     "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never", x->tbl->schema,
+                     x->tbl->name, PQntuples(res) == 1 ? PQgetvalue(res, 0, 1) : "CURRENT_USER");
+        PQclear(res);
+        if (!may)
                 return;
-        }
         if (!*s->snapshot_filter) {
                 add(x, "snapshot.mode", RELAY_CHECK_OK, NULL,
                     "snapshot.mode = initial: the rows of \"%s.%s\" are backfilled when the "

@@ -9,7 +9,8 @@
  *     slot or publication was created; --json parses and holds the same
  *     verdicts, in the same order, as the text;
  *   - broken, each in one run with the fix in the line: wal_level=replica (a
- *     throwaway second cluster), a role without REPLICATION, a publication
+ *     throwaway second cluster), a role without REPLICATION (also one whose
+ *     name needs quotes: the fix is run as written), a publication
  *     without the table, a publication publishing updates (also as JSON), a
  *     missing table column, Kafka unreachable, kafka.acks=1 (which the
  *     relay's idempotent producer refuses: the relay exits 2 on it);
@@ -278,6 +279,21 @@ static void case_good_and_broken(void)
         const char *s_role[] = {set_role_conn, g_set_kafka, set_slot, set_dlq, NULL};
         const char *n_role[] = {"REPLICATION", "ALTER ROLE", role, NULL};
         free(expect_line("role without REPLICATION", s_role, 3, "fail", "postgres.role", n_role));
+
+        /* The same for a role whose name SQL must quote: the fix must run as written. */
+        char qrole[128], fix_role[192];
+        snprintf(qrole, sizeof(qrole), "\"Q-%s\"", role);
+        h_pg_exec(c, "CREATE ROLE %s LOGIN NOREPLICATION", qrole);
+        snprintf(set_role_conn, sizeof(set_role_conn),
+                 "postgres.conninfo=host=%s port=%s user=Q-%s dbname=%s", h_env("RELAY_TEST_PGHOST"),
+                 h_env("RELAY_TEST_PGPORT"), role, db);
+        snprintf(fix_role, sizeof(fix_role), "ALTER ROLE %s REPLICATION", qrole);
+        const char *n_qrole[] = {fix_role, NULL};
+        free(expect_line("role whose name needs quotes", s_role, 3, "fail", "postgres.role", n_qrole));
+        h_pg_exec(c, "%s", fix_role);
+        const char *n_qrole_ok[] = {"has LOGIN and REPLICATION", NULL};
+        free(expect_line("that role after the fix", s_role, 0, "ok", "postgres.role", n_qrole_ok));
+        h_pg_drop_role(qrole);
 
         /* A publication without the table. */
         h_pg_exec(c, "CREATE TABLE other (x int)");
