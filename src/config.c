@@ -1055,6 +1055,42 @@ static char *kafka_key_from_env(const char *suffix, size_t n)
         return key;
 }
 
+/*
+ * Kubernetes gives every container of a namespace variables for each Service
+ * (service links, on by default); for one named outbox-relay, next to the
+ * relay's own metrics port: OUTBOX_RELAY_SERVICE_HOST,
+ * OUTBOX_RELAY_SERVICE_PORT[_<port name>], OUTBOX_RELAY_PORT and
+ * OUTBOX_RELAY_PORT_<port>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR]. No key maps
+ * to them, and refusing them would stop the relay in such a namespace.
+ * rest: the variable's name after OUTBOX_RELAY_.
+ */
+static bool is_service_link(const char *rest)
+{
+        static const char *const protocols[] = {"_TCP", "_UDP", "_SCTP"};
+        static const char *const suffixes[] = {"", "_PROTO", "_PORT", "_ADDR"};
+        size_t digits;
+
+        if (strcmp(rest, "SERVICE_HOST") == 0 || strcmp(rest, "SERVICE_PORT") == 0 ||
+            strncmp(rest, "SERVICE_PORT_", 13) == 0 || strcmp(rest, "PORT") == 0)
+                return true;
+        if (strncmp(rest, "PORT_", 5) != 0)
+                return false;
+        rest += 5;
+        digits = strspn(rest, "0123456789");
+        if (digits == 0)
+                return false;
+        rest += digits;
+        for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++) {
+                size_t n = strlen(protocols[i]);
+                if (strncmp(rest, protocols[i], n) != 0)
+                        continue;
+                for (size_t j = 0; j < sizeof(suffixes) / sizeof(suffixes[0]); j++)
+                        if (strcmp(rest + n, suffixes[j]) == 0)
+                                return true;
+        }
+        return false;
+}
+
 int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_t errlen)
 {
         char var[128], ename[128];
@@ -1079,6 +1115,8 @@ int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_
                 var[n] = '\0';
                 if (strcmp(var, ENV_PREFIX "CONFIG") == 0)
                         continue; /* the file's name, read by main */
+                if (is_service_link(var + strlen(ENV_PREFIX)))
+                        continue;
                 for (size_t i = 0; i < NKEYS && key == NULL; i++) {
                         size_t d;
                         env_name(keys[i].name, ename, sizeof(ename));

@@ -415,12 +415,28 @@ static void test_env(void)
                                "OUTBOX_RELAY_CONFIG=",
                                NULL};
         char *const nokafka[] = {"OUTBOX_RELAY_KAFKA_=1", NULL};
+        /* What Kubernetes gives every pod of a namespace with a Service named
+         * outbox-relay (service links, on by default). */
+        char *const k8s[] = {"OUTBOX_RELAY_SERVICE_HOST=10.96.0.12",
+                             "OUTBOX_RELAY_SERVICE_PORT=10187",
+                             "OUTBOX_RELAY_SERVICE_PORT_METRICS=10187",
+                             "OUTBOX_RELAY_PORT=tcp://10.96.0.12:10187",
+                             "OUTBOX_RELAY_PORT_10187_TCP=tcp://10.96.0.12:10187",
+                             "OUTBOX_RELAY_PORT_10187_TCP_PROTO=tcp",
+                             "OUTBOX_RELAY_PORT_10187_TCP_PORT=10187",
+                             "OUTBOX_RELAY_PORT_10187_TCP_ADDR=10.96.0.12",
+                             NULL};
+        char *const k8s_like[] = {"OUTBOX_RELAY_PORT_10187_HTTP=x", NULL};
 
         is_int(relay_config_load_env(c, typo, err, sizeof(err)), RELAY_EINVAL, "typo'd variable");
         is_str(err,
                "unknown environment variable \"OUTBOX_RELAY_SLOT_NAEM\"; did you mean "
                "\"OUTBOX_RELAY_SLOT_NAME\"?",
                "  names it and suggests the right one");
+        is_int(relay_config_load_env(c, k8s, err, sizeof(err)), 0,
+               "Kubernetes' service variables are not configuration: %s", err);
+        is_int(relay_config_load_env(c, k8s_like, err, sizeof(err)), RELAY_EINVAL,
+               "  but only those (OUTBOX_RELAY_PORT_10187_HTTP is refused)");
         is_int(relay_config_load_env(c, unknown, err, sizeof(err)), RELAY_EINVAL,
                "unknown variable");
         ok(has(err, "unknown environment variable \"OUTBOX_RELAY_FROBNICATE\""), "  names it (%s)",
