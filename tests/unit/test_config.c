@@ -329,6 +329,20 @@ static void test_bad_values(void)
         set_fails(c, "topic.template=outbox.${}", "must name a column in every ${...}");
         set_fails(c, "topic.template=out$box", "must use \"$\" only to start");
         set_fails(c, "topic.template=out box", "must not contain \" \"");
+        /* No Kafka topic can be longer than 249 bytes, or "." or "..". */
+        {
+                char tpl[300] = "topic.template=";
+                memset(tpl + strlen(tpl), 'a', 250);
+                set_fails(c, tpl, "249");
+                snprintf(tpl, sizeof(tpl), "topic.template=%0249d.${aggregatetype}", 0);
+                set_fails(c, tpl, "249");
+                set_fails(c, "topic.template=..", "\"..\"");
+                memset(tpl, 0, sizeof(tpl));
+                memcpy(tpl, "topic.template=", 15);
+                memset(tpl + 15, 'a', 249);
+                set_ok(c, tpl, "topic.template", tpl + 15);
+                set_ok(c, "topic.template=.${aggregatetype}", "topic.template", ".${aggregatetype}");
+        }
         set_fails(c, "topic.template=", "must not be empty");
         set_ok(c, "topic.template=${aggregatetype}", "topic.template", "${aggregatetype}");
         set_ok(c, "topic.template=evt.${aggregatetype}-${type}_v1", "topic.template",
