@@ -24,6 +24,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "relay/kadmin.h"
+#include "relay/route.h"
 #include "relay/log.h"
 
 /* The outbox table is read (for the topics a ${column} template names)
@@ -1113,6 +1114,17 @@ static void pg_topics(ctx_t *x)
                 snprintf(x->topics_note, sizeof(x->topics_note),
                          "the outbox table names more than %d topics; the first %d are checked",
                          MAX_TOPICS, MAX_TOPICS);
+        /* route.topic.regex: the template names the routing value, which the
+         * regex and replacement turn into the topic, as the mapping does. */
+        relay_route_t *route = NULL;
+        char why[RELAY_ERRBUF];
+        if (x->set->route_regex &&
+            relay_route_new(&route, x->set->route_regex, x->set->route_replacement, why,
+                            sizeof(why)) != 0) {
+                x->res->oom = true; /* settings compiled it already: only memory can fail */
+                PQclear(res);
+                return;
+        }
         for (int r = 0; r < rows && r < MAX_TOPICS; r++) {
                 char topic[RELAY_TOPIC_MAX + 2];
                 size_t n = 0;
@@ -1135,6 +1147,15 @@ static void pg_topics(ctx_t *x)
                 topic[n] = '\0';
                 if (null)
                         continue;
+                if (route) {
+                        char routed[RELAY_TOPIC_MAX + 2];
+                        if (relay_route_apply(route, topic, n, routed, sizeof(routed), &n) ==
+                            RELAY_ENOMEM) {
+                                x->res->oom = true;
+                                break;
+                        }
+                        memcpy(topic, routed, n + 1); /* too long: cut, flagged below */
+                }
                 if (!relay_names_is_topic(topic, n)) {
                         add(x, "kafka.topic", RELAY_CHECK_FAIL,
                             "fix the rows' values or topic.template; such events go to the error policy",
@@ -1149,6 +1170,7 @@ static void pg_topics(ctx_t *x)
                 }
                 x->ntopics++;
         }
+        relay_route_free(route);
         PQclear(res);
 }
 

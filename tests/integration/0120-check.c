@@ -18,6 +18,8 @@
  *     a missing publication is a warning (created empty); snapshot.mode =
  *     initial: a filter the server refuses and a role without SELECT fail;
  *     two outbox tables: both checked, the publication must include both;
+ *   - route.topic.regex: the topic checked is the one the regex makes of a
+ *     row's routing value, not the value itself;
  *   - PostgreSQL 15+: a publication whose column list leaves out the
  *     payload fails with the SET TABLE that drops the list; after it, ok;
  *   - a partitioned outbox table: without publish_via_partition_root the
@@ -445,6 +447,48 @@ static void case_partitioned_and_utf8(void)
         free(db);
 }
 
+/*
+ * route.topic.regex: the topics checked are the ones the regex and
+ * replacement make of the rows' routing values, as the relay sends to.
+ */
+static void case_route_regex(void)
+{
+        char *db = h_pg_create_db("check_route");
+        char *slot = h_unique_name("slot_check_route");
+        char *agg = h_unique_name("rt");
+        char set_conn[512], set_slot[128], routed[256];
+        PGconn *c = h_pg_connect(db);
+
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec_file(c, "002_publication.sql");
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s.v1', 'a', 'T', '{}')",
+                  agg);
+        snprintf(routed, sizeof(routed), "%s-events.v1", agg);
+        h_kafka_create_topic(routed, 1);
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        const char *sets[] = {set_conn, g_set_kafka, set_slot, "route.by.field=aggregatetype",
+                              "route.topic.regex=(?<agg>[a-z0-9_]+)\\.(?<ver>v[0-9]+)",
+                              "route.topic.replacement=${agg}-events.${ver}", NULL};
+        const char *n_routed[] = {routed, "exists", NULL};
+        char *out = expect_line("route.topic.regex", sets, 0, "ok", "kafka.topic", n_routed);
+        char raw[256];
+        snprintf(raw, sizeof(raw), "\"%s.v1\"", agg);
+        ok(!strstr(out, raw), "route.topic.regex: the routing value itself is not taken for a topic");
+        free(out);
+
+        PQfinish(c);
+        h_pg_drop_db(db);
+        h_kafka_delete_topic(routed);
+        free(ci);
+        free(agg);
+        free(slot);
+        free(db);
+}
+
 static void case_wal_level(void)
 {
         h_cluster_t *cl = h_cluster_up(-1, "-c wal_level=replica");
@@ -556,6 +600,7 @@ int main(void)
         snprintf(g_set_kafka, sizeof(g_set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         case_good_and_broken();
         case_partitioned_and_utf8();
+        case_route_regex();
         case_wal_level();
         case_messages_and_snapshot();
         return done_testing();
