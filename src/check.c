@@ -253,7 +253,18 @@ static const char sql_may_create_publication[] =
  * instead) */
 static const char sql_publication_has_table[] =
         "SELECT c.relkind = 'p', EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "
-        "WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3) "
+        "WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3), "
+        /* the first of its leaves (itself, or its partitions) without a
+         * replica identity, which an UPDATE needs once updates are published;
+         * NULL when none */
+        "(SELECT format('%I.%I', ln.nspname, l.relname) "
+        "FROM (SELECT relid, isleaf FROM pg_catalog.pg_partition_tree(c.oid) "
+        "UNION SELECT c.oid, true WHERE c.relkind <> 'p') p " /* the tree has no plain table */
+        "JOIN pg_catalog.pg_class l ON l.oid = p.relid "
+        "JOIN pg_catalog.pg_namespace ln ON ln.oid = l.relnamespace WHERE p.isleaf AND NOT "
+        "(l.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "WHERE i.indrelid = l.oid AND CASE l.relreplident WHEN 'd' THEN i.indisprimary "
+        "WHEN 'i' THEN i.indisreplident ELSE false END)) ORDER BY 1 LIMIT 1) "
         "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = $2 AND c.relname = $3";
 
@@ -851,8 +862,37 @@ static void pg_publication(ctx_t *x)
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                             "publication \"%s\" does not include table \"%s.%s\"", pub,
                             t->schema, t->name);
-                } else if (PQserverVersion(x->conn) >= 150000) {
-                        bad |= publication_columns(x, t, list);
+                } else {
+                        if (PQserverVersion(x->conn) >= 150000)
+                                bad |= publication_columns(x, t, list);
+                        /* Updates are published for table.op.invalid.behavior. */
+                        if (want_upd && !PQgetisnull(res, 0, 2)) {
+                                const char *leaf = PQgetvalue(res, 0, 2);
+                                bool parted = is_true(res, 0, 0);
+                                const char *id = s->outbox_column.id;
+                                char *qid = relay_names_is_ident(id, strlen(id))
+                                                    ? NULL
+                                                    : PQescapeIdentifier(x->conn, id, strlen(id));
+                                bad = true;
+                                if (parted)
+                                        snprintf(fix, sizeof(fix),
+                                                 "ALTER TABLE %s REPLICA IDENTITY FULL, and the "
+                                                 "same for every partition without a primary key "
+                                                 "(those attached later too)",
+                                                 leaf);
+                                else
+                                        snprintf(fix, sizeof(fix),
+                                                 "ALTER TABLE %s ADD PRIMARY KEY (%s), or ALTER "
+                                                 "TABLE %s REPLICA IDENTITY FULL",
+                                                 leaf, qid ? qid : id, leaf);
+                                PQfreemem(qid);
+                                add(x, "postgres.publication", RELAY_CHECK_WARNING, fix,
+                                    "%s \"%s\" has no replica identity (no primary key) and "
+                                    "publication \"%s\" publishes its updates: an UPDATE of it "
+                                    "fails in the application (\"cannot update table\") instead "
+                                    "of reaching the relay",
+                                    parted ? "partition" : "table", leaf, pub);
+                        }
                 }
                 PQclear(res);
         }

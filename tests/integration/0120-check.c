@@ -25,7 +25,10 @@
  *   - a partitioned outbox table: without publish_via_partition_root the
  *     fix is that setting, not ADD TABLE; with it the publication is ok; a
  *     row's topic quoted up to inside a UTF-8 character still gives a JSON
- *     document with the text's verdicts.
+ *     document with the text's verdicts; with table.op.invalid.behavior =
+ *     fatal, a partition without a replica identity is a warning naming it
+ *     (and an UPDATE does fail), also when only the partitioned table has
+ *     REPLICA IDENTITY FULL; with the partition's, ok and the UPDATE works.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -427,6 +430,46 @@ static void case_partitioned_and_utf8(void)
         const char *n_root[] = {"publishes inserts of \"public.outbox\" only", NULL};
         free(expect_line("partitioned table, publish_via_partition_root = true", s_root, 0, "ok",
                          "postgres.publication", n_root));
+
+        /* table.op.invalid.behavior = fatal on a table without a primary key: the
+         * publication publishes updates, so an UPDATE fails in the application. */
+        h_pg_exec(c, "CREATE PUBLICATION pub_upd FOR TABLE outbox WITH (publish = 'insert, update', "
+                     "publish_via_partition_root = true)");
+        const char *s_upd[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_upd",
+                               "table.op.invalid.behavior=fatal", NULL};
+        const char *n_upd[] = {"partition \"public.outbox_all\" has no replica identity",
+                               "ALTER TABLE public.outbox_all REPLICA IDENTITY FULL", NULL};
+        free(expect_line("updates published, no replica identity", s_upd, 0, "warning",
+                         "postgres.publication", n_upd));
+        h_pg_exec(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                     "(gen_random_uuid(), 'ri', 'a', 'T', '{}')");
+        PGresult *ures = PQexec(c, "UPDATE outbox SET type = 'U' WHERE aggregatetype = 'ri'");
+        ok(PQresultStatus(ures) == PGRES_FATAL_ERROR &&
+               strstr(PQresultErrorMessage(ures), "replica identity"),
+           "  as it says, the UPDATE fails: %s", PQresultErrorMessage(ures));
+        PQclear(ures);
+        /* The partitioned table's own setting is not its partitions'. */
+        h_pg_exec(c, "ALTER TABLE outbox REPLICA IDENTITY FULL");
+        free(expect_line("updates published, only the partitioned table's replica identity full",
+                         s_upd, 0, "warning", "postgres.publication", n_upd));
+        h_pg_exec(c, "ALTER TABLE outbox_all REPLICA IDENTITY FULL");
+        const char *n_upd_ok[] = {"publishes inserts and updates", NULL};
+        free(expect_line("updates published, the partition's replica identity full", s_upd, 0, "ok",
+                         "postgres.publication", n_upd_ok));
+        ures = PQexec(c, "UPDATE outbox SET type = 'U' WHERE aggregatetype = 'ri'");
+        is_int(PQresultStatus(ures), PGRES_COMMAND_OK, "  and the UPDATE works now: %s",
+               PQresultErrorMessage(ures));
+        PQclear(ures);
+        h_pg_exec(c, "DELETE FROM outbox");
+        /* A plain table without a primary key: the table itself is named. */
+        h_pg_exec(c, "CREATE TABLE plain (LIKE outbox)");
+        h_pg_exec(c, "CREATE PUBLICATION pub_plain FOR TABLE plain WITH (publish = 'insert, update')");
+        const char *s_plain[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_plain",
+                                 "outbox.table=plain", "table.op.invalid.behavior=error", NULL};
+        const char *n_plain[] = {"table \"public.plain\" has no replica identity",
+                                 "ALTER TABLE public.plain ADD PRIMARY KEY (id)", NULL};
+        free(expect_line("updates published, a plain table without a primary key", s_plain, 0,
+                         "warning", "postgres.publication", n_plain));
 
         /* 13 bytes of "outbox.event." then 2-byte characters: byte 80 is a first half. */
         h_pg_exec(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
