@@ -24,6 +24,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "relay/kadmin.h"
+#include "relay/route.h"
 #include "relay/log.h"
 
 /* The outbox table is read (for the topics a ${column} template names)
@@ -94,10 +95,13 @@ static void add(ctx_t *x, const char *name, relay_check_status_t st, const char 
         }
         item_t *it = &r->items[r->n];
         va_start(ap, fmt);
-        it->message = vformat(fmt, ap);
+        char *raw = vformat(fmt, ap);
         va_end(ap);
+        /* Valid UTF-8 for --json: a value quoted with "%.80s" may end inside a character. */
+        it->message = raw ? relay_utf8_sanitize(raw) : NULL;
+        free(raw);
         it->name = strdup(name);
-        it->fix = strdup(fix ? fix : "");
+        it->fix = relay_utf8_sanitize(fix ? fix : "");
         it->status = st;
         if (!it->message || !it->name || !it->fix) {
                 free(it->message);
@@ -212,9 +216,10 @@ static const char sql_settings[] =
         "current_setting('max_replication_slots')::int, current_setting('max_wal_senders')::int, "
         "pg_is_in_recovery()";
 
+/* quote_ident: the name as the fixes' SQL must spell it ("App-Relay", "user") */
 static const char sql_role[] =
-        "SELECT rolname, rolreplication, rolcanlogin, rolsuper FROM pg_catalog.pg_roles "
-        "WHERE rolname = current_user";
+        "SELECT rolname, rolreplication, rolcanlogin, rolsuper, quote_ident(rolname) "
+        "FROM pg_catalog.pg_roles WHERE rolname = current_user";
 
 /* $1 schema, $2 table name */
 static const char sql_table[] =
@@ -227,11 +232,12 @@ static const char sql_columns[] =
         "FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped";
 
 /* $1 table oid; snapshot.mode = initial reads the table */
-static const char sql_may_select[] = "SELECT has_table_privilege($1::oid, 'SELECT')";
+static const char sql_may_select[] =
+        "SELECT has_table_privilege($1::oid, 'SELECT'), quote_ident(current_user)";
 
 /* $1 publication */
 static const char sql_publication[] =
-        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables "
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables, pubviaroot "
         "FROM pg_catalog.pg_publication WHERE pubname = $1";
 
 /* $1 every outbox table's oid, "{1,2}": creating a publication FOR TABLE
@@ -241,15 +247,37 @@ static const char sql_may_create_publication[] =
         "bool_and(pg_has_role(current_user, c.relowner, 'USAGE')) "
         "FROM pg_catalog.pg_class c WHERE c.oid = ANY ($1::oid[])";
 
-/* $1 publication, $2 schema, $3 table name */
+/* $1 publication, $2 schema, $3 table name (which exists): is it partitioned,
+ * and is it in pg_publication_tables, as the relay asks at its start (without
+ * publish_via_partition_root that view lists a partitioned table's partitions
+ * instead) */
 static const char sql_publication_has_table[] =
-        "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 "
-        "AND tablename = $3";
+        "SELECT c.relkind = 'p', EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t "
+        "WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3), "
+        /* the first of its leaves (itself, or its partitions) without a
+         * replica identity, which an UPDATE needs once updates are published;
+         * NULL when none */
+        "(SELECT format('%I.%I', ln.nspname, l.relname) "
+        "FROM (SELECT relid, isleaf FROM pg_catalog.pg_partition_tree(c.oid) "
+        "UNION SELECT c.oid, true WHERE c.relkind <> 'p') p " /* the tree has no plain table */
+        "JOIN pg_catalog.pg_class l ON l.oid = p.relid "
+        "JOIN pg_catalog.pg_namespace ln ON ln.oid = l.relnamespace WHERE p.isleaf AND NOT "
+        "(l.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_catalog.pg_index i "
+        "WHERE i.indrelid = l.oid AND CASE l.relreplident WHEN 'd' THEN i.indisprimary "
+        "WHEN 'i' THEN i.indisreplident ELSE false END)) ORDER BY 1 LIMIT 1) "
+        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = $2 AND c.relname = $3";
 
 /* $1 publication; outbox.source = messages */
 static const char sql_message_publication[] =
         "SELECT puballtables, (SELECT count(*) FROM pg_catalog.pg_publication_tables t "
         "WHERE t.pubname = p.pubname) FROM pg_catalog.pg_publication p WHERE pubname = $1";
+
+/* $1 publication, $2 schema, $3 table name; PostgreSQL 15+: the columns the
+ * publication sends of the table (all of them without a column list) */
+static const char sql_publication_columns[] =
+        "SELECT a FROM pg_catalog.pg_publication_tables t, unnest(t.attnames) a "
+        "WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3";
 
 /* a publication of no tables needs CREATE on the database only */
 static const char sql_may_create[] =
@@ -368,15 +396,15 @@ static void pg_role(ctx_t *x)
                 PQclear(res);
                 return;
         }
-        const char *role = PQgetvalue(res, 0, 0);
+        const char *role = PQgetvalue(res, 0, 0), *qrole = PQgetvalue(res, 0, 4);
         bool repl = is_true(res, 0, 1), login = is_true(res, 0, 2), super = is_true(res, 0, 3);
         if (!repl && !super)
                 addf(x, "postgres.role", RELAY_CHECK_FAIL,
                      "role is not allowed to stream logical replication (no REPLICATION)",
-                     "ALTER ROLE %s REPLICATION (see sql/003_role.sql)", role);
+                     "ALTER ROLE %s REPLICATION (see sql/003_role.sql)", qrole);
         else if (!login)
                 addf(x, "postgres.role", RELAY_CHECK_FAIL, "role cannot log in (NOLOGIN)",
-                     "ALTER ROLE %s LOGIN", role);
+                     "ALTER ROLE %s LOGIN", qrole);
         else if (super)
                 add(x, "postgres.role", RELAY_CHECK_WARNING,
                     "use a role with LOGIN REPLICATION only (see sql/003_role.sql)",
@@ -396,6 +424,25 @@ static const char *const col_keys[] = {"outbox.column.id", "outbox.column.aggreg
                                        "outbox.column.payload"};
 
 static bool schema_optional(ctx_t *x, PGresult *res, const char *table);
+
+/* The columns the mapping reads, by index w < 5 + headers + template parts:
+ * the column and the key that names it, or NULL for a template's literal. */
+static const char *mapped_column(const relay_settings_t *s, size_t w, const char **key)
+{
+        const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
+                               s->outbox_column.aggregate_id, s->outbox_column.type,
+                               s->outbox_column.payload};
+        if (w < 5) {
+                *key = col_keys[w];
+                return names[w];
+        }
+        *key = "outbox.headers";
+        if (w < 5 + s->n_outbox_headers)
+                return s->outbox_headers[w - 5];
+        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
+        *key = "topic.template";
+        return tp->is_column ? tp->text : NULL;
+}
 
 static void pg_table(ctx_t *x)
 {
@@ -431,29 +478,15 @@ static void pg_table(ctx_t *x)
         res = q_table(x, "outbox.columns", sql_columns);
         if (!res)
                 return;
-        const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
-                               s->outbox_column.aggregate_id, s->outbox_column.type,
-                               s->outbox_column.payload};
         size_t nwant = 5 + s->n_outbox_headers + s->topic_template.nparts;
         bool problems = false;
         char summary[1024] = "";
         size_t sl = 0;
         for (size_t w = 0; w < nwant; w++) {
-                const char *col, *key;
+                const char *key, *col = mapped_column(s, w, &key);
                 char keybuf[64];
-                if (w < 5) {
-                        col = names[w];
-                        key = col_keys[w];
-                } else if (w < 5 + s->n_outbox_headers) {
-                        col = s->outbox_headers[w - 5];
-                        key = "outbox.headers";
-                } else {
-                        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
-                        if (!tp->is_column)
-                                continue;
-                        col = tp->text;
-                        key = "topic.template";
-                }
+                if (!col)
+                        continue;
                 snprintf(keybuf, sizeof(keybuf), "%s", key);
                 int row = -1;
                 for (int i = 0; i < PQntuples(res); i++)
@@ -617,14 +650,14 @@ static void pg_snapshot(ctx_t *x)
         if (!res)
                 return;
         bool may = PQntuples(res) == 1 && is_true(res, 0, 0);
-        PQclear(res);
-        if (!may) {
+        if (!may)
                 addf(x, "snapshot.mode", RELAY_CHECK_FAIL,
                      "snapshot.mode = initial reads the outbox table once, and this role may not",
-                     "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never",
-                     x->tbl->schema, x->tbl->name, PQuser(x->conn));
+                     "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never", x->tbl->schema,
+                     x->tbl->name, PQntuples(res) == 1 ? PQgetvalue(res, 0, 1) : "CURRENT_USER");
+        PQclear(res);
+        if (!may)
                 return;
-        }
         if (!*s->snapshot_filter) {
                 add(x, "snapshot.mode", RELAY_CHECK_OK, NULL,
                     "snapshot.mode = initial: the rows of \"%s.%s\" are backfilled when the "
@@ -666,6 +699,44 @@ static void pg_snapshot(ctx_t *x)
                     x->tbl->schema, x->tbl->name, s->snapshot_filter);
         }
         PQclear(res);
+}
+
+/*
+ * PostgreSQL 15+: a column list that leaves out a column the mapping reads
+ * turns every row into an error ("no column"); the fix drops the lists by
+ * setting the tables anew, in one statement so that no insert goes
+ * unpublished in between. true when it does.
+ */
+static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const char *list)
+{
+        const relay_settings_t *s = x->set;
+        const char *pub = s->publication_name;
+        PGresult *res = q(x, "postgres.publication", sql_publication_columns, pub, t->schema,
+                          t->name, NULL);
+        if (!res)
+                return true;
+        char missing[512] = "";
+        size_t ml = 0, nwant = 5 + s->n_outbox_headers + s->topic_template.nparts;
+        for (size_t w = 0; w < nwant; w++) {
+                const char *key, *col = mapped_column(s, w, &key);
+                bool sent = false;
+                for (int i = 0; col && i < PQntuples(res) && !sent; i++)
+                        sent = strcmp(PQgetvalue(res, i, 0), col) == 0;
+                if (col && !sent && ml < sizeof(missing))
+                        ml += (size_t)snprintf(missing + ml, sizeof(missing) - ml, "%s\"%s\" (%s)",
+                                               ml ? ", " : "", col, key);
+        }
+        PQclear(res);
+        if (!missing[0])
+                return false;
+        char fix[1024];
+        snprintf(fix, sizeof(fix),
+                 "ALTER PUBLICATION %s SET TABLE %s (which drops the column lists)", pub, list);
+        add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
+            "publication \"%s\" has a column list for table \"%s.%s\" without %s: every row "
+            "would arrive without it and go to the error policy",
+            pub, t->schema, t->name, missing);
+        return true;
 }
 
 static void pg_publication(ctx_t *x)
@@ -721,7 +792,7 @@ static void pg_publication(ctx_t *x)
                 return;
         }
         bool ins = is_true(res, 0, 0), upd = is_true(res, 0, 1), del = is_true(res, 0, 2),
-             trunc = is_true(res, 0, 3), all = is_true(res, 0, 4);
+             trunc = is_true(res, 0, 3), all = is_true(res, 0, 4), viaroot = is_true(res, 0, 5);
         PQclear(res);
         bool bad = false;
         if (!ins) {
@@ -770,14 +841,58 @@ static void pg_publication(ctx_t *x)
                         t->name, NULL);
                 if (!res)
                         return;
-                if (PQntuples(res) == 0) {
+                /* The relay refuses a partitioned table without
+                 * publish_via_partition_root before it looks for the table. */
+                char fix[512];
+                if (PQntuples(res) == 1 && is_true(res, 0, 0) && !viaroot) {
                         bad = true;
-                        char fix[512];
+                        snprintf(fix, sizeof(fix),
+                                 "ALTER PUBLICATION %s SET (publish_via_partition_root = true) "
+                                 "before events are written (see sql/002_publication.sql)",
+                                 pub);
+                        add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
+                            "outbox table \"%s.%s\" is partitioned but publication \"%s\" sends "
+                            "its rows under each partition's name, which the relay would not "
+                            "recognise",
+                            t->schema, t->name, pub);
+                } else if (PQntuples(res) != 1 || !is_true(res, 0, 1)) {
+                        bad = true;
                         snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s.%s", pub,
                                  t->schema, t->name);
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                             "publication \"%s\" does not include table \"%s.%s\"", pub,
                             t->schema, t->name);
+                } else {
+                        if (PQserverVersion(x->conn) >= 150000)
+                                bad |= publication_columns(x, t, list);
+                        /* Updates are published for table.op.invalid.behavior. */
+                        if (want_upd && !PQgetisnull(res, 0, 2)) {
+                                const char *leaf = PQgetvalue(res, 0, 2);
+                                bool parted = is_true(res, 0, 0);
+                                const char *id = s->outbox_column.id;
+                                char *qid = relay_names_is_ident(id, strlen(id))
+                                                    ? NULL
+                                                    : PQescapeIdentifier(x->conn, id, strlen(id));
+                                bad = true;
+                                if (parted)
+                                        snprintf(fix, sizeof(fix),
+                                                 "ALTER TABLE %s REPLICA IDENTITY FULL, and the "
+                                                 "same for every partition without a primary key "
+                                                 "(those attached later too)",
+                                                 leaf);
+                                else
+                                        snprintf(fix, sizeof(fix),
+                                                 "ALTER TABLE %s ADD PRIMARY KEY (%s), or ALTER "
+                                                 "TABLE %s REPLICA IDENTITY FULL",
+                                                 leaf, qid ? qid : id, leaf);
+                                PQfreemem(qid);
+                                add(x, "postgres.publication", RELAY_CHECK_WARNING, fix,
+                                    "%s \"%s\" has no replica identity (no primary key) and "
+                                    "publication \"%s\" publishes its updates: an UPDATE of it "
+                                    "fails in the application (\"cannot update table\") instead "
+                                    "of reaching the relay",
+                                    parted ? "partition" : "table", leaf, pub);
+                        }
                 }
                 PQclear(res);
         }
@@ -1039,6 +1154,17 @@ static void pg_topics(ctx_t *x)
                 snprintf(x->topics_note, sizeof(x->topics_note),
                          "the outbox table names more than %d topics; the first %d are checked",
                          MAX_TOPICS, MAX_TOPICS);
+        /* route.topic.regex: the template names the routing value, which the
+         * regex and replacement turn into the topic, as the mapping does. */
+        relay_route_t *route = NULL;
+        char why[RELAY_ERRBUF];
+        if (x->set->route_regex &&
+            relay_route_new(&route, x->set->route_regex, x->set->route_replacement, why,
+                            sizeof(why)) != 0) {
+                x->res->oom = true; /* settings compiled it already: only memory can fail */
+                PQclear(res);
+                return;
+        }
         for (int r = 0; r < rows && r < MAX_TOPICS; r++) {
                 char topic[RELAY_TOPIC_MAX + 2];
                 size_t n = 0;
@@ -1061,6 +1187,15 @@ static void pg_topics(ctx_t *x)
                 topic[n] = '\0';
                 if (null)
                         continue;
+                if (route) {
+                        char routed[RELAY_TOPIC_MAX + 2];
+                        if (relay_route_apply(route, topic, n, routed, sizeof(routed), &n) ==
+                            RELAY_ENOMEM) {
+                                x->res->oom = true;
+                                break;
+                        }
+                        memcpy(topic, routed, n + 1); /* too long: cut, flagged below */
+                }
                 if (!relay_names_is_topic(topic, n)) {
                         add(x, "kafka.topic", RELAY_CHECK_FAIL,
                             "fix the rows' values or topic.template; such events go to the error policy",
@@ -1075,6 +1210,7 @@ static void pg_topics(ctx_t *x)
                 }
                 x->ntopics++;
         }
+        relay_route_free(route);
         PQclear(res);
 }
 
@@ -1147,6 +1283,43 @@ static void kafka_topic(ctx_t *x, rd_kafka_t *rk, const char *name, const char *
                     "could not tell whether %s \"%s\" exists: %s", role, topic, err);
 }
 
+/*
+ * The kafka.* settings as the relay's producer takes them, which is with
+ * idempotence on (check's own client has it off, to ask for no producer id):
+ * librdkafka refuses some combinations only then (acks other than all, say).
+ * The client made here has no bootstrap servers, so it connects nowhere.
+ * false, with a verdict, when they are refused.
+ */
+static bool kafka_producer_settings(ctx_t *x)
+{
+        char err[RELAY_ERRBUF];
+        const relay_config_t *cfg = x->cfg;
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        if (!conf) {
+                x->res->oom = true;
+                return false;
+        }
+        rd_kafka_conf_set_log_cb(conf, quiet_log);
+        for (size_t i = 0; i < relay_config_kafka_count(cfg); i++) {
+                const char *name, *value;
+                relay_config_kafka_at(cfg, i, &name, &value);
+                if (strcmp(name, "bootstrap.servers") != 0)
+                        rd_kafka_conf_set(conf, name, value, err, sizeof(err));
+        }
+        rd_kafka_t *rk = NULL;
+        if (rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)) ==
+                    RD_KAFKA_CONF_OK &&
+            (rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))) != NULL) {
+                rd_kafka_destroy(rk);
+                return true;
+        }
+        rd_kafka_conf_destroy(conf);
+        add(x, "kafka.settings", RELAY_CHECK_FAIL,
+            "fix or remove the kafka.* setting it names",
+            "the relay's producer (idempotent) would refuse the kafka.* settings: %s", err);
+        return false;
+}
+
 static void kafka_checks(ctx_t *x)
 {
         char err[RELAY_ERRBUF];
@@ -1168,6 +1341,10 @@ static void kafka_checks(ctx_t *x)
                         rd_kafka_conf_destroy(conf);
                         return;
                 }
+        }
+        if (!kafka_producer_settings(x)) {
+                rd_kafka_conf_destroy(conf);
+                return;
         }
         /* A read-only client: no topic created by our metadata requests, no
          * producer id; its log would only repeat what the verdicts say. */

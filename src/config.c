@@ -254,6 +254,14 @@ static bool is_uri(const char *s)
 
 static char *mask_conninfo(const char *ci, int depth);
 
+/* libpq's keywords whose values are secrets: the role's password, and the
+ * one that decrypts the client's TLS key. */
+static bool is_password_keyword(const char *kw, size_t n)
+{
+        return (n == 8 && strncmp(kw, "password", 8) == 0) ||
+               (n == 11 && strncmp(kw, "sslpassword", 11) == 0);
+}
+
 /*
  * URI form: scheme://[user[:password]@]hosts[/db][?k=v&...]. As libpq does,
  * the credentials are whatever precedes an '@' found before the first '/'.
@@ -287,8 +295,9 @@ static void mask_uri(relay_strbuf_t *b, const char *ci)
         while (*p != '\0') {
                 size_t n = strcspn(p, "&");
                 const char *eq = memchr(p, '=', n);
-                if (eq != NULL && (size_t)(eq - p) == 8 && strncmp(p, "password", 8) == 0) {
-                        relay_strbuf_adds(b, "password=" MASK);
+                if (eq != NULL && is_password_keyword(p, (size_t)(eq - p))) {
+                        relay_strbuf_addn(b, p, (size_t)(eq - p) + 1);
+                        relay_strbuf_adds(b, MASK);
                 } else {
                         relay_strbuf_addn(b, p, n);
                 }
@@ -352,7 +361,7 @@ static void mask_keyvalue(relay_strbuf_t *b, const char *ci, int depth)
                         }
                 }
                 decoded = relay_strbuf_finish(&dec);
-                if (kwlen == 8 && strncmp(kw, "password", 8) == 0) {
+                if (is_password_keyword(kw, kwlen)) {
                         relay_strbuf_adds(b, MASK);
                 } else if (kwlen == 6 && strncmp(kw, "dbname", 6) == 0 && decoded != NULL &&
                            (strchr(decoded, '=') != NULL || is_uri(decoded)) &&
@@ -576,7 +585,9 @@ static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *nu
         int64_t val;
         char buf[32];
 
-        /* Digits only: strtoll would also take blanks, "+", "0x" and partial input. */
+        /* Digits only: strtoll would also take blanks, "+", "0x" and partial input.
+         * The bound keeps acc * 10 + 9 below 2^64, so no number wraps around into
+         * range (2^64 + 100 is not 100). */
         if (*p == '-') {
                 neg = true;
                 p++;
@@ -584,7 +595,7 @@ static int parse_int(const key_def_t *k, const char *v, char **norm, int64_t *nu
         if (*p == '\0')
                 ok = false;
         for (; ok && *p != '\0'; p++) {
-                if (*p < '0' || *p > '9' || acc > (UINT64_C(1) << 62))
+                if (*p < '0' || *p > '9' || acc > (uint64_t)INT64_MAX / 10 + 1)
                         ok = false;
                 else
                         acc = acc * 10 + (uint64_t)(*p - '0');
@@ -895,6 +906,42 @@ static char *kafka_key_from_env(const char *suffix, size_t n)
         return key;
 }
 
+/*
+ * Kubernetes gives every container of a namespace variables for each Service
+ * (service links, on by default); for one named outbox-relay, next to the
+ * relay's own metrics port: OUTBOX_RELAY_SERVICE_HOST,
+ * OUTBOX_RELAY_SERVICE_PORT[_<port name>], OUTBOX_RELAY_PORT and
+ * OUTBOX_RELAY_PORT_<port>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR]. No key maps
+ * to them, and refusing them would stop the relay in such a namespace.
+ * rest: the variable's name after OUTBOX_RELAY_.
+ */
+static bool is_service_link(const char *rest)
+{
+        static const char *const protocols[] = {"_TCP", "_UDP", "_SCTP"};
+        static const char *const suffixes[] = {"", "_PROTO", "_PORT", "_ADDR"};
+        size_t digits;
+
+        if (strcmp(rest, "SERVICE_HOST") == 0 || strcmp(rest, "SERVICE_PORT") == 0 ||
+            strncmp(rest, "SERVICE_PORT_", 13) == 0 || strcmp(rest, "PORT") == 0)
+                return true;
+        if (strncmp(rest, "PORT_", 5) != 0)
+                return false;
+        rest += 5;
+        digits = strspn(rest, "0123456789");
+        if (digits == 0)
+                return false;
+        rest += digits;
+        for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++) {
+                size_t n = strlen(protocols[i]);
+                if (strncmp(rest, protocols[i], n) != 0)
+                        continue;
+                for (size_t j = 0; j < sizeof(suffixes) / sizeof(suffixes[0]); j++)
+                        if (strcmp(rest + n, suffixes[j]) == 0)
+                                return true;
+        }
+        return false;
+}
+
 int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_t errlen)
 {
         char var[128], ename[128];
@@ -919,6 +966,8 @@ int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_
                 var[n] = '\0';
                 if (strcmp(var, ENV_PREFIX "CONFIG") == 0)
                         continue; /* the file's name, read by main */
+                if (is_service_link(var + strlen(ENV_PREFIX)))
+                        continue;
                 for (size_t i = 0; i < NKEYS && key == NULL; i++) {
                         size_t d;
                         env_name(keys[i].name, ename, sizeof(ename));
@@ -977,6 +1026,25 @@ static int check_transactional(const relay_config_t *c, char *err, size_t errlen
                               "kafka.transactional.id is not allowed: set delivery.mode = "
                               "exactly-once (and eos.transactional.id to choose the id) instead");
                 return RELAY_EINVAL;
+        }
+        return 0;
+}
+
+/* The producer refuses it too, but only once the relay has connected:
+ * here check and --print-config refuse it first. */
+static int check_idempotence(const relay_config_t *c, char *err, size_t errlen)
+{
+        for (size_t i = 0; i < c->nkafka; i++) {
+                const kafka_prop_t *kp = &c->kafka[i];
+                if (strcmp(kp->name, "enable.idempotence") == 0 && strcmp(kp->value, "true") != 0) {
+                        relay_err_set(err, errlen,
+                                      "kafka.enable.idempotence = %s (at %s) is not allowed: "
+                                      "without idempotence a retry can reorder or duplicate an "
+                                      "aggregate's events; remove the setting (the relay uses "
+                                      "true)",
+                                      kp->value, kp->origin);
+                        return RELAY_EINVAL;
+                }
         }
         return 0;
 }
@@ -1052,6 +1120,8 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
         }
 
         if ((rc = check_transactional(c, err, errlen)))
+                return rc;
+        if ((rc = check_idempotence(c, err, errlen)))
                 return rc;
         if ((rc = check_pipelining(c, err, errlen)))
                 return rc;

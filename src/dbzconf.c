@@ -49,14 +49,91 @@ static const char *server_key(const char *k, char *buf, size_t buflen)
         return NULL;
 }
 
-/* java.util.Properties, the parts configuration files use: key=value, key:
- * value or key value; # and ! comments; a trailing backslash continues. */
-static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t *other)
+/* The hex digits of a \uXXXX escape at s (4 of them): the UTF-16 unit, or -1. */
+static long utf16_unit(const char *s, const char *end)
+{
+        long u = 0;
+        if (end - s < 4)
+                return -1;
+        for (int i = 0; i < 4; i++) {
+                int d = relay_hexval(s[i]);
+                if (d < 0)
+                        return -1;
+                u = u * 16 + d;
+        }
+        return u;
+}
+
+/*
+ * Decode java.util.Properties' escapes of s[0..n) into out (NUL-terminated;
+ * it never grows: \uXXXX is 6 bytes for at most 3, a surrogate pair 12 for
+ * 4): \t \n \r \f, \uXXXX (surrogate pairs joined) as UTF-8, and a backslash
+ * before anything else stands for that character. -1 on a malformed \u.
+ */
+static int props_unescape(const char *s, size_t n, char *out)
+{
+        const char *end = s + n;
+        char *w = out;
+        while (s < end) {
+                if (*s != '\\' || s + 1 == end) {
+                        *w++ = *s++;
+                        continue;
+                }
+                s++;
+                if (*s != 'u') {
+                        *w++ = *s == 't' ? '\t' : *s == 'n' ? '\n' : *s == 'r' ? '\r'
+                               : *s == 'f' ? '\f' : *s;
+                        s++;
+                        continue;
+                }
+                long c = utf16_unit(s + 1, end);
+                s += 5;
+                if (c >= 0xD800 && c < 0xDC00) {
+                        long lo = end - s >= 6 && s[0] == '\\' && s[1] == 'u' ? utf16_unit(s + 2, end)
+                                                                             : -1;
+                        if (lo < 0xDC00 || lo > 0xDFFF)
+                                return -1;
+                        c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
+                        s += 6;
+                } else if (c < 0 || (c >= 0xDC00 && c <= 0xDFFF)) {
+                        return -1;
+                }
+                if (c < 0x80) {
+                        *w++ = (char)c;
+                } else if (c < 0x800) {
+                        *w++ = (char)(0xC0 | (c >> 6));
+                        *w++ = (char)(0x80 | (c & 0x3F));
+                } else if (c < 0x10000) {
+                        *w++ = (char)(0xE0 | (c >> 12));
+                        *w++ = (char)(0x80 | ((c >> 6) & 0x3F));
+                        *w++ = (char)(0x80 | (c & 0x3F));
+                } else {
+                        *w++ = (char)(0xF0 | (c >> 18));
+                        *w++ = (char)(0x80 | ((c >> 12) & 0x3F));
+                        *w++ = (char)(0x80 | ((c >> 6) & 0x3F));
+                        *w++ = (char)(0x80 | (c & 0x3F));
+                }
+        }
+        *w = '\0';
+        return 0;
+}
+
+/*
+ * java.util.Properties.load(), through which Debezium Server reads its
+ * file: key=value, key: value or key value; lines whose first non-blank is
+ * # or ! are comments (never continued); a line ending in an odd number of
+ * backslashes continues on the next, whose leading blanks are dropped; an
+ * escaped =, : or blank belongs to the key; then props_unescape(), so that
+ * a regex written "outbox\\.(.*)" in the file is Java's "outbox\.(.*)".
+ */
+static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t *other,
+                            const char *path, char *err, size_t errlen)
 {
         const char *p = text;
         while (*p) {
                 char line[8192];
                 size_t n = 0;
+                bool first = true;
                 for (;;) {
                         while (*p == ' ' || *p == '\t' || *p == '\f')
                                 p++;
@@ -64,7 +141,12 @@ static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t 
                         size_t len = e ? (size_t)(e - p) : strlen(p);
                         if (len && p[len - 1] == '\r')
                                 len--;
-                        bool cont = len && p[len - 1] == '\\';
+                        if (first && (*p == '#' || *p == '!'))
+                                len = 0; /* a comment: skipped, never continued */
+                        size_t bs = 0;
+                        while (bs < len && p[len - 1 - bs] == '\\')
+                                bs++;
+                        bool cont = bs % 2 == 1;
                         if (cont)
                                 len--;
                         if (n + len < sizeof(line)) {
@@ -72,31 +154,45 @@ static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t 
                                 n += len;
                         }
                         p = e ? e + 1 : p + strlen(p);
+                        first = false;
                         if (!cont || !*p)
                                 break;
                 }
                 line[n] = '\0';
-                if (n == 0 || line[0] == '#' || line[0] == '!')
+                if (n == 0)
                         continue;
                 size_t ke = 0;
                 while (ke < n && line[ke] != '=' && line[ke] != ':' && line[ke] != ' ' &&
-                       line[ke] != '\t')
-                        ke++;
+                       line[ke] != '\t' && line[ke] != '\f')
+                        ke += line[ke] == '\\' && ke + 1 < n ? 2 : 1;
                 size_t vs = ke;
-                while (vs < n && (line[vs] == ' ' || line[vs] == '\t'))
+                while (vs < n && (line[vs] == ' ' || line[vs] == '\t' || line[vs] == '\f'))
                         vs++;
                 if (vs < n && (line[vs] == '=' || line[vs] == ':'))
                         vs++;
-                while (vs < n && (line[vs] == ' ' || line[vs] == '\t'))
+                while (vs < n && (line[vs] == ' ' || line[vs] == '\t' || line[vs] == '\f'))
                         vs++;
                 size_t ve = n;
                 while (ve > vs && (line[ve - 1] == ' ' || line[ve - 1] == '\t'))
                         ve--;
-                char key[512], buf[512];
-                snprintf(key, sizeof(key), "%.*s", (int)ke, line);
+                char key[512], value[sizeof(line)], buf[512];
+                if (ke >= sizeof(key)) {
+                        relay_err_set(err, errlen, "%s: key \"%.80s...\" is too long", path,
+                                      line);
+                        return RELAY_EINVAL;
+                }
+                if (props_unescape(line, ke, key) != 0 ||
+                    props_unescape(line + vs, ve - vs, value) != 0) {
+                        relay_err_set(err, errlen,
+                                      "%s: the line of key \"%.*s\" has a malformed \\uXXXX "
+                                      "escape (Java refuses it too); write four hex digits, and "
+                                      "a surrogate pair for a character beyond U+FFFF",
+                                      path, (int)ke, line);
+                        return RELAY_EINVAL;
+                }
                 const char *k = server_key(key, buf, sizeof(buf));
-                if (relay_pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), line + vs,
-                              ve - vs))
+                if (relay_pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), value,
+                                    strlen(value)))
                         return RELAY_ENOMEM;
         }
         return 0;
@@ -171,6 +267,23 @@ static const rename_t router_keys[] = {
         {"route.tombstone.on.empty.payload", "route.tombstone.on.empty.payload"},
 };
 
+/* The connector's database.* keys and the libpq keywords they become. */
+static const rename_t conn[] = {
+        {"database.hostname", "host"},       {"database.port", "port"},
+        {"database.user", "user"},           {"database.password", "password"},
+        {"database.dbname", "dbname"},       {"database.sslmode", "sslmode"},
+        {"database.sslcert", "sslcert"},     {"database.sslkey", "sslkey"},
+        {"database.sslpassword", "sslpassword"}, {"database.sslrootcert", "sslrootcert"},
+};
+
+static bool conn_key(const char *k)
+{
+        for (size_t i = 0; i < sizeof(conn) / sizeof(conn[0]); i++)
+                if (strcmp(k, conn[i].from) == 0)
+                        return true;
+        return false;
+}
+
 /* Connector keys with no effect on what the relay sends. */
 static const char *const ignored_prefixes[] = {
         "name",          "tasks.max",     "snapshot.",         "offset.",     "schema.history",
@@ -180,7 +293,7 @@ static const char *const ignored_prefixes[] = {
         "producer.value.serializer", "errors.", "key.converter.schemas.enable",
         "value.converter.schemas.enable", "header.converter", "skipped.operations",
         "decimal.handling.mode", "time.precision.mode", "binary.handling.mode",
-        "database.server.name", "extended.headers.enabled", "database.sslmode",
+        "database.server.name", "extended.headers.enabled", "database.tcpKeepAlive",
         "format.key", "format.value", "format.header", "value.converter.delegate.",
         "key.converter.", "value.converter.",
 };
@@ -341,7 +454,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
         while (isspace((unsigned char)*t))
                 t++;
         server = *t != '{';
-        rc = server ? parse_properties(text, &p, &other)
+        rc = server ? parse_properties(text, &p, &other, path, err, errlen)
                     : parse_connect_json(text, &p, err, errlen, path);
         free(text);
         if (rc == RELAY_ENOMEM)
@@ -366,17 +479,12 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 goto done;
         }
         char conninfo[2048] = "";
-        static const struct {
-                const char *dbz, *libpq;
-        } conn[] = {{"database.hostname", "host"}, {"database.port", "port"},
-                    {"database.user", "user"},     {"database.password", "password"},
-                    {"database.dbname", "dbname"}, {"database.sslmode", "sslmode"}};
         for (size_t i = 0; i < sizeof(conn) / sizeof(conn[0]); i++) {
-                const char *v = relay_pairs_get(&p, conn[i].dbz);
+                const char *v = relay_pairs_get(&p, conn[i].from);
                 if (!v || !*v)
                         continue;
                 size_t m = strlen(conninfo);
-                snprintf(conninfo + m, sizeof(conninfo) - m, "%s%s='", m ? " " : "", conn[i].libpq);
+                snprintf(conninfo + m, sizeof(conninfo) - m, "%s%s='", m ? " " : "", conn[i].to);
                 for (const char *q = v; *q; q++) {
                         m = strlen(conninfo);
                         if (m + 3 >= sizeof(conninfo))
@@ -498,7 +606,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                 rc = refuse(err, errlen, path, k, v,
                                             "predicates and other transforms are not supported");
                 } else if (strcmp(k, "connector.class") == 0 || strcmp(k, "plugin.name") == 0 ||
-                           strncmp(k, "database.", 9) == 0 || strcmp(k, "key.converter") == 0 ||
+                           conn_key(k) || strcmp(k, "key.converter") == 0 ||
                            strcmp(k, "value.converter") == 0 || strncmp(k, "format.", 7) == 0) {
                         /* handled above or in profile() */
                 } else if (ignored(k)) {

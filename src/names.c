@@ -182,6 +182,28 @@ int relay_names_parse_template(const char *text, relay_topic_template_t *out, ch
                         rc = RELAY_EINVAL;
                 }
         }
+        /* What no value of the columns can turn into a topic Kafka accepts. */
+        if (rc == 0) {
+                size_t fixed = 0, ncols = 0;
+                for (const char *p = text; *p != '\0'; p++) {
+                        if (p[0] == '$' && p[1] == '{') {
+                                p += strcspn(p, "}");
+                                ncols++;
+                        } else {
+                                fixed++;
+                        }
+                }
+                if (fixed > RELAY_TOPIC_MAX) {
+                        relay_err_set(why, whylen, "must have at most %d characters outside "
+                                      "${column}: a Kafka topic name has at most %d, but this "
+                                      "has %zu", RELAY_TOPIC_MAX, RELAY_TOPIC_MAX, fixed);
+                        rc = RELAY_EINVAL;
+                } else if (ncols == 0 && (strcmp(text, ".") == 0 || strcmp(text, "..") == 0)) {
+                        relay_err_set(why, whylen, "must not be \"%s\": Kafka refuses \".\" "
+                                      "and \"..\" as topic names", text);
+                        rc = RELAY_EINVAL;
+                }
+        }
         if (rc == 0 && out != NULL && *lit != '\0')
                 rc = add_part(&t, lit, strlen(lit), false);
         if (rc == RELAY_ENOMEM)

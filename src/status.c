@@ -109,6 +109,7 @@ int relay_status_read(relay_status_t **out, const relay_settings_t *set, char *e
         s->database = dup_value(res, 2, &oom);
         s->confirmed_flush_lsn = lsn_value(res, 3);
         s->restart_lsn = lsn_value(res, 4);
+        s->restart_lsn_known = !PQgetisnull(res, 0, 4);
         s->server_lsn = lsn_value(res, 5);
         s->lag_bytes = PQgetisnull(res, 0, 6) ? 0 : strtoll(PQgetvalue(res, 0, 6), NULL, 10);
         s->retained_bytes = PQgetisnull(res, 0, 7) ? 0 : strtoll(PQgetvalue(res, 0, 7), NULL, 10);
@@ -154,7 +155,10 @@ static void print_text(const relay_status_t *s, FILE *out)
         fprintf(out, "replication slot \"%s\" (plugin %s, database \"%s\")\n", s->slot_name,
                 s->plugin, s->database);
         fprintf(out, "  %-20s %s\n", "confirmed_flush_lsn", relay_lsn_format(s->confirmed_flush_lsn, a));
-        fprintf(out, "  %-20s %s\n", "restart_lsn", relay_lsn_format(s->restart_lsn, a));
+        if (s->restart_lsn_known)
+                fprintf(out, "  %-20s %s\n", "restart_lsn", relay_lsn_format(s->restart_lsn, a));
+        else
+                fprintf(out, "  %-20s none (the slot keeps no WAL)\n", "restart_lsn");
         fprintf(out, "  %-20s %s (pg_current_wal_lsn)\n", "server WAL end",
                 relay_lsn_format(s->server_lsn, b));
         fprintf(out, "  %-20s %lld bytes (server WAL end - confirmed_flush_lsn)\n", "lag",
@@ -168,9 +172,15 @@ static void print_text(const relay_status_t *s, FILE *out)
                 fprintf(out, "  %-20s unknown (the server measures it only while a relay "
                              "streams and WAL moves)\n",
                         "lag in time");
-        fprintf(out, "  %-20s %lld bytes since restart_lsn\n", "WAL retained",
-                (long long)s->retained_bytes);
-        if (s->safe_wal_size_known)
+        if (s->restart_lsn_known)
+                fprintf(out, "  %-20s %lld bytes since restart_lsn\n", "WAL retained",
+                        (long long)s->retained_bytes);
+        /* safe_wal_size is NULL for a lost slot too, not only without a limit. */
+        if (strcmp(s->wal_status, "lost") == 0)
+                fprintf(out, "  %-20s lost: the WAL the slot needed was removed, events may be "
+                             "missing; the relay stops with exit 5 (see slot.recreate)\n",
+                        "wal_status");
+        else if (s->safe_wal_size_known)
                 fprintf(out, "  %-20s %s, safe_wal_size %lld bytes\n", "wal_status", s->wal_status,
                         (long long)s->safe_wal_size);
         else
@@ -204,13 +214,17 @@ static json_t *to_json(const relay_status_t *s)
                 return json_pack("{s:s, s:b, s:s}", "slot_name", s->slot_name, "exists", 0,
                                  "server_lsn", relay_lsn_format(s->server_lsn, a));
         /* "o" steals the reference of the value built for it. */
-        o = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:o, s:b, s:o, s:o, "
+        o = json_pack("{s:s, s:b, s:s, s:s, s:s, s:o, s:s, s:I, s:o, s:s, s:o, s:b, s:o, s:o, "
                       "s:o, s:o, s:o, s:o, s:o, s:o}",
                       "slot_name", s->slot_name, "exists", 1, "plugin", s->plugin, "database",
                       s->database, "confirmed_flush_lsn", relay_lsn_format(s->confirmed_flush_lsn, a),
-                      "restart_lsn", relay_lsn_format(s->restart_lsn, b), "server_lsn",
-                      relay_lsn_format(s->server_lsn, c), "lag_bytes", (json_int_t)s->lag_bytes,
-                      "retained_bytes", (json_int_t)s->retained_bytes, "wal_status", s->wal_status,
+                      "restart_lsn",
+                      s->restart_lsn_known ? json_string(relay_lsn_format(s->restart_lsn, b))
+                                           : json_null(),
+                      "server_lsn", relay_lsn_format(s->server_lsn, c), "lag_bytes",
+                      (json_int_t)s->lag_bytes, "retained_bytes",
+                      s->restart_lsn_known ? json_integer(s->retained_bytes) : json_null(),
+                      "wal_status", s->wal_status,
                       "safe_wal_size",
                       s->safe_wal_size_known ? json_integer(s->safe_wal_size) : json_null(),
                       "active", s->active, "active_pid",

@@ -107,6 +107,15 @@ int relay_hexval(char c);
  */
 char *relay_dupn(const char *s, size_t n);
 
+/**
+ * @brief Copy of s with every byte that is not part of valid UTF-8 replaced
+ *        by '?': messages quote server, broker and table text we do not
+ *        control (or cut it inside a character), and jansson refuses to
+ *        build a JSON string from invalid UTF-8. Caller frees with free();
+ *        NULL when out of memory.
+ */
+char *relay_utf8_sanitize(const char *s);
+
 /** @brief free() each of the n pointers at ptrs (NULL ones too). */
 void relay_free_all(void *const *ptrs, size_t n);
 

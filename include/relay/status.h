@@ -27,9 +27,11 @@ typedef struct {
         char *database;
         relay_lsn_t confirmed_flush_lsn;
         relay_lsn_t restart_lsn;
+        bool restart_lsn_known;  /* false: NULL, as for an invalidated (lost) slot */
         relay_lsn_t server_lsn;  /* pg_current_wal_lsn() (on a standby: last received) */
         int64_t lag_bytes;       /* server_lsn - confirmed_flush_lsn */
-        int64_t retained_bytes;  /* server_lsn - restart_lsn: WAL the slot keeps */
+        int64_t retained_bytes;  /* server_lsn - restart_lsn: WAL the slot keeps (0 when
+                                  * restart_lsn is unknown) */
         char *wal_status;
         bool safe_wal_size_known; /* false: unlimited (max_slot_wal_keep_size = -1) */
         int64_t safe_wal_size;
@@ -61,7 +63,8 @@ void relay_status_free(relay_status_t *s);
 
 /**
  * @brief Write the status as aligned text lines, or with json as one JSON
- *        object (the fields above, LSNs as "X/X" strings, unknown values null;
+ *        object (the fields above, LSNs as "X/X" strings, unknown values null:
+ *        restart_lsn and retained_bytes of a lost slot among them;
  *        lag_seconds: 0 when lag_bytes is 0, else flush_lag when known, else null).
  * @returns 0, or -1 when out could not be written.
  */

@@ -9,13 +9,26 @@
  *     slot or publication was created; --json parses and holds the same
  *     verdicts, in the same order, as the text;
  *   - broken, each in one run with the fix in the line: wal_level=replica (a
- *     throwaway second cluster), a role without REPLICATION, a publication
+ *     throwaway second cluster), a role without REPLICATION (also one whose
+ *     name needs quotes: the fix is run as written), a publication
  *     without the table, a publication publishing updates (also as JSON), a
- *     missing table column, Kafka unreachable;
+ *     missing table column, Kafka unreachable, kafka.acks=1 (which the
+ *     relay's idempotent producer refuses: the relay exits 2 on it);
  *   - outbox.source = messages without a table: the table is not checked,
  *     a missing publication is a warning (created empty); snapshot.mode =
  *     initial: a filter the server refuses and a role without SELECT fail;
- *     two outbox tables: both checked, the publication must include both.
+ *     two outbox tables: both checked, the publication must include both;
+ *   - route.topic.regex: the topic checked is the one the regex makes of a
+ *     row's routing value, not the value itself;
+ *   - PostgreSQL 15+: a publication whose column list leaves out the
+ *     payload fails with the SET TABLE that drops the list; after it, ok;
+ *   - a partitioned outbox table: without publish_via_partition_root the
+ *     fix is that setting, not ADD TABLE; with it the publication is ok; a
+ *     row's topic quoted up to inside a UTF-8 character still gives a JSON
+ *     document with the text's verdicts; with table.op.invalid.behavior =
+ *     fatal, a partition without a replica identity is a warning naming it
+ *     (and an UPDATE does fail), also when only the partitioned table has
+ *     REPLICA IDENTITY FULL; with the partition's, ok and the UPDATE works.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -272,6 +285,21 @@ static void case_good_and_broken(void)
         const char *n_role[] = {"REPLICATION", "ALTER ROLE", role, NULL};
         free(expect_line("role without REPLICATION", s_role, 3, "fail", "postgres.role", n_role));
 
+        /* The same for a role whose name SQL must quote: the fix must run as written. */
+        char qrole[128], fix_role[192];
+        snprintf(qrole, sizeof(qrole), "\"Q-%s\"", role);
+        h_pg_exec(c, "CREATE ROLE %s LOGIN NOREPLICATION", qrole);
+        snprintf(set_role_conn, sizeof(set_role_conn),
+                 "postgres.conninfo=host=%s port=%s user=Q-%s dbname=%s", h_env("RELAY_TEST_PGHOST"),
+                 h_env("RELAY_TEST_PGPORT"), role, db);
+        snprintf(fix_role, sizeof(fix_role), "ALTER ROLE %s REPLICATION", qrole);
+        const char *n_qrole[] = {fix_role, NULL};
+        free(expect_line("role whose name needs quotes", s_role, 3, "fail", "postgres.role", n_qrole));
+        h_pg_exec(c, "%s", fix_role);
+        const char *n_qrole_ok[] = {"has LOGIN and REPLICATION", NULL};
+        free(expect_line("that role after the fix", s_role, 0, "ok", "postgres.role", n_qrole_ok));
+        h_pg_drop_role(qrole);
+
         /* A publication without the table. */
         h_pg_exec(c, "CREATE TABLE other (x int)");
         h_pg_exec(c, "CREATE PUBLICATION pub_other FOR TABLE other WITH (publish = 'insert')");
@@ -281,6 +309,24 @@ static void case_good_and_broken(void)
                                  "ALTER PUBLICATION pub_other ADD TABLE public.outbox", NULL};
         free(expect_line("publication without the table", s_other, 3, "fail",
                          "postgres.publication", n_other));
+
+        /* PostgreSQL 15+: a column list without the payload; every row would be an error. */
+        if (PQserverVersion(c) >= 150000) {
+                h_pg_exec(c, "CREATE PUBLICATION pub_cols FOR TABLE outbox (id, aggregatetype, "
+                             "aggregateid, type) WITH (publish = 'insert')");
+                const char *s_cols[] = {set_conn, g_set_kafka, set_slot, set_dlq,
+                                        "publication.name=pub_cols", NULL};
+                const char *n_cols[] = {"column list", "\"payload\" (outbox.column.payload)",
+                                        "ALTER PUBLICATION pub_cols SET TABLE public.outbox", NULL};
+                free(expect_line("publication with a column list without the payload", s_cols, 3,
+                                 "fail", "postgres.publication", n_cols));
+                h_pg_exec(c, "ALTER PUBLICATION pub_cols SET TABLE public.outbox");
+                const char *n_cols_ok[] = {"publishes inserts of \"public.outbox\" only", NULL};
+                free(expect_line("the same publication after its fix", s_cols, 0, "ok",
+                                 "postgres.publication", n_cols_ok));
+        } else {
+                tap_diag("PostgreSQL %d: no column lists before 15", PQserverVersion(c));
+        }
 
         /* A publication publishing updates (the default publish list). */
         h_pg_exec(c, "CREATE PUBLICATION pub_all_dml FOR TABLE outbox");
@@ -322,6 +368,15 @@ static void case_good_and_broken(void)
         const char *n_kafka[] = {"could not reach Kafka", "kafka.bootstrap.servers", NULL};
         free(expect_line("Kafka unreachable", s_kafka, 3, "fail", "kafka.connection", n_kafka));
 
+        /* A kafka.* setting only an idempotent producer refuses (check's own
+         * client is not idempotent): the relay exits 2 on it, check must fail. */
+        const char *s_acks[] = {set_conn, g_set_kafka, set_slot, set_dlq, "kafka.acks=1", NULL};
+        const char *n_acks[] = {"acks", "idempotent", NULL};
+        free(expect_line("kafka.acks=1", s_acks, 3, "fail", "kafka.settings", n_acks));
+        h_relay_t *r = h_relay_start(s_acks);
+        is_int(h_relay_wait(r, RUN_BOUND_MS), 2, "kafka.acks=1: the relay itself exits 2");
+        h_relay_free(r);
+
         PQfinish(c);
         h_pg_drop_db(db);
         h_pg_drop_role(role);
@@ -332,6 +387,147 @@ static void case_good_and_broken(void)
         free(absent);
         free(present);
         free(dlq);
+        free(slot);
+        free(db);
+}
+
+/*
+ * A partitioned outbox table in a publication without
+ * publish_via_partition_root: the fix is that setting (the table is a
+ * member already: ADD TABLE would fail), and with it the publication is ok.
+ * A row whose topic is cut inside a UTF-8 character when quoted: --json
+ * still prints a document, the same verdicts as the text.
+ */
+static void case_partitioned_and_utf8(void)
+{
+        char *db = h_pg_create_db("check_part");
+        char *slot = h_unique_name("slot_check_part");
+        char set_conn[512], set_slot[128];
+        PGconn *c = h_pg_connect(db);
+
+        h_pg_exec(c, "CREATE TABLE outbox (id uuid NOT NULL, aggregatetype varchar(255) NOT NULL, "
+                     "aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb, "
+                     "created_at timestamptz NOT NULL DEFAULT now()) PARTITION BY RANGE (created_at)");
+        h_pg_exec(c, "CREATE TABLE outbox_all PARTITION OF outbox FOR VALUES FROM ('2000-01-01') TO "
+                     "('2100-01-01')");
+        h_pg_exec(c, "CREATE PUBLICATION pub_leaves FOR TABLE outbox WITH (publish = 'insert')");
+        h_pg_exec(c, "CREATE PUBLICATION pub_root FOR TABLE outbox WITH (publish = 'insert', "
+                     "publish_via_partition_root = true)");
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+
+        const char *s_leaves[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_leaves",
+                                  NULL};
+        const char *n_leaves[] = {"is partitioned", "pub_leaves",
+                                  "ALTER PUBLICATION pub_leaves SET (publish_via_partition_root = true)",
+                                  NULL};
+        char *out = expect_line("partitioned table, publication without publish_via_partition_root",
+                                s_leaves, 3, "fail", "postgres.publication", n_leaves);
+        ok(!strstr(out, "ADD TABLE"), "  and no ADD TABLE for a table the publication holds");
+        free(out);
+        const char *s_root[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_root", NULL};
+        const char *n_root[] = {"publishes inserts of \"public.outbox\" only", NULL};
+        free(expect_line("partitioned table, publish_via_partition_root = true", s_root, 0, "ok",
+                         "postgres.publication", n_root));
+
+        /* table.op.invalid.behavior = fatal on a table without a primary key: the
+         * publication publishes updates, so an UPDATE fails in the application. */
+        h_pg_exec(c, "CREATE PUBLICATION pub_upd FOR TABLE outbox WITH (publish = 'insert, update', "
+                     "publish_via_partition_root = true)");
+        const char *s_upd[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_upd",
+                               "table.op.invalid.behavior=fatal", NULL};
+        const char *n_upd[] = {"partition \"public.outbox_all\" has no replica identity",
+                               "ALTER TABLE public.outbox_all REPLICA IDENTITY FULL", NULL};
+        free(expect_line("updates published, no replica identity", s_upd, 0, "warning",
+                         "postgres.publication", n_upd));
+        h_pg_exec(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                     "(gen_random_uuid(), 'ri', 'a', 'T', '{}')");
+        PGresult *ures = PQexec(c, "UPDATE outbox SET type = 'U' WHERE aggregatetype = 'ri'");
+        ok(PQresultStatus(ures) == PGRES_FATAL_ERROR &&
+               strstr(PQresultErrorMessage(ures), "replica identity"),
+           "  as it says, the UPDATE fails: %s", PQresultErrorMessage(ures));
+        PQclear(ures);
+        /* The partitioned table's own setting is not its partitions'. */
+        h_pg_exec(c, "ALTER TABLE outbox REPLICA IDENTITY FULL");
+        free(expect_line("updates published, only the partitioned table's replica identity full",
+                         s_upd, 0, "warning", "postgres.publication", n_upd));
+        h_pg_exec(c, "ALTER TABLE outbox_all REPLICA IDENTITY FULL");
+        const char *n_upd_ok[] = {"publishes inserts and updates", NULL};
+        free(expect_line("updates published, the partition's replica identity full", s_upd, 0, "ok",
+                         "postgres.publication", n_upd_ok));
+        ures = PQexec(c, "UPDATE outbox SET type = 'U' WHERE aggregatetype = 'ri'");
+        is_int(PQresultStatus(ures), PGRES_COMMAND_OK, "  and the UPDATE works now: %s",
+               PQresultErrorMessage(ures));
+        PQclear(ures);
+        h_pg_exec(c, "DELETE FROM outbox");
+        /* A plain table without a primary key: the table itself is named. */
+        h_pg_exec(c, "CREATE TABLE plain (LIKE outbox)");
+        h_pg_exec(c, "CREATE PUBLICATION pub_plain FOR TABLE plain WITH (publish = 'insert, update')");
+        const char *s_plain[] = {set_conn, g_set_kafka, set_slot, "publication.name=pub_plain",
+                                 "outbox.table=plain", "table.op.invalid.behavior=error", NULL};
+        const char *n_plain[] = {"table \"public.plain\" has no replica identity",
+                                 "ALTER TABLE public.plain ADD PRIMARY KEY (id)", NULL};
+        free(expect_line("updates published, a plain table without a primary key", s_plain, 0,
+                         "warning", "postgres.publication", n_plain));
+
+        /* 13 bytes of "outbox.event." then 2-byte characters: byte 80 is a first half. */
+        h_pg_exec(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                     "(gen_random_uuid(), repeat(U&'\\00E9', 40), 'a', 'T', '{}')");
+        const char *n_topic[] = {"invalid Kafka topic name", NULL};
+        out = expect_line("a topic quoted up to inside a character", s_root, 3, "fail", "kafka.topic",
+                          n_topic);
+        json_t *doc = expect_json("a topic quoted up to inside a character", s_root, 3, out);
+        ok(doc && json_has(doc, "kafka.topic", "fail", "invalid Kafka topic name"),
+           "  (JSON): the invalid topic is a failure");
+        json_decref(doc);
+        free(out);
+
+        PQfinish(c);
+        h_pg_drop_db(db);
+        free(ci);
+        free(slot);
+        free(db);
+}
+
+/*
+ * route.topic.regex: the topics checked are the ones the regex and
+ * replacement make of the rows' routing values, as the relay sends to.
+ */
+static void case_route_regex(void)
+{
+        char *db = h_pg_create_db("check_route");
+        char *slot = h_unique_name("slot_check_route");
+        char *agg = h_unique_name("rt");
+        char set_conn[512], set_slot[128], routed[256];
+        PGconn *c = h_pg_connect(db);
+
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec_file(c, "002_publication.sql");
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s.v1', 'a', 'T', '{}')",
+                  agg);
+        snprintf(routed, sizeof(routed), "%s-events.v1", agg);
+        h_kafka_create_topic(routed, 1);
+        char *ci = h_pg_conninfo(db);
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        const char *sets[] = {set_conn, g_set_kafka, set_slot, "route.by.field=aggregatetype",
+                              "route.topic.regex=(?<agg>[a-z0-9_]+)\\.(?<ver>v[0-9]+)",
+                              "route.topic.replacement=${agg}-events.${ver}", NULL};
+        const char *n_routed[] = {routed, "exists", NULL};
+        char *out = expect_line("route.topic.regex", sets, 0, "ok", "kafka.topic", n_routed);
+        char raw[256];
+        snprintf(raw, sizeof(raw), "\"%s.v1\"", agg);
+        ok(!strstr(out, raw), "route.topic.regex: the routing value itself is not taken for a topic");
+        free(out);
+
+        PQfinish(c);
+        h_pg_drop_db(db);
+        h_kafka_delete_topic(routed);
+        free(ci);
+        free(agg);
         free(slot);
         free(db);
 }
@@ -446,6 +642,8 @@ int main(void)
 {
         snprintf(g_set_kafka, sizeof(g_set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         case_good_and_broken();
+        case_partitioned_and_utf8();
+        case_route_regex();
         case_wal_level();
         case_messages_and_snapshot();
         return done_testing();

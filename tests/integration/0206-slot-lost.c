@@ -11,13 +11,15 @@
  * (c) wal_status = lost (max_slot_wal_keep_size = 1MB, WAL switched and a
  *     checkpoint while the relay is stopped): a relay started on it exits
  *     with code 5 and "wal_status = lost", leaving the slot alone; with
- *     slot.recreate = true it drops and recreates it and streams.
+ *     slot.recreate = true it drops and recreates it and streams; status
+ *     exits 5 and says the slot is lost (not that its WAL is unlimited).
  *
  * max_slot_wal_keep_size is reset (ALTER SYSTEM RESET + reload) however the
  * test ends.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +179,43 @@ int main(void)
                 h_pg_exec(c, "CHECKPOINT");
                 s = fx_slot(c, slot_c);
         }
+        /* status while max_slot_wal_keep_size is still 1MB: the slot is lost, not
+         * unlimited (safe_wal_size is NULL for both). */
+        char *st_out = NULL, *st_log = NULL;
+        const char *st_opts[] = {"--json", NULL};
+        char *st_json = NULL;
+        rc = h_relay_run_cmd("status", st_opts, sets.v, 30000, &st_json, &st_log);
+        is_int(rc, 5, "(c) status --json exits 5 on the lost slot");
+        free(st_log);
+        rc = h_relay_run_cmd("status", NULL, sets.v, 30000, &st_out, &st_log);
         fx_pg_reset("max_slot_wal_keep_size");
         is_str(s.wal_status, "lost", "(c) the slot is invalidated after %d WAL switches", switches);
+        is_int(rc, 5, "(c) status exits 5 on the lost slot");
+        ok(strstr(st_out, "wal_status           lost: ") != NULL && !strstr(st_out, "unlimited") &&
+               strstr(st_out, "restart_lsn          none") != NULL,
+           "(c) status says lost, not \"safe_wal_size unlimited\", and no restart_lsn (NULL)");
+        if (!strstr(st_out, "lost: ") || strstr(st_out, "0/0"))
+                tap_diag("status stdout: %s; stderr: %s", st_out, st_log);
+        free(st_out);
+        free(st_log);
+        char *no_restart = h_pg_value(c, "SELECT restart_lsn IS NULL FROM pg_replication_slots "
+                                         "WHERE slot_name = '%s'", slot_c);
+        ok(no_restart && strcmp(no_restart, "t") == 0,
+           "(c) pg_replication_slots holds no restart_lsn for it");
+        free(no_restart);
+        const char *st_wal = NULL;
+        json_t *st_doc = json_loads(st_json, 0, NULL);
+        if (st_doc)
+                st_wal = json_string_value(json_object_get(st_doc, "wal_status"));
+        ok(st_doc && json_is_null(json_object_get(st_doc, "restart_lsn")) &&
+               json_is_null(json_object_get(st_doc, "retained_bytes")) &&
+               json_is_null(json_object_get(st_doc, "safe_wal_size")) && st_wal &&
+               strcmp(st_wal, "lost") == 0,
+           "(c) status --json: wal_status lost, restart_lsn, retained_bytes and safe_wal_size null");
+        if (!st_doc || !json_is_null(json_object_get(st_doc, "restart_lsn")))
+                tap_diag("status --json: %s", st_json);
+        json_decref(st_doc);
+        free(st_json);
 
         r = h_relay_start(sets.v);
         rc = h_relay_wait(r, 60000);

@@ -268,6 +268,8 @@ static void test_bad_values(void)
         set_fails(c, "status.interval.ms=+100", "between 100 and 3600000");
         set_fails(c, "status.interval.ms=", "between 100 and 3600000");
         set_fails(c, "status.interval.ms=99999999999999999999999", "between 100 and 3600000");
+        /* 2^64 + 100: the digits must not wrap around to 100. */
+        set_fails(c, "status.interval.ms=18446744073709551716", "between 100 and 3600000");
         set_fails(c, "reconnect.backoff.ms=9", "between 10 and 3600000");
         set_fails(c, "shutdown.timeout.ms=-1", "between 0 and 3600000");
         set_ok(c, "shutdown.timeout.ms=0", "shutdown.timeout.ms", "0");
@@ -327,6 +329,20 @@ static void test_bad_values(void)
         set_fails(c, "topic.template=outbox.${}", "must name a column in every ${...}");
         set_fails(c, "topic.template=out$box", "must use \"$\" only to start");
         set_fails(c, "topic.template=out box", "must not contain \" \"");
+        /* No Kafka topic can be longer than 249 bytes, or "." or "..". */
+        {
+                char tpl[300] = "topic.template=";
+                memset(tpl + strlen(tpl), 'a', 250);
+                set_fails(c, tpl, "249");
+                snprintf(tpl, sizeof(tpl), "topic.template=%0249d.${aggregatetype}", 0);
+                set_fails(c, tpl, "249");
+                set_fails(c, "topic.template=..", "\"..\"");
+                memset(tpl, 0, sizeof(tpl));
+                memcpy(tpl, "topic.template=", 15);
+                memset(tpl + 15, 'a', 249);
+                set_ok(c, tpl, "topic.template", tpl + 15);
+                set_ok(c, "topic.template=.${aggregatetype}", "topic.template", ".${aggregatetype}");
+        }
         set_fails(c, "topic.template=", "must not be empty");
         set_ok(c, "topic.template=${aggregatetype}", "topic.template", "${aggregatetype}");
         set_ok(c, "topic.template=evt.${aggregatetype}-${type}_v1", "topic.template",
@@ -381,6 +397,16 @@ static void test_cross_key(void)
         set_ok(c, "reconnect.backoff.max.ms=5000", "reconnect.backoff.max.ms", "5000");
         is_int(relay_config_validate(c, err, sizeof(err)), 0, "equal backoffs validate");
 
+        /* Refused here, so that check and --print-config refuse it too, not
+         * only the producer once the relay has connected. */
+        set_ok(c, "kafka.enable.idempotence=false", "kafka.enable.idempotence", "false");
+        is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "kafka.enable.idempotence=false fails validation");
+        ok(has(err, "kafka.enable.idempotence = false (at --set) is not allowed"),
+           "  naming the key, its origin and why (%s)", err);
+        set_ok(c, "kafka.enable.idempotence=true", "kafka.enable.idempotence", "true");
+        is_int(relay_config_validate(c, err, sizeof(err)), 0, "kafka.enable.idempotence=true validates");
+
         set_ok(c, "kafka.bootstrap.servers=", "kafka.bootstrap.servers", "");
         is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
                "empty kafka.bootstrap.servers fails");
@@ -403,12 +429,28 @@ static void test_env(void)
                                "OUTBOX_RELAY_CONFIG=",
                                NULL};
         char *const nokafka[] = {"OUTBOX_RELAY_KAFKA_=1", NULL};
+        /* What Kubernetes gives every pod of a namespace with a Service named
+         * outbox-relay (service links, on by default). */
+        char *const k8s[] = {"OUTBOX_RELAY_SERVICE_HOST=10.96.0.12",
+                             "OUTBOX_RELAY_SERVICE_PORT=10187",
+                             "OUTBOX_RELAY_SERVICE_PORT_METRICS=10187",
+                             "OUTBOX_RELAY_PORT=tcp://10.96.0.12:10187",
+                             "OUTBOX_RELAY_PORT_10187_TCP=tcp://10.96.0.12:10187",
+                             "OUTBOX_RELAY_PORT_10187_TCP_PROTO=tcp",
+                             "OUTBOX_RELAY_PORT_10187_TCP_PORT=10187",
+                             "OUTBOX_RELAY_PORT_10187_TCP_ADDR=10.96.0.12",
+                             NULL};
+        char *const k8s_like[] = {"OUTBOX_RELAY_PORT_10187_HTTP=x", NULL};
 
         is_int(relay_config_load_env(c, typo, err, sizeof(err)), RELAY_EINVAL, "typo'd variable");
         is_str(err,
                "unknown environment variable \"OUTBOX_RELAY_SLOT_NAEM\"; did you mean "
                "\"OUTBOX_RELAY_SLOT_NAME\"?",
                "  names it and suggests the right one");
+        is_int(relay_config_load_env(c, k8s, err, sizeof(err)), 0,
+               "Kubernetes' service variables are not configuration: %s", err);
+        is_int(relay_config_load_env(c, k8s_like, err, sizeof(err)), RELAY_EINVAL,
+               "  but only those (OUTBOX_RELAY_PORT_10187_HTTP is refused)");
         is_int(relay_config_load_env(c, unknown, err, sizeof(err)), RELAY_EINVAL,
                "unknown variable");
         ok(has(err, "unknown environment variable \"OUTBOX_RELAY_FROBNICATE\""), "  names it (%s)",
@@ -522,6 +564,10 @@ static void test_masking(void)
                 {"dbname='host=h password=secret'", "dbname='host=h password=********'", "secret"},
                 {"host=db dbname=app", "host=db dbname=app", NULL},
                 {"host=db secret", "host=db ********", "secret"},
+                {"host=db sslkey=k.pem sslpassword=keysecret", "host=db sslkey=k.pem sslpassword=********",
+                 "keysecret"},
+                {"postgresql://u@h/db?sslpassword=keysecret",
+                 "postgresql://u@h/db?sslpassword=********", "keysecret"},
                 {"", "", NULL},
         };
         relay_config_t *c = new_config();

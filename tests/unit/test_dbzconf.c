@@ -33,6 +33,21 @@ static void write_tmp(const char *path, const char *text)
         fclose(f);
 }
 
+/* Load text, written to a scratch file; the configuration (caller frees) and *rc. */
+static relay_config_t *load_text(const char *text, char *notes, size_t nl, char *err, size_t el,
+                                 int *rc)
+{
+        const char *tmp = "/tmp/relay-test-dbzconf-text.conf";
+        relay_config_t *c = NULL;
+        write_tmp(tmp, text);
+        if (relay_config_new(&c) != 0)
+                tap_bail("relay_config_new");
+        notes[0] = '\0';
+        *rc = relay_dbzconf_load(c, tmp, notes, nl, err, el);
+        remove(tmp);
+        return c;
+}
+
 int main(void)
 {
         char notes[2048], err[RELAY_ERRBUF];
@@ -100,6 +115,54 @@ int main(void)
                 remove(tmp);
         }
 
+        /* java.util.Properties escapes, as Debezium Server reads its file: a
+         * regex's "\\." is "\." there, "\u00e9" is an e with an acute accent,
+         * "\t" a tab, "\q" a q; a line ending in an escaped backslash does not
+         * continue, and a comment line never does. */
+        c = load_text("debezium.transforms=outbox\n"
+                      "debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n"
+                      "debezium.transforms.outbox.route.topic.regex=outbox\\\\.(?<routedByValue>.*)\n"
+                      "# a comment that ends in a backslash \\\n"
+                      "debezium.source.slot.name=after_comment\n"
+                      "debezium.source.topic.prefix=shop\\u00e9\\\\\n"
+                      "debezium.source.database.password=a\\tb\\\\c\\q\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "a properties file with escapes loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "route.topic.regex"), "outbox\\.(?<routedByValue>.*)",
+               "\"\\\\.\" in the file is the regex's \"\\.\"");
+        is_str(relay_config_get(c, "slot.name"), "after_comment",
+               "a comment line ending in a backslash does not continue");
+        is_str(relay_config_get(c, "format.debezium.topic_prefix"), "shop\xc3\xa9\\",
+               "\\u00e9 is UTF-8, and an escaped backslash at the end does not continue");
+        is_str(relay_config_get(c, "postgres.conninfo"), "password='a\tb\\\\cq'",
+               "\\t, \\\\ and \\q are a tab, one backslash and q in the password");
+        relay_config_free(c);
+
+        /* The connector's other database.* keys: the TLS files reach the
+         * conninfo, database.server.name (Debezium 1.x) is listed without
+         * effect, and a key the relay cannot honour is refused by name. */
+        c = load_text("debezium.source.database.hostname=db\n"
+                      "debezium.source.database.sslmode=verify-full\n"
+                      "debezium.source.database.sslrootcert=/etc/ssl/db-ca.pem\n"
+                      "debezium.source.database.sslcert=/etc/ssl/client.pem\n"
+                      "debezium.source.database.sslkey=/etc/ssl/client.key\n"
+                      "debezium.source.database.sslpassword=keypass\n"
+                      "debezium.source.database.server.name=shop\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "database.ssl* load: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "postgres.conninfo"),
+               "host='db' sslmode='verify-full' sslcert='/etc/ssl/client.pem' "
+               "sslkey='/etc/ssl/client.key' sslpassword='keypass' sslrootcert='/etc/ssl/db-ca.pem'",
+               "  the certificate files and key password reach the conninfo");
+        ok(strstr(notes, "database.server.name") != NULL,
+           "  database.server.name is listed without effect: %s", notes);
+        relay_config_free(c);
+        c = load_text("debezium.source.database.initial.statements=SET search_path TO app\n", notes,
+                      sizeof(notes), err, sizeof(err), &rc);
+        ok(rc == RELAY_EINVAL && strstr(err, "database.initial.statements"),
+           "database.initial.statements is refused by name: %s", rc ? err : "loaded");
+        relay_config_free(c);
+
         const char *bad[][2] = {
                 {"{\"config\": {\"transforms\": \"outbox\", \"transforms.outbox.type\": "
                  "\"io.debezium.transforms.outbox.EventRouter\", "
@@ -114,6 +177,7 @@ int main(void)
                 {"debezium.format.value=avro\n", "json"},
                 {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
                 {"{\"flush.lsn.source\": \"false\"}", "confirmed_flush_lsn"},
+                {"debezium.source.slot.name=s\\u12\n", "malformed \\uXXXX"},
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 const char *tmp = "/tmp/relay-test-dbzconf.conf";
