@@ -23,6 +23,8 @@
 
 #include <jansson.h>
 
+#include "relay/props.h"
+
 /* A Debezium name and what it is called on the other side. */
 typedef struct {
         const char *from, *to;
@@ -49,156 +51,50 @@ static const char *server_key(const char *k, char *buf, size_t buflen)
         return NULL;
 }
 
-/* The hex digits of a \uXXXX escape at s (4 of them): the UTF-16 unit, or -1. */
-static long utf16_unit(const char *s, const char *end)
-{
-        long u = 0;
-        if (end - s < 4)
-                return -1;
-        for (int i = 0; i < 4; i++) {
-                int d = relay_hexval(s[i]);
-                if (d < 0)
-                        return -1;
-                u = u * 16 + d;
-        }
-        return u;
-}
-
 /*
- * Decode java.util.Properties' escapes of s[0..n) into out (NUL-terminated;
- * it never grows: \uXXXX is 6 bytes for at most 3, a surrogate pair 12 for
- * 4): \t \n \r \f, \uXXXX (surrogate pairs joined) as UTF-8, and a backslash
- * before anything else stands for that character. -1 on a malformed \u.
- */
-static int props_unescape(const char *s, size_t n, char *out)
-{
-        const char *end = s + n;
-        char *w = out;
-        while (s < end) {
-                if (*s != '\\' || s + 1 == end) {
-                        *w++ = *s++;
-                        continue;
-                }
-                s++;
-                if (*s != 'u') {
-                        *w++ = *s == 't' ? '\t' : *s == 'n' ? '\n' : *s == 'r' ? '\r'
-                               : *s == 'f' ? '\f' : *s;
-                        s++;
-                        continue;
-                }
-                long c = utf16_unit(s + 1, end);
-                s += 5;
-                if (c >= 0xD800 && c < 0xDC00) {
-                        long lo = end - s >= 6 && s[0] == '\\' && s[1] == 'u' ? utf16_unit(s + 2, end)
-                                                                             : -1;
-                        if (lo < 0xDC00 || lo > 0xDFFF)
-                                return -1;
-                        c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
-                        s += 6;
-                } else if (c < 0 || (c >= 0xDC00 && c <= 0xDFFF)) {
-                        return -1;
-                }
-                if (c < 0x80) {
-                        *w++ = (char)c;
-                } else if (c < 0x800) {
-                        *w++ = (char)(0xC0 | (c >> 6));
-                        *w++ = (char)(0x80 | (c & 0x3F));
-                } else if (c < 0x10000) {
-                        *w++ = (char)(0xE0 | (c >> 12));
-                        *w++ = (char)(0x80 | ((c >> 6) & 0x3F));
-                        *w++ = (char)(0x80 | (c & 0x3F));
-                } else {
-                        *w++ = (char)(0xF0 | (c >> 18));
-                        *w++ = (char)(0x80 | ((c >> 12) & 0x3F));
-                        *w++ = (char)(0x80 | ((c >> 6) & 0x3F));
-                        *w++ = (char)(0x80 | (c & 0x3F));
-                }
-        }
-        *w = '\0';
-        return 0;
-}
-
-/*
- * java.util.Properties.load(), through which Debezium Server reads its
- * file: key=value, key: value or key value; lines whose first non-blank is
- * # or ! are comments (never continued); a line ending in an odd number of
- * backslashes continues on the next, whose leading blanks are dropped; an
- * escaped =, : or blank belongs to the key; then props_unescape(), so that
- * a regex written "outbox\\.(.*)" in the file is Java's "outbox\.(.*)".
+ * java.util.Properties.load(), through which Debezium Server reads its file
+ * (props.h), so that a regex written "outbox\\.(.*)" in the file is Java's
+ * "outbox\.(.*)". Trailing blanks of a value, which Java keeps, are dropped
+ * here as in the relay's own file.
  */
 static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t *other,
                             const char *path, char *err, size_t errlen)
 {
-        const char *p = text;
-        while (*p) {
-                char line[8192];
-                size_t n = 0;
-                bool first = true;
-                for (;;) {
-                        while (*p == ' ' || *p == '\t' || *p == '\f')
-                                p++;
-                        const char *e = strchr(p, '\n');
-                        size_t len = e ? (size_t)(e - p) : strlen(p);
-                        if (len && p[len - 1] == '\r')
-                                len--;
-                        if (first && (*p == '#' || *p == '!'))
-                                len = 0; /* a comment: skipped, never continued */
-                        size_t bs = 0;
-                        while (bs < len && p[len - 1 - bs] == '\\')
-                                bs++;
-                        bool cont = bs % 2 == 1;
-                        if (cont)
-                                len--;
-                        if (n + len < sizeof(line)) {
-                                memcpy(line + n, p, len);
-                                n += len;
-                        }
-                        p = e ? e + 1 : p + strlen(p);
-                        first = false;
-                        if (!cont || !*p)
-                                break;
-                }
-                line[n] = '\0';
-                if (n == 0)
-                        continue;
-                size_t ke = 0;
-                while (ke < n && line[ke] != '=' && line[ke] != ':' && line[ke] != ' ' &&
-                       line[ke] != '\t' && line[ke] != '\f')
-                        ke += line[ke] == '\\' && ke + 1 < n ? 2 : 1;
-                size_t vs = ke;
-                while (vs < n && (line[vs] == ' ' || line[vs] == '\t' || line[vs] == '\f'))
-                        vs++;
-                if (vs < n && (line[vs] == '=' || line[vs] == ':'))
-                        vs++;
-                while (vs < n && (line[vs] == ' ' || line[vs] == '\t' || line[vs] == '\f'))
-                        vs++;
-                size_t ve = n;
-                while (ve > vs && (line[ve - 1] == ' ' || line[ve - 1] == '\t'))
+        size_t n = strlen(text), pos = 0;
+        char *line = malloc(n + 1), *key = malloc(n + 1), *value = malloc(n + 1);
+        relay_props_line_t l;
+        int rc = 0;
+
+        if (!line || !key || !value)
+                rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        while (rc == 0 && relay_props_next(text, n, &pos, line, &l)) {
+                size_t ve = l.len;
+                while (ve > l.vstart && (line[ve - 1] == ' ' || line[ve - 1] == '\t'))
                         ve--;
-                char key[512], value[sizeof(line)], buf[512];
-                if (ke >= sizeof(key)) {
-                        relay_err_set(err, errlen, "%s: key \"%.80s...\" is too long", path,
-                                      line);
-                        return RELAY_EINVAL;
+                char buf[512];
+                if (l.klen >= sizeof(buf)) {
+                        rc = relay_err(err, errlen, RELAY_EINVAL, "%s: key \"%.80s...\" is too long",
+                                       path, line);
+                        break;
                 }
-                if (props_unescape(line, ke, key) != 0 ||
-                    props_unescape(line + vs, ve - vs, value) != 0) {
-                        relay_err_set(err, errlen,
-                                      "%s: the line of key \"%.*s\" has a malformed \\uXXXX "
-                                      "escape (Java refuses it too); write four hex digits, and "
-                                      "a surrogate pair for a character beyond U+FFFF",
-                                      path, (int)ke, line);
-                        return RELAY_EINVAL;
+                if (relay_props_unescape(line, l.klen, key) < 0 ||
+                    relay_props_unescape(line + l.vstart, ve - l.vstart, value) < 0) {
+                        rc = relay_err(err, errlen, RELAY_EINVAL,
+                                       "%s: the line of key \"%.*s\" has a malformed \\uXXXX "
+                                       "escape (Java refuses it too); write four hex digits, and "
+                                       "a surrogate pair for a character beyond U+FFFF",
+                                       path, (int)(l.klen < 200 ? l.klen : 200), line);
+                        break;
                 }
                 const char *k = server_key(key, buf, sizeof(buf));
                 if (relay_pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), value,
                                     strlen(value)))
-                        return RELAY_ENOMEM;
+                        rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }
-        return 0;
+        RELAY_FREE_ALL(line, key, value);
+        return rc;
 }
 
-/* A Connect connector: {"name": ..., "config": {...}} or the config object itself. */
 static int parse_connect_json(const char *text, relay_pairs_t *out, char *err, size_t errlen,
                               const char *path)
 {

@@ -13,6 +13,7 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "relay/outbox.h"
+#include "relay/props.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -826,46 +827,17 @@ static bool parse_timestamp(const char *s, size_t n, int64_t *ms)
  * refused, so a dead-letter copy carries the id, key, payload and headers
  * that exist; the first problem found is the one returned.
  */
-/* Java's Properties.load() on one logical line's key and value: escapes
- * (\t \n \r \f \uXXXX, \x -> x) resolved into o->trace at *n. */
+/* s[0..len) with Properties' escapes resolved (props.h) into o->trace at
+ * *n: 0; 1 for a malformed \\u, which Properties.load() refuses; -1 when
+ * out of memory. */
 static int prop_unescape(relay_outbox_t *o, size_t *n, const char *s, size_t len)
 {
-        if (grow_buf(&o->trace, &o->trace_cap, *n + 4 * len + 1))
-                return RELAY_ENOMEM;
-        char *d = o->trace + *n;
-        for (size_t i = 0; i < len; i++) {
-                char c = s[i];
-                if (c != '\\' || i + 1 >= len) {
-                        *d++ = c;
-                        continue;
-                }
-                c = s[++i];
-                if (c == 'u' && i + 4 < len) {
-                        unsigned cp = 0;
-                        bool hex = true;
-                        for (int k = 1; k <= 4; k++) {
-                                int v = relay_hexval(s[i + k]);
-                                hex = hex && v >= 0;
-                                cp = cp << 4 | (unsigned)(v < 0 ? 0 : v);
-                        }
-                        if (hex) {
-                                i += 4;
-                                if (cp < 0x80) {
-                                        *d++ = (char)cp;
-                                } else if (cp < 0x800) {
-                                        *d++ = (char)(0xc0 | cp >> 6);
-                                        *d++ = (char)(0x80 | (cp & 0x3f));
-                                } else {
-                                        *d++ = (char)(0xe0 | cp >> 12);
-                                        *d++ = (char)(0x80 | (cp >> 6 & 0x3f));
-                                        *d++ = (char)(0x80 | (cp & 0x3f));
-                                }
-                                continue;
-                        }
-                }
-                *d++ = c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c == 'f' ? '\f' : c;
-        }
-        *n = (size_t)(d - o->trace);
+        if (grow_buf(&o->trace, &o->trace_cap, *n + len + 1))
+                return -1;
+        long w = relay_props_unescape(s, len, o->trace + *n);
+        if (w < 0)
+                return 1;
+        *n += (size_t)w;
         return 0;
 }
 
@@ -899,7 +871,8 @@ static bool valid_traceparent(const char *s, size_t n)
  * propagator and injects its own span's context; the relay has no span of
  * its own and passes the application's: traceparent (as version 00, which
  * is what OpenTelemetry writes), and tracestate and baggage as written,
- * when the traceparent is valid. Returns the headers made (0 to NTRACE),
+ * when the traceparent is valid and the text has no malformed \\u escape
+ * (Properties.load() would refuse it whole). Returns the headers made (0 to NTRACE),
  * values in o->trace; -1 when out of memory.
  */
 static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_header_t *h)
@@ -913,66 +886,31 @@ static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_hea
         if (grow_buf(&o->tline, &o->tline_cap, len + 1))
                 return -1;
         char *line = o->tline;
-        while (i < len) {
-                /* One logical line: a trailing odd backslash continues it. */
-                size_t ln = 0;
-                while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\f'))
-                        i++;
-                if (i < len && (s[i] == '#' || s[i] == '!')) {
-                        while (i < len && s[i] != '\n' && s[i] != '\r')
-                                i++;
+        relay_props_line_t l;
+        while (relay_props_next(s, len, &i, line, &l)) {
+                /* Every key and value is resolved, as Properties.load() does:
+                 * a malformed escape anywhere makes the context unreadable. */
+                size_t kstart = n, vstart;
+                int rc = prop_unescape(o, &n, line, l.klen);
+                vstart = n;
+                if (rc == 0)
+                        rc = prop_unescape(o, &n, line + l.vstart, l.len - l.vstart);
+                if (rc != 0)
+                        return rc < 0 ? -1 : 0;
+                int j = 0;
+                while (j < NTRACE && !(vstart - kstart == strlen(keys[j]) &&
+                                       memcmp(o->trace + kstart, keys[j], vstart - kstart) == 0))
+                        j++;
+                if (j == NTRACE) {
+                        n = kstart;
                         continue;
                 }
-                for (;;) {
-                        size_t st = i;
-                        while (i < len && s[i] != '\n' && s[i] != '\r')
-                                i++;
-                        size_t bs = 0;
-                        for (size_t k = i; k > st && s[k - 1] == '\\'; k--)
-                                bs++;
-                        size_t take = i - st - (bs % 2);
-                        memcpy(line + ln, s + st, take);
-                        ln += take;
-                        if (i < len && s[i] == '\r' && i + 1 < len && s[i + 1] == '\n')
-                                i++;
-                        if (i < len)
-                                i++;
-                        if (bs % 2 == 0 || i >= len)
-                                break;
-                        while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\f'))
-                                i++;
-                }
-                /* key: up to an unescaped '=', ':' or blank */
-                size_t k = 0;
-                while (k < ln && line[k] != '=' && line[k] != ':' && line[k] != ' ' &&
-                       line[k] != '\t' && line[k] != '\f')
-                        k += line[k] == '\\' ? 2 : 1;
-                if (k > ln)
-                        k = ln;
-                size_t v = k;
-                while (v < ln && (line[v] == ' ' || line[v] == '\t' || line[v] == '\f'))
-                        v++;
-                if (v < ln && (line[v] == '=' || line[v] == ':'))
-                        v++;
-                while (v < ln && (line[v] == ' ' || line[v] == '\t' || line[v] == '\f'))
-                        v++;
-                size_t kstart = n;
-                if (prop_unescape(o, &n, line, k))
-                        return -1;
-                for (int j = 0; j < NTRACE; j++)
-                        if (n - kstart == strlen(keys[j]) &&
-                            memcmp(o->trace + kstart, keys[j], n - kstart) == 0) {
-                                n = kstart;
-                                off[j] = n;
-                                if (prop_unescape(o, &n, line + v, ln - v))
-                                        return -1;
-                                vlen[j] = n - off[j];
-                                have[j] = true; /* a later line wins, as in Properties */
-                                kstart = SIZE_MAX;
-                                break;
-                        }
-                if (kstart != SIZE_MAX)
-                        n = kstart;
+                /* The value moves down over its key; a later line wins, as in Properties. */
+                memmove(o->trace + kstart, o->trace + vstart, n - vstart);
+                off[j] = kstart;
+                vlen[j] = n - vstart;
+                have[j] = true;
+                n = kstart + vlen[j];
         }
         if (!have[0] || !valid_traceparent(o->trace + off[0], vlen[0]))
                 return 0;

@@ -641,6 +641,29 @@ static void test_debezium_keys(void)
            ev.nheaders > 1 ? ev.headers[1].name : "-", ev.nheaders > 1 ? ev.headers[1].len : 0);
         done_map(o, set);
 
+        /* Properties.store() writes a character beyond U+FFFF as a surrogate
+         * pair of \\u escapes: joined, it is UTF-8's four bytes (the two
+         * halves on their own are no UTF-8 at all). A malformed \\u makes
+         * Properties.load() refuse the whole text: no trace headers. */
+        const char *srow[] = {"id-t", "order", "order-42", "T", "{}",
+                              "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\n"
+                              "baggage=k=\\ud83d\\ude00"};
+        is_int(map_row(trace_raw, text_text, srow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "row with a surrogate pair in its baggage maps");
+        ok(ev.nheaders == 4 && ev.headers[1].len == 6 &&
+               memcmp(ev.headers[1].value, "k=\xf0\x9f\x98\x80", 6) == 0,
+           "  the pair is one 4-byte UTF-8 character (%zu bytes)",
+           ev.nheaders > 1 ? ev.headers[1].len : 0);
+        done_map(o, set);
+        const char *mrow[] = {"id-t", "order", "order-42", "T", "{}",
+                              "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\n"
+                              "baggage=k=\\ud83d"};
+        is_int(map_row(trace_raw, text_text, mrow, &ev, &o, &set, d, err, sizeof(err)), 0,
+               "row with a lone surrogate in its span context maps");
+        ok(ev.nheaders == 2 && strcmp(ev.headers[0].name, "id") == 0,
+           "  no trace headers: Properties.load() refuses the text (%zu headers)", ev.nheaders);
+        done_map(o, set);
+
         /* A timestamptz column with an offset; a tombstone for a blank payload. */
         const char *row2[] = {"id-2", "order", "order-42", "T", "\\x", "2001-02-03 04:05:06.789999+05:30"};
         const char *const tomb[] = {"route.tombstone.on.empty.payload", "true",
