@@ -374,27 +374,33 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                             "the relay decodes pgoutput only");
                 goto done;
         }
-        char conninfo[2048] = "";
+        /* Values quoted for a conninfo, whatever their length (a key file's
+         * path, a long password). */
+        relay_strbuf_t ci = {0};
         for (size_t i = 0; i < sizeof(conn) / sizeof(conn[0]); i++) {
                 const char *v = relay_pairs_get(&p, conn[i].from);
                 if (!v || !*v)
                         continue;
-                size_t m = strlen(conninfo);
-                snprintf(conninfo + m, sizeof(conninfo) - m, "%s%s='", m ? " " : "", conn[i].to);
+                if (ci.len)
+                        relay_strbuf_addc(&ci, ' ');
+                relay_strbuf_adds(&ci, conn[i].to);
+                relay_strbuf_adds(&ci, "='");
                 for (const char *q = v; *q; q++) {
-                        m = strlen(conninfo);
-                        if (m + 3 >= sizeof(conninfo))
-                                break;
                         if (*q == '\'' || *q == '\\')
-                                conninfo[m++] = '\\';
-                        conninfo[m++] = *q;
-                        conninfo[m] = '\0';
+                                relay_strbuf_addc(&ci, '\\');
+                        relay_strbuf_addc(&ci, *q);
                 }
-                m = strlen(conninfo);
-                snprintf(conninfo + m, sizeof(conninfo) - m, "'");
+                relay_strbuf_addc(&ci, '\'');
         }
-        if (conninfo[0] && (rc = set(c, "postgres.conninfo", conninfo, path, "database.*", err,
-                                     errlen)) != 0)
+        char *conninfo = relay_strbuf_finish(&ci);
+        if (!conninfo) {
+                rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+                goto done;
+        }
+        if (conninfo[0])
+                rc = set(c, "postgres.conninfo", conninfo, path, "database.*", err, errlen);
+        free(conninfo);
+        if (rc != 0)
                 goto done;
 
         /* The Outbox Event Router: the transform whose type is EventRouter. */

@@ -138,6 +138,22 @@ int main(void)
                "\\t, \\\\ and \\q are a tab, one backslash and q in the password");
         relay_config_free(c);
 
+        /* A logical line has no length limit in Java: a 9000-byte value,
+         * continued over two lines, arrives whole. */
+        {
+                static char text[9300], want[9100];
+                memset(want, 'p', 9000);
+                want[9000] = '\0';
+                snprintf(text, sizeof(text), "debezium.source.database.password=%.4500s\\\n    %s\n",
+                         want, want + 4500);
+                c = load_text(text, notes, sizeof(notes), err, sizeof(err), &rc);
+                const char *ci = rc == 0 ? relay_config_get(c, "postgres.conninfo") : NULL;
+                ok(ci && strlen(ci) == 9000 + strlen("password=''") && strstr(ci, want) != NULL,
+                   "a 9000-byte password over two lines arrives whole (%zu bytes of conninfo%s%s)",
+                   ci ? strlen(ci) : 0, rc ? ": " : "", rc ? err : "");
+                relay_config_free(c);
+        }
+
         /* The connector's other database.* keys: the TLS files reach the
          * conninfo, database.server.name (Debezium 1.x) is listed without
          * effect, and a key the relay cannot honour is refused by name. */
