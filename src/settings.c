@@ -298,8 +298,11 @@ static void additional(reader_t *r, relay_settings_t *s)
                         if (plen[1] == strlen(places[k]) &&
                             strncasecmp(part[1], places[k], plen[1]) == 0)
                                 place = k;
+                /* A fourth part would be dropped (Debezium drops the alias then). */
+                bool extra = np == 3 && part[2] + plen[2] < item + len &&
+                             memchr(part[2] + plen[2], ':', (size_t)(item + len - (part[2] + plen[2])));
                 if (np < 2 || place < 0 || !relay_names_is_column(part[0], plen[0]) ||
-                    (np == 3 && plen[2] == 0)) {
+                    (np == 3 && plen[2] == 0) || extra) {
                         fail(r, RELAY_EINVAL, key, v,
                              "each item is column:placement or column:placement:alias, placement "
                              "header, envelope or partition");

@@ -431,6 +431,19 @@ static void test_placement_alias(void)
            rc == 0 && s->n_additional ? strlen(s->additional[0].alias) : 0);
         relay_settings_free(s);
         relay_config_free(c);
+
+        /* A fourth part is no alias of anything: Debezium would drop the
+         * alias, the relay kept the third part; refused, by name. */
+        c = config();
+        set(c, "table.fields.additional.placement=tenant:header:t:x");
+        s = NULL;
+        rc = relay_settings_load(&s, c, err, sizeof(err));
+        is_int(rc, RELAY_EINVAL, "an item of four parts is refused (%s)",
+               rc == 0 && s->n_additional ? s->additional[0].alias : err);
+        ok(strstr(err, "column:placement or column:placement:alias") != NULL, "  says the forms: %s",
+           err);
+        relay_settings_free(s);
+        relay_config_free(c);
 }
 
 int main(void)
