@@ -419,30 +419,7 @@ static void pg_role(ctx_t *x)
         PQclear(res);
 }
 
-static const char *const col_keys[] = {"outbox.column.id", "outbox.column.aggregate_type",
-                                       "outbox.column.aggregate_id", "outbox.column.type",
-                                       "outbox.column.payload"};
-
 static bool schema_optional(ctx_t *x, PGresult *res, const char *table);
-
-/* The columns the mapping reads, by index w < 5 + headers + template parts:
- * the column and the key that names it, or NULL for a template's literal. */
-static const char *mapped_column(const relay_settings_t *s, size_t w, const char **key)
-{
-        const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
-                               s->outbox_column.aggregate_id, s->outbox_column.type,
-                               s->outbox_column.payload};
-        if (w < 5) {
-                *key = col_keys[w];
-                return names[w];
-        }
-        *key = "outbox.headers";
-        if (w < 5 + s->n_outbox_headers)
-                return s->outbox_headers[w - 5];
-        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
-        *key = "topic.template";
-        return tp->is_column ? tp->text : NULL;
-}
 
 static void pg_table(ctx_t *x)
 {
@@ -478,12 +455,12 @@ static void pg_table(ctx_t *x)
         res = q_table(x, "outbox.columns", sql_columns);
         if (!res)
                 return;
-        size_t nwant = 5 + s->n_outbox_headers + s->topic_template.nparts;
+        size_t nwant = relay_settings_n_mapped(s);
         bool problems = false;
         char summary[1024] = "";
         size_t sl = 0;
         for (size_t w = 0; w < nwant; w++) {
-                const char *key, *col = mapped_column(s, w, &key);
+                const char *key, *col = relay_settings_mapped_column(s, w, &key);
                 char keybuf[64];
                 if (!col)
                         continue;
@@ -716,9 +693,9 @@ static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const cha
         if (!res)
                 return true;
         char missing[512] = "";
-        size_t ml = 0, nwant = 5 + s->n_outbox_headers + s->topic_template.nparts;
+        size_t ml = 0, nwant = relay_settings_n_mapped(s);
         for (size_t w = 0; w < nwant; w++) {
-                const char *key, *col = mapped_column(s, w, &key);
+                const char *key, *col = relay_settings_mapped_column(s, w, &key);
                 bool sent = false;
                 for (int i = 0; col && i < PQntuples(res) && !sent; i++)
                         sent = strcmp(PQgetvalue(res, i, 0), col) == 0;

@@ -38,6 +38,7 @@ struct relay_repl {
         bool failover_altered; /* ensure_slot turned failover on for an existing slot */
         bool failover_unguarded; /* failover, but synchronized_standby_slots is empty */
         bool need_updates; /* table.op.invalid.behavior = error or fatal */
+        const relay_settings_t *set; /* borrowed: the columns the mapping reads */
         int server_version;
         int proto_version;
         int64_t wal_sender_timeout_ms;
@@ -292,6 +293,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         r->source = set->outbox_source;
         r->failover = set->slot_failover;
         r->need_updates = set->invalid_op != RELAY_INVALID_OP_WARN;
+        r->set = set;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
@@ -485,12 +487,11 @@ static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, 
         return 0;
 }
 
-/* CREATE PUBLICATION for every outbox table, inserts only. */
-static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, size_t errlen)
+/* The outbox tables as SQL names, comma-separated (caller frees); NULL
+ * when out of memory. */
+static char *table_list(const relay_repl_t *r)
 {
         relay_strbuf_t tables = {0};
-        PGresult *res = NULL;
-
         for (size_t i = 0; i < r->ntables; i++) {
                 if (i > 0)
                         relay_strbuf_adds(&tables, ", ");
@@ -498,7 +499,15 @@ static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, si
                 relay_strbuf_addc(&tables, '.');
                 add_quoted(&tables, r, 'I', r->tables[i].name);
         }
-        char *list = relay_strbuf_finish(&tables);
+        return relay_strbuf_finish(&tables);
+}
+
+/* CREATE PUBLICATION for every outbox table, inserts only. */
+static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, size_t errlen)
+{
+        char *list = table_list(r);
+        PGresult *res = NULL;
+
         /* Updates only when table.op.invalid.behavior must see them: deletes
          * never (the outbox is emptied by them, and without a replica
          * identity a published DELETE fails). */
@@ -511,6 +520,53 @@ static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, si
                 relay_err_set(err, errlen, "out of memory");
         free(list);
         return res;
+}
+
+/*
+ * PostgreSQL 15+: a column list of the publication that leaves out a
+ * column the mapping reads makes every row of the table an error, which
+ * the error policy would then stop at or dead-letter, row after row:
+ * refuse to start instead, with the fix (one statement, so that no insert
+ * goes unpublished in between).
+ */
+static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, size_t errlen)
+{
+        relay_strbuf_t missing = {0};
+        PGresult *res;
+        int rc;
+
+        if (r->server_version < 150000)
+                return 0;
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT a FROM pg_catalog.pg_publication_tables p, unnest(p.attnames) a "
+                         "WHERE pubname = %L AND schemaname = %L AND tablename = %L",
+                         r->publication, t->schema, t->name)))
+                return rc;
+        for (size_t w = 0; w < relay_settings_n_mapped(r->set); w++) {
+                const char *key, *col = relay_settings_mapped_column(r->set, w, &key);
+                bool sent = col == NULL;
+                for (int i = 0; !sent && i < PQntuples(res); i++)
+                        sent = strcmp(PQgetvalue(res, i, 0), col) == 0;
+                if (sent)
+                        continue;
+                relay_strbuf_adds(&missing, missing.len ? ", \"" : "\"");
+                relay_strbuf_adds(&missing, col);
+                relay_strbuf_adds(&missing, "\" (");
+                relay_strbuf_adds(&missing, key);
+                relay_strbuf_addc(&missing, ')');
+        }
+        PQclear(res);
+        char *m = relay_strbuf_finish(&missing), *list = table_list(r);
+        if (!m || !list)
+                rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        else if (*m)
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "publication \"%s\" has a column list for table \"%s.%s\" "
+                               "without %s, so every row would arrive without it; ALTER "
+                               "PUBLICATION %s SET TABLE %s (which drops the column lists)",
+                               r->publication, t->schema, t->name, m, r->publication, list);
+        RELAY_FREE_ALL(m, list);
+        return rc;
 }
 
 /* The publication checks; creates it when missing only if may_create. */
@@ -610,6 +666,8 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                                        t->schema, t->name);
                 }
                 PQclear(res);
+                if (rc == 0)
+                        rc = column_list(r, t, err, errlen);
         }
         return rc;
 }

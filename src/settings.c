@@ -513,3 +513,28 @@ const char *relay_settings_tables(const relay_settings_t *s, char *buf, size_t l
                                       s->outbox_tables[i].schema, s->outbox_tables[i].name);
         return buf;
 }
+
+size_t relay_settings_n_mapped(const relay_settings_t *s)
+{
+        return 5 + s->n_outbox_headers + s->topic_template.nparts;
+}
+
+const char *relay_settings_mapped_column(const relay_settings_t *s, size_t w, const char **key)
+{
+        static const char *const keys[] = {"outbox.column.id", "outbox.column.aggregate_type",
+                                           "outbox.column.aggregate_id", "outbox.column.type",
+                                           "outbox.column.payload"};
+        const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
+                               s->outbox_column.aggregate_id, s->outbox_column.type,
+                               s->outbox_column.payload};
+        if (w < 5) {
+                *key = keys[w];
+                return names[w];
+        }
+        *key = "outbox.headers";
+        if (w < 5 + s->n_outbox_headers)
+                return s->outbox_headers[w - 5];
+        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
+        *key = "topic.template";
+        return tp->is_column ? tp->text : NULL;
+}

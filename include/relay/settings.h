@@ -156,6 +156,17 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
  */
 const char *relay_settings_tables(const relay_settings_t *s, char *buf, size_t len);
 
+/** @brief How many places relay_settings_mapped_column() has: the five
+ *         outbox columns, outbox.headers, the topic template's parts. */
+size_t relay_settings_n_mapped(const relay_settings_t *s);
+
+/**
+ * @brief The w-th column the mapping reads (w < relay_settings_n_mapped()),
+ *        and in *key the key that names it; NULL for a template's literal.
+ *        Both borrowed from s or static.
+ */
+const char *relay_settings_mapped_column(const relay_settings_t *s, size_t w, const char **key);
+
 /** @brief Free the settings and everything they own; accepts NULL. */
 void relay_settings_free(relay_settings_t *s);
 

@@ -4,7 +4,8 @@
  *
  * Each case is one relay run that must exit within a bound with the
  * expected code and exactly one error line naming the fix:
- *   - missing outbox table (3), a role without REPLICATION (3), Kafka
+ *   - missing outbox table (3), a publication column list without the
+ *     payload (3), a role without REPLICATION (3), Kafka
  *     unreachable at start (3), PostgreSQL with wal_level=replica (3; a
  *     throwaway second cluster started by this test);
  *   - configuration: unknown key (2, "did you mean"), no
@@ -138,6 +139,38 @@ static void case_missing_table(void)
         PQfinish(c);
         h_pg_drop_db(db);
         free(ci);
+        free(slot);
+        free(db);
+}
+
+/* PostgreSQL 15+: a publication whose column list leaves out the payload
+ * would deliver every row without it, each an error for the error policy
+ * (stop at it, or dead-letter them all): the relay refuses to start. */
+static void case_column_list(void)
+{
+        char *db = h_pg_create_db("bad_collist");
+        char *slot = h_unique_name("slot_bad");
+        char *pub = h_unique_name("pub_cols");
+        PGconn *c = h_pg_connect(db);
+        h_pg_create_outbox(c, "outbox");
+        h_pg_exec(c,
+                  "CREATE PUBLICATION %s FOR TABLE outbox (id, aggregatetype, aggregateid, type) "
+                  "WITH (publish = 'insert')",
+                  pub);
+        char *ci = h_pg_conninfo(db);
+        char set_conn[512], set_slot[128], set_pub[128];
+        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+        snprintf(set_pub, sizeof(set_pub), "publication.name=%s", pub);
+        const char *sets[] = {set_conn, g_kafka_set, set_slot, set_pub, NULL};
+        const char *needles[] = {"has a column list", "\"payload\" (outbox.column.payload)",
+                                 "SET TABLE", NULL};
+        free(expect_failure("publication column list without payload", sets, 3, needles));
+        is_int(slot_count(c, slot), 0, "column list: no slot was left behind");
+        PQfinish(c);
+        h_pg_drop_db(db);
+        free(ci);
+        free(pub);
         free(slot);
         free(db);
 }
@@ -386,6 +419,7 @@ int main(void)
 
         case_config();
         case_missing_table();
+        case_column_list();
         case_no_replication_role();
         case_kafka_unreachable();
         case_wal_level();
