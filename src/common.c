@@ -79,6 +79,53 @@ char *relay_dupn(const char *s, size_t n)
         return d;
 }
 
+char *relay_utf8_sanitize(const char *s)
+{
+        size_t len = strlen(s);
+        char *out = malloc(len + 1);
+        size_t i = 0;
+
+        if (out == NULL)
+                return NULL;
+        while (i < len) {
+                unsigned char c = (unsigned char)s[i];
+                size_t n = 0;
+                uint32_t cp = 0, min = 0;
+                bool valid;
+
+                if (c < 0x80) {
+                        out[i++] = (char)c;
+                        continue;
+                }
+                if (c >= 0xc2 && c <= 0xdf) {
+                        n = 1, cp = c & 0x1f, min = 0x80;
+                } else if (c >= 0xe0 && c <= 0xef) {
+                        n = 2, cp = c & 0x0f, min = 0x800;
+                } else if (c >= 0xf0 && c <= 0xf4) {
+                        n = 3, cp = c & 0x07, min = 0x10000;
+                }
+                /* A NUL terminator is not a continuation byte, so this stops at the end. */
+                valid = n > 0;
+                for (size_t k = 1; valid && k <= n; k++) {
+                        unsigned char cc = (unsigned char)s[i + k];
+                        if ((cc & 0xc0) != 0x80)
+                                valid = false;
+                        else
+                                cp = (cp << 6) | (cc & 0x3f);
+                }
+                if (valid && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)))
+                        valid = false;
+                if (!valid) {
+                        out[i++] = '?';
+                        continue;
+                }
+                memcpy(out + i, s + i, n + 1);
+                i += n + 1;
+        }
+        out[len] = '\0';
+        return out;
+}
+
 void relay_strbuf_fixed(relay_strbuf_t *b, char *buf, size_t size)
 {
         *b = (relay_strbuf_t){.p = buf, .cap = size, .fixed = true, .failed = size == 0};

@@ -44,62 +44,12 @@ void relay_log_configure(relay_log_level_t level, relay_log_format_t format)
         json_format = format == RELAY_LOG_JSON;
 }
 
-/*
- * Copy of s with every byte that is not part of valid UTF-8 replaced by '?':
- * messages quote server and broker text we do not control, and jansson
- * refuses to build a string from invalid UTF-8 (the record would be lost).
- */
-static char *utf8_sanitize(const char *s)
-{
-        size_t len = strlen(s);
-        char *out = malloc(len + 1);
-        size_t i = 0;
-
-        if (out == NULL)
-                return NULL;
-        while (i < len) {
-                unsigned char c = (unsigned char)s[i];
-                size_t n = 0;
-                uint32_t cp = 0, min = 0;
-                bool valid;
-
-                if (c < 0x80) {
-                        out[i++] = (char)c;
-                        continue;
-                }
-                if (c >= 0xc2 && c <= 0xdf) {
-                        n = 1, cp = c & 0x1f, min = 0x80;
-                } else if (c >= 0xe0 && c <= 0xef) {
-                        n = 2, cp = c & 0x0f, min = 0x800;
-                } else if (c >= 0xf0 && c <= 0xf4) {
-                        n = 3, cp = c & 0x07, min = 0x10000;
-                }
-                /* A NUL terminator is not a continuation byte, so this stops at the end. */
-                valid = n > 0;
-                for (size_t k = 1; valid && k <= n; k++) {
-                        unsigned char cc = (unsigned char)s[i + k];
-                        if ((cc & 0xc0) != 0x80)
-                                valid = false;
-                        else
-                                cp = (cp << 6) | (cc & 0x3f);
-                }
-                if (valid && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)))
-                        valid = false;
-                if (!valid) {
-                        out[i++] = '?';
-                        continue;
-                }
-                memcpy(out + i, s + i, n + 1);
-                i += n + 1;
-        }
-        out[len] = '\0';
-        return out;
-}
-
 /* The whole JSON line including '\n', or NULL (then the caller falls back to text). */
 static char *json_line(const char *ts, relay_log_level_t level, const char *msg)
 {
-        char *clean = utf8_sanitize(msg);
+        /* Messages quote server and broker text we do not control, and
+         * jansson refuses invalid UTF-8 (the record would be lost). */
+        char *clean = relay_utf8_sanitize(msg);
         json_t *obj;
         char *dump, *line;
         size_t n;

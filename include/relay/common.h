@@ -107,6 +107,14 @@ int relay_hexval(char c);
  */
 char *relay_dupn(const char *s, size_t n);
 
+/**
+ * @brief Copy of the string s with every byte that is not part of valid
+ *        UTF-8 replaced by '?' (same length): for JSON output of messages
+ *        that quote text we do not control, or cut it mid-character, which
+ *        jansson refuses. Caller frees with free(); NULL when out of memory.
+ */
+char *relay_utf8_sanitize(const char *s);
+
 /** @brief free() each of the n pointers at ptrs (NULL ones too). */
 void relay_free_all(void *const *ptrs, size_t n);
 
