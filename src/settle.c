@@ -182,7 +182,10 @@ static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t 
                               RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
                 return RELAY_EMAP;
         }
-        if (relay_policy_dead_letter(pol, ev, lsn, cause, attempts, &scratch, &dlq, why,
+        /* The commit's time, not ev's timestamp (table.field.event.timestamp
+         * may take that from a column). */
+        int64_t commit_ms = s->commit_ts / 1000 + RELAY_PG_EPOCH_OFFSET_S * 1000;
+        if (relay_policy_dead_letter(pol, ev, lsn, commit_ms, cause, attempts, &scratch, &dlq, why,
                                      sizeof(why)) == 0 &&
             (rc = fits(s, &dlq, why, sizeof(why), err, errlen)) <= 0) {
                 if (rc < 0)
