@@ -323,12 +323,22 @@ int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char 
                 /* A row that cannot be mapped now never can: no resends. */
                 char detail[RELAY_ERRBUF];
                 relay_err_set(detail, sizeof(detail), "%s", err);
+                /* The row is in the WAL as it is: fixing the table helps the
+                 * next rows, and only the policy or the skip list gets past
+                 * this one (a restart would stop at it again). */
                 if (relay_policy_stops(pol)) {
                         relay_err_set(err, errlen,
                                       "could not turn %s (id \"%.*s\") at " RELAY_LSN_FMT
-                                      " into an event: %s",
+                                      " into an event: %s; stopping before it (errors.policy = "
+                                      "stop): %s",
                                       what, RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn),
-                                      detail);
+                                      detail,
+                                      ev.id ? "list the id in errors.skip.ids, or set "
+                                              "errors.policy = dlq to write it to the "
+                                              "dead-letter topic"
+                                            : "it has no id to list in errors.skip.ids; set "
+                                              "errors.policy = dlq to write it to the "
+                                              "dead-letter topic");
                         return RELAY_EMAP;
                 }
                 return dead_letter(s, &ev, lsn, detail, 0, err, errlen);
