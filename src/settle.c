@@ -290,12 +290,18 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                  * with the attempt counted. */
                 if ((rc = relay_session_new_producer(s, err, errlen)))
                         return rc;
+                /* Refused as too large when alone: Kafka's verdict on this
+                 * event, whatever limit the relay can read (none without
+                 * DescribeConfigs permission, when it used to resend it
+                 * errors.retries times, asking and warning each time).
+                 * Read the limit again for the next events, and for a
+                 * reason that names it when it can be read. */
                 if (cls == RELAY_DR_TOO_LARGE) {
                         relay_limits_forget(s->proc->lim, ev->topic);
                         if ((rc = fits(s, ev, why, sizeof(why), err, errlen)) < 0)
                                 return rc;
-                        if (rc == 1)
-                                return dead_letter(s, ev, lsn, why, attempts, err, errlen);
+                        return dead_letter(s, ev, lsn, rc == 1 ? why : cause, attempts, err,
+                                           errlen);
                 }
         }
 }
