@@ -47,6 +47,8 @@ void relay_log_configure(relay_log_level_t level, relay_log_format_t format)
 /* The whole JSON line including '\n', or NULL (then the caller falls back to text). */
 static char *json_line(const char *ts, relay_log_level_t level, const char *msg)
 {
+        /* Messages quote server and broker text we do not control, and
+         * jansson refuses invalid UTF-8 (the record would be lost). */
         char *clean = relay_utf8_sanitize(msg);
         json_t *obj;
         char *dump, *line;

@@ -179,8 +179,8 @@ relay_policy_action_t relay_policy_next(const relay_policy_t *p, int attempts, i
 }
 
 int relay_policy_dead_letter(const relay_policy_t *p, const relay_event_t *ev, relay_lsn_t lsn,
-                             const char *cause, int attempts, relay_policy_dlq_t *s,
-                             relay_event_t *out, char *err, size_t errlen)
+                             int64_t commit_ms, const char *cause, int attempts,
+                             relay_policy_dlq_t *s, relay_event_t *out, char *err, size_t errlen)
 {
         if (ev->nheaders + RELAY_EVENT_DLQ_HEADERS > RELAY_EVENT_MAX_WIRE_HEADERS) {
                 relay_err_set(err, errlen,
@@ -193,7 +193,7 @@ int relay_policy_dead_letter(const relay_policy_t *p, const relay_event_t *ev, r
         if (n)
                 memcpy(s->headers, ev->headers, n * sizeof(s->headers[0]));
         relay_lsn_format(lsn, s->lsn);
-        snprintf(s->commit_time, sizeof(s->commit_time), "%lld", (long long)ev->timestamp_ms);
+        snprintf(s->commit_time, sizeof(s->commit_time), "%lld", (long long)commit_ms);
         snprintf(s->attempts, sizeof(s->attempts), "%d", attempts);
         relay_err_set(s->cause, sizeof(s->cause), "%s", cause ? cause : "");
         const char *topic = ev->topic ? ev->topic : "";

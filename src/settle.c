@@ -182,7 +182,10 @@ static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t 
                               RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn), cause);
                 return RELAY_EMAP;
         }
-        if (relay_policy_dead_letter(pol, ev, lsn, cause, attempts, &scratch, &dlq, why,
+        /* The commit's time, not ev's timestamp (table.field.event.timestamp
+         * may take that from a column). */
+        int64_t commit_ms = s->commit_ts / 1000 + RELAY_PG_EPOCH_OFFSET_S * 1000;
+        if (relay_policy_dead_letter(pol, ev, lsn, commit_ms, cause, attempts, &scratch, &dlq, why,
                                      sizeof(why)) == 0 &&
             (rc = fits(s, &dlq, why, sizeof(why), err, errlen)) <= 0) {
                 if (rc < 0)
@@ -287,12 +290,18 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                  * with the attempt counted. */
                 if ((rc = relay_session_new_producer(s, err, errlen)))
                         return rc;
+                /* Refused as too large when alone: Kafka's verdict on this
+                 * event, whatever limit the relay can read (none without
+                 * DescribeConfigs permission, when it used to resend it
+                 * errors.retries times, asking and warning each time).
+                 * Read the limit again for the next events, and for a
+                 * reason that names it when it can be read. */
                 if (cls == RELAY_DR_TOO_LARGE) {
                         relay_limits_forget(s->proc->lim, ev->topic);
                         if ((rc = fits(s, ev, why, sizeof(why), err, errlen)) < 0)
                                 return rc;
-                        if (rc == 1)
-                                return dead_letter(s, ev, lsn, why, attempts, err, errlen);
+                        return dead_letter(s, ev, lsn, rc == 1 ? why : cause, attempts, err,
+                                           errlen);
                 }
         }
 }
@@ -320,12 +329,22 @@ int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char 
                 /* A row that cannot be mapped now never can: no resends. */
                 char detail[RELAY_ERRBUF];
                 relay_err_set(detail, sizeof(detail), "%s", err);
+                /* The row is in the WAL as it is: fixing the table helps the
+                 * next rows, and only the policy or the skip list gets past
+                 * this one (a restart would stop at it again). */
                 if (relay_policy_stops(pol)) {
                         relay_err_set(err, errlen,
                                       "could not turn %s (id \"%.*s\") at " RELAY_LSN_FMT
-                                      " into an event: %s",
+                                      " into an event: %s; stopping before it (errors.policy = "
+                                      "stop): %s",
                                       what, RELAY_ID_ARGS(ev.id, ev.id_len), RELAY_LSN_ARGS(lsn),
-                                      detail);
+                                      detail,
+                                      ev.id ? "list the id in errors.skip.ids, or set "
+                                              "errors.policy = dlq to write it to the "
+                                              "dead-letter topic"
+                                            : "it has no id to list in errors.skip.ids; set "
+                                              "errors.policy = dlq to write it to the "
+                                              "dead-letter topic");
                         return RELAY_EMAP;
                 }
                 return dead_letter(s, &ev, lsn, detail, 0, err, errlen);

@@ -160,8 +160,14 @@ static int write_event(relay_tail_t *t, FILE *out, const relay_source_step_t *st
                 hdrs = NULL;
                 bad |= set_bytes(o, "payload", ev.value, ev.value_len);
         }
-        if (!bad && mrc)
-                bad |= json_object_set_new(o, "error", json_string(merr));
+        /* The message may quote the row's text cut mid-character (or a
+         * server's text that is not UTF-8): jansson refused it, and tail
+         * stopped with "out of memory". */
+        if (!bad && mrc) {
+                char *clean = relay_utf8_sanitize(merr);
+                bad |= !clean || json_object_set_new(o, "error", json_string(clean));
+                free(clean);
+        }
         char *line = bad ? NULL : json_dumps(o, JSON_COMPACT);
         json_decref(hdrs);
         json_decref(o);

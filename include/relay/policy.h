@@ -105,14 +105,18 @@ relay_policy_action_t relay_policy_next(const relay_policy_t *p, int attempts, i
 
 /**
  * @brief Fill *out with the dead-letter copy of ev (borrowed; its strings
- *        must outlive *out, as must *scratch): same key, value and headers
- *        plus outbox.error.message (cause), outbox.error.topic (ev's topic,
- *        "" when it had none), outbox.error.lsn, outbox.error.commit.time
- *        (ms since the Unix epoch) and outbox.error.attempts.
+ *        must outlive *out, as must *scratch): same key, value, headers and
+ *        timestamp plus outbox.error.message (cause), outbox.error.topic
+ *        (ev's topic, "" when it had none), outbox.error.lsn (lsn),
+ *        outbox.error.commit.time (commit_ms, the transaction's commit time
+ *        in ms since the Unix epoch: not ev's timestamp, which
+ *        table.field.event.timestamp may take from a column) and
+ *        outbox.error.attempts.
  * @returns 0; RELAY_EINVAL when ev has too many headers to add those five.
  */
 int relay_policy_dead_letter(const relay_policy_t *p, const relay_event_t *ev, relay_lsn_t lsn,
-                             const char *cause, int attempts, relay_policy_dlq_t *scratch,
-                             relay_event_t *out, char *err, size_t errlen) RELAY_MUST_CHECK;
+                             int64_t commit_ms, const char *cause, int attempts,
+                             relay_policy_dlq_t *scratch, relay_event_t *out, char *err,
+                             size_t errlen) RELAY_MUST_CHECK;
 
 #endif

@@ -20,7 +20,8 @@
  * base64-encoded under the name with "_base64" appended ("payload_base64",
  * "key_base64", "value_base64" in a header) instead of the plain name;
  * SQL NULL is null. An event the mapping refuses carries "error" with the
- * relay's message and whatever fields it does have.
+ * relay's message (bytes of it that are not UTF-8 as '?') and whatever
+ * fields it does have.
  *
  * SPDX-License-Identifier: Apache-2.0
  */

@@ -16,6 +16,9 @@
  *     with the message's topic, key, id, type and payload and the same
  *     commit LSN; a message of another prefix and a non-transactional one
  *     (written before it) give none, as with the relay;
+ *   - a row the mapping refuses, whose message cuts a character in two,
+ *     gives a line that parses, with the message under "error" (bytes
+ *     that are not UTF-8 as '?'), and tail goes on to the next row;
  *   - SIGTERM ends tail with exit 0; the temporary slot is gone, and the
  *     real slot (created beforehand) has not moved: pg_replication_slots
  *     holds the same rows before and after.
@@ -253,6 +256,22 @@ static json_t *line_json(const char *line, int k)
         return o;
 }
 
+/* Wait for tail's two lines, end it with SIGTERM (exit 0), and parse them
+ * into *a and *b (NULL when missing or not JSON); its stdout, to free. */
+static char *end_two_lines(h_relay_t *t, const char *what, const char *lines, json_t **a,
+                           json_t **b)
+{
+        free(wait_lines(t, 2));
+        h_relay_signal(t, SIGTERM);
+        is_int(h_relay_wait(t, 10000), 0, "%s: SIGTERM ends tail with exit 0", what);
+        char *out = h_relay_stdout(t);
+        is_int(count_lines(out), 2, "%s: two lines, %s", what, lines);
+        char *second = strchr(out, '\n');
+        *a = line_json(out, 1);
+        *b = second ? line_json(second + 1, 2) : NULL;
+        return out;
+}
+
 static void case_messages(PGconn *c, const char *set_conn)
 {
         const char *sets[] = {set_conn, "outbox.source=both", NULL};
@@ -272,14 +291,8 @@ static void case_messages(PGconn *c, const char *set_conn)
                      "\"aggregatetype\": \"tailm\", \"aggregateid\": \"agg-msg\", "
                      "\"type\": \"MsgType\", \"payload\": \"hello\"}')");
         h_pg_exec(c, "COMMIT");
-        char *out = wait_lines(t, 2);
-        free(out);
-        h_relay_signal(t, SIGTERM);
-        is_int(h_relay_wait(t, 10000), 0, "messages: SIGTERM ends tail with exit 0");
-        out = h_relay_stdout(t);
-        is_int(count_lines(out), 2, "messages: two lines, the row and our transactional message");
-        char *second = strchr(out, '\n');
-        json_t *a = line_json(out, 1), *b = second ? line_json(second + 1, 2) : NULL;
+        json_t *a, *b;
+        char *out = end_two_lines(t, "messages", "the row and our transactional message", &a, &b);
         is_str(a ? header(a, "id") : "", row ? row : "?", "messages: the row's line comes first");
         is_str(b ? jstr(b, "topic") : "", "outbox.event.tailm", "messages: the message's topic");
         is_str(b ? jstr(b, "key") : "", "agg-msg", "messages: its key is its aggregateid");
@@ -295,6 +308,44 @@ static void case_messages(PGconn *c, const char *set_conn)
         json_decref(b);
         free(out);
         free(row);
+        h_relay_free(t);
+}
+
+/*
+ * A row the mapping refuses gets a line with the relay's message under
+ * "error". The message quotes the bad topic cut to 300 bytes, here in the
+ * middle of an "é": tail built the line from it unchecked, jansson refused
+ * the invalid UTF-8, and tail stopped with "out of memory" (exit 1).
+ */
+static void case_error_not_utf8(PGconn *c, const char *set_conn)
+{
+        const char *sets[] = {set_conn, NULL};
+        h_relay_t *t = start_tail("error", sets);
+        if (!t)
+                return;
+        /* topic "outbox.event." (13 bytes) + 200 "é": cut at 300, byte 287 of
+         * the "é"s, the first half of one. */
+        h_pg_exec(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                     "(gen_random_uuid(), repeat('é', 200), 'agg-bad', 'T', '{}')");
+        char *good = h_pg_value(c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
+                                   "payload) VALUES (gen_random_uuid(), 'tailerr', 'agg-good', "
+                                   "'T', '{}') RETURNING id");
+        json_t *a, *b;
+        char *out = end_two_lines(t, "error", "the refused row and the next one", &a, &b);
+        const char *e = a ? jstr(a, "error") : "";
+        ok(strncmp(e, "invalid Kafka topic name \"outbox.event.é", 41) == 0,
+           "error: the refused row's line parses and its error names the topic");
+        ok(a && json_object_get(a, "topic") == json_null() && strcmp(jstr(a, "key"), "agg-bad") == 0,
+           "error: it has no topic and the row's key");
+        is_str(b ? header(b, "id") : "", good ? good : "?", "error: the next row follows");
+        if (!a || !b) {
+                tap_diag("stdout: %s", out);
+                h_relay_diag_log(t);
+        }
+        json_decref(a);
+        json_decref(b);
+        free(out);
+        free(good);
         h_relay_free(t);
 }
 
@@ -317,6 +368,7 @@ int main(void)
         case_events(c, set_conn, slot);
         case_bytes(c, set_conn);
         case_messages(c, set_conn);
+        case_error_not_utf8(c, set_conn);
 
         PQfinish(c);
         h_pg_drop_db(db);

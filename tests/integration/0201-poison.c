@@ -10,9 +10,14 @@
  * where; everything else is delivered in order and the slot moves past the
  * poison once the dead-letter writes are acknowledged.
  *
+ * The dead-letter copy's outbox.error.commit.time is the commit time, also
+ * when table.field.event.timestamp gives the event another timestamp.
+ *
  * Policy stop: the relay halts before the oversized event, naming its id
  * and LSN, and confirms nothing past it; after the operator lists the id in
- * errors.skip.ids it resumes and nothing else is lost.
+ * errors.skip.ids it resumes and nothing else is lost. Before a row that
+ * cannot become an event it says how to get past it too: errors.skip.ids,
+ * or errors.policy = dlq for a row without an id.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -235,9 +240,97 @@ static void test_stop(void)
         fixture_free(&f);
 }
 
+/*
+ * outbox.error.commit.time is the transaction's commit time, as its name
+ * and README say, also when table.field.event.timestamp gives the event
+ * another timestamp: it was the event's timestamp, here 2001-02-03.
+ */
+static void test_dlq_commit_time(void)
+{
+        fixture_t f;
+        fixture_init(&f, "pdlqts");
+        h_pg_exec(f.c, "ALTER TABLE outbox ADD COLUMN ts timestamptz");
+        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq,
+                              "table.field.event.timestamp=ts", NULL};
+        h_relay_t *r = h_relay_start(sets);
+        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "commit time: relay streams");
+        /* A NULL aggregate id: dead-lettered at once. */
+        char *commit_ms = h_pg_value(f.c,
+                "INSERT INTO outbox VALUES ('00000000-0000-4000-8000-0000000000c7', 'ok_%s', NULL, "
+                "'Old', '{}', '2001-02-03 04:05:06+00') "
+                "RETURNING (extract(epoch FROM now()) * 1000)::bigint",
+                f.suffix);
+        is_int(h_kafka_wait_count(f.dlq_topic, 1, 60000), 1, "commit time: the event dead-lettered");
+        h_msg_t *m;
+        size_t nd = h_kafka_consume_all(f.dlq_topic, &m);
+        size_t hl;
+        const char *ct = nd ? h_msg_header(&m[0], "outbox.error.commit.time", &hl) : NULL;
+        /* now() is the transaction's start, a few ms before its commit. */
+        long long d = ct && commit_ms ? atoll(ct) - atoll(commit_ms) : -1;
+        ok(d >= 0 && d < 5000,
+           "commit time: outbox.error.commit.time is the commit's (%s), not the event's "
+           "timestamp 981173106000 (transaction start %s)",
+           ct ? ct : "none", commit_ms ? commit_ms : "?");
+        h_msgs_free(m, nd);
+        h_relay_signal(r, SIGTERM);
+        is_int(h_relay_wait(r, 30000), 0, "commit time: clean stop");
+        free(commit_ms);
+        h_relay_free(r);
+        fixture_free(&f);
+}
+
+/*
+ * errors.policy = stop before a row that cannot become an event: the
+ * message names the way past it, as for an event Kafka refuses (it said
+ * only what was wrong with the row: "make the column NOT NULL" fixes the
+ * next rows, not this one, and a restart stopped at it again). A row with
+ * an id can be skipped by it; one without, only dead-lettered.
+ */
+static void test_stop_unmappable(void)
+{
+        fixture_t f;
+        fixture_init(&f, "pstopmap");
+        h_pg_exec(f.c, "ALTER TABLE outbox DROP CONSTRAINT outbox_pkey");
+        h_pg_exec(f.c, "ALTER TABLE outbox ALTER COLUMN id DROP NOT NULL");
+        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, "errors.policy=stop",
+                              NULL};
+        h_relay_t *r = h_relay_start(sets);
+        ok(h_relay_wait_log(r, "streaming from replication slot", 60000),
+           "stop unmappable: relay streams");
+        h_pg_exec(f.c, "INSERT INTO outbox VALUES ('00000000-0000-4000-8000-0000000000a1', 'ok_%s', "
+                       "NULL, 'NullKey', '{}')",
+                  f.suffix);
+        h_pg_exec(f.c, "INSERT INTO outbox VALUES (NULL, 'ok_%s', 'a-1', 'NullId', '{}')", f.suffix);
+        is_int(h_relay_wait(r, 60000), 4, "stop unmappable: halts at the NULL aggregate id, exit 4");
+        char *log = h_relay_log(r);
+        ok(strstr(log, "00000000-0000-4000-8000-0000000000a1") && strstr(log, "NULL aggregate id") &&
+                   strstr(log, "errors.policy = stop") && strstr(log, "errors.skip.ids"),
+           "stop unmappable: the message names the id, the cause, the policy and errors.skip.ids");
+        if (!strstr(log, "errors.skip.ids"))
+                h_relay_diag_log(r);
+        free(log);
+        h_relay_free(r);
+
+        const char *sets2[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, "errors.policy=stop",
+                               "errors.skip.ids=00000000-0000-4000-8000-0000000000a1", NULL};
+        r = h_relay_start(sets2);
+        is_int(h_relay_wait(r, 60000), 4, "stop unmappable: skips it, halts at the NULL id, exit 4");
+        log = h_relay_log(r);
+        ok(strstr(log, "NULL event id") && strstr(log, "errors.policy = dlq"),
+           "stop unmappable: without an id to list, the message names errors.policy = dlq");
+        if (!strstr(log, "errors.policy = dlq"))
+                h_relay_diag_log(r);
+        free(log);
+        is_int(h_kafka_count(f.dlq_topic), 0, "stop unmappable: nothing dead-lettered");
+        h_relay_free(r);
+        fixture_free(&f);
+}
+
 int main(void)
 {
         test_dlq();
+        test_dlq_commit_time();
         test_stop();
+        test_stop_unmappable();
         return done_testing();
 }

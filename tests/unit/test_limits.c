@@ -1,12 +1,15 @@
 /*
  * test_limits.c - record sizes as Kafka and librdkafka count them, and the
  * per-topic limit cache. (0210-oversize checks the sizes against the real
- * broker: an event at a topic's limit is taken, one byte more is not.)
+ * broker: an event at a topic's limit is taken, one byte more is not; the
+ * local size is checked here against librdkafka's own check.)
  */
 #include "relay/limits.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include <librdkafka/rdkafka.h>
 
 #include "tap.h"
 
@@ -41,6 +44,61 @@ static void test_sizes(void)
         is_int(relay_limits_sizes(&ev).record, 61 + 1 + 3 + 2 + 2 + 1 + 10, "two headers");
         is_int(relay_limits_sizes(&ev).local, 36 + 1 + 1 + 10,
                "librdkafka's check: widest varints plus key, value, headers");
+}
+
+/* What librdkafka's rd_kafka_producev() says of ev under message.max.bytes
+ * = max (no broker needed: the check is made before queueing). */
+static rd_kafka_resp_err_t librdkafka_verdict(const relay_event_t *ev, size_t max)
+{
+        char errstr[512], num[32];
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        snprintf(num, sizeof(num), "%zu", max);
+        if (rd_kafka_conf_set(conf, "message.max.bytes", num, errstr, sizeof(errstr)) ||
+            rd_kafka_conf_set(conf, "log_level", "0", errstr, sizeof(errstr)))
+                tap_bail("%s", errstr);
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+        if (!rk)
+                tap_bail("%s", errstr);
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(ev->nheaders);
+        for (size_t i = 0; i < ev->nheaders; i++)
+                rd_kafka_header_add(hdrs, ev->headers[i].name, -1, ev->headers[i].value,
+                                    (ssize_t)ev->headers[i].len);
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+                rk, RD_KAFKA_V_TOPIC("t"), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_KEY(ev->key, ev->key_len),
+                RD_KAFKA_V_VALUE((void *)(uintptr_t)ev->value, ev->value_len),
+                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (e)
+                rd_kafka_headers_destroy(hdrs);
+        rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE);
+        rd_kafka_destroy(rk);
+        return e;
+}
+
+/*
+ * The local size against librdkafka itself, not our reading of it: it
+ * takes the event at message.max.bytes = local and refuses it one byte
+ * below. Header lengths of 64 to 127 (two bytes as zig-zag varints, one
+ * as unsigned ones) pin down how it counts them.
+ */
+static void test_local_as_librdkafka(void)
+{
+        static char value[900], hname[100], hval[100];
+        memset(value, 'v', sizeof(value));
+        memset(hname, 'n', sizeof(hname) - 1);
+        memset(hval, 'h', sizeof(hval));
+        relay_header_t h[1] = {{hname, hval, sizeof(hval)}};
+        relay_event_t ev = {.topic = "t", .key = "k", .key_len = 1, .value = value,
+                            .value_len = sizeof(value), .headers = h, .nheaders = 1};
+        size_t local = relay_limits_sizes(&ev).local;
+        /* 36 + key 1 + value 900 + header (2 + 99 name, 2 + 100 value) */
+        is_int(local, 36 + 1 + 900 + 2 + 99 + 2 + 100, "header lengths 99 and 100: two bytes each");
+        /* body: 3 + key 1 + 1, value 2 + 900, count 1, header 203 = 1111 */
+        is_int(relay_limits_sizes(&ev).record, 61 + 2 + 1111, "its record batch: 1174 bytes");
+        is_int(librdkafka_verdict(&ev, local), RD_KAFKA_RESP_ERR_NO_ERROR,
+               "librdkafka takes the event at message.max.bytes = local");
+        is_int(librdkafka_verdict(&ev, local - 1), RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+               "and refuses it at one byte less");
 }
 
 static void test_cache(void)
@@ -79,6 +137,7 @@ static void test_cache(void)
 int main(void)
 {
         test_sizes();
+        test_local_as_librdkafka();
         test_cache();
         return done_testing();
 }

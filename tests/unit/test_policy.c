@@ -103,8 +103,10 @@ static void test_dead_letter(void)
         relay_policy_dlq_t scratch;
         relay_event_t out;
         char err[RELAY_ERRBUF];
-        is_int(relay_policy_dead_letter(p, &ev, 0x16B374D848, "too large", 4, &scratch, &out, err,
-                                        sizeof(err)),
+        /* The commit time, not the event's timestamp (a column's, under
+         * table.field.event.timestamp). */
+        is_int(relay_policy_dead_letter(p, &ev, 0x16B374D848, 1700000000456, "too large", 4,
+                                        &scratch, &out, err, sizeof(err)),
                0, "dead-letter copy built");
         is_str(out.topic, "dlq", "to the dead-letter topic");
         ok(out.key == ev.key && out.value == ev.value, "same key and value");
@@ -116,12 +118,13 @@ static void test_dead_letter(void)
         ok(out.headers[3].len == 6 && memcmp(out.headers[3].value, "orders", 6) == 0, "source topic");
         ok(out.headers[4].len == 11 && memcmp(out.headers[4].value, "16/B374D848", 11) == 0,
            "LSN as %%X/%%X");
-        ok(out.headers[5].len == 13 && memcmp(out.headers[5].value, "1700000000123", 13) == 0,
+        ok(out.headers[5].len == 13 && memcmp(out.headers[5].value, "1700000000456", 13) == 0,
            "commit time in ms");
+        is_int(out.timestamp_ms, 1700000000123, "the event's own timestamp kept");
         ok(out.headers[6].len == 1 && memcmp(out.headers[6].value, "4", 1) == 0, "attempts");
 
         ev.topic = NULL;
-        is_int(relay_policy_dead_letter(p, &ev, 1, "unmappable", 0, &scratch, &out, err, sizeof(err)),
+        is_int(relay_policy_dead_letter(p, &ev, 1, 0, "unmappable", 0, &scratch, &out, err, sizeof(err)),
                0, "an event without topic (mapping failed)");
         is_int(out.headers[3].len, 0, "its source topic header is empty");
 
@@ -130,7 +133,7 @@ static void test_dead_letter(void)
                 many[i] = (relay_header_t){"h", "v", 1};
         ev.headers = many;
         ev.nheaders = RELAY_EVENT_MAX_WIRE_HEADERS - 4;
-        is_int(relay_policy_dead_letter(p, &ev, 1, "x", 0, &scratch, &out, err, sizeof(err)),
+        is_int(relay_policy_dead_letter(p, &ev, 1, 0, "x", 0, &scratch, &out, err, sizeof(err)),
                RELAY_EINVAL, "too many headers to add five: refused, not truncated");
         ok(strstr(err, "headers") != NULL, "the message says why (%s)", err);
         relay_policy_free(p);
