@@ -284,6 +284,9 @@ int relay_http_get(const char *addr, const char *path, int timeout_ms, char *bod
                 goto fail;
         if (connect(fd, (struct sockaddr *)&ss, sslen) != 0 && errno != EINPROGRESS)
                 goto fail;
+        /* timeout_ms in all: a listener that answers a byte at a time must
+         * not keep a health check waiting for every byte. */
+        int64_t deadline = relay_now_ms() + timeout_ms;
         struct pollfd p = {.fd = fd, .events = POLLOUT};
         if (poll(&p, 1, timeout_ms) != 1) {
                 errno = ETIMEDOUT;
@@ -300,8 +303,9 @@ int relay_http_get(const char *addr, const char *path, int timeout_ms, char *bod
         if (send(fd, buf, (size_t)n, MSG_NOSIGNAL) != n)
                 goto fail;
         for (;;) {
+                int64_t left = deadline - relay_now_ms();
                 p.events = POLLIN;
-                if (poll(&p, 1, timeout_ms) != 1) {
+                if (left <= 0 || poll(&p, 1, (int)left) != 1) {
                         errno = ETIMEDOUT;
                         goto fail;
                 }

@@ -14,8 +14,10 @@
  *     again, a burst of 1 000 alone is served in part (the rest refused by
  *     the limits, none left hanging), the relay never restarted its session (duplicates = 0), and
  *     every committed event is in Kafka, in order.
+ *   - --health-check against an endpoint that trickles its answer gives up
+ *     after its timeout in all (see trickling_endpoint()).
  *
- * Port: RELAY_TEST_HTTP_PORT (default 19140) + 1.
+ * Port: RELAY_TEST_HTTP_PORT (default 19140) + 1, and + 3 for that endpoint.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -30,6 +32,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "faults/faults.h"
@@ -118,6 +121,66 @@ static int burst(int port, int n, int timeout_ms, int *refused, int *unanswered)
         }
         free(p), free(buf), free(got), free(sent);
         return ok200;
+}
+
+/*
+ * --health-check against an endpoint that reads the request, then answers
+ * a valid "200 OK" one byte every 200 ms (a stalled or hostile listener on
+ * http.listen's port), about 12 s in all: the check must give up after its
+ * 3 s in all, not per byte, and say unhealthy. A client that only bounds
+ * each read waits for all of it and calls the relay healthy.
+ */
+static void trickling_endpoint(int port)
+{
+        int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(ls, 4) != 0)
+                tap_bail("trickling endpoint on port %d: %s", port, strerror(errno));
+        pid_t pid = fork();
+        if (pid < 0)
+                tap_bail("fork: %s", strerror(errno));
+        if (pid == 0) {
+                static const char answer[] = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+                                             "ok\n";
+                char req[2048];
+                size_t got = 0;
+                int c = accept(ls, NULL, NULL);
+                while (c >= 0 && got < sizeof(req) - 1) {
+                        ssize_t r = recv(c, req + got, sizeof(req) - 1 - got, 0);
+                        if (r <= 0)
+                                break;
+                        got += (size_t)r;
+                        req[got] = '\0';
+                        if (strstr(req, "\r\n\r\n"))
+                                break;
+                }
+                for (size_t i = 0; c >= 0 && i < sizeof(answer) - 1; i++) {
+                        if (send(c, answer + i, 1, MSG_NOSIGNAL) != 1)
+                                break;
+                        h_sleep_ms(200);
+                }
+                if (c >= 0)
+                        close(c);
+                _exit(0);
+        }
+        close(ls);
+        char cmd[512], out[512] = "";
+        snprintf(cmd, sizeof(cmd), "'%s' --health-check --set http.listen=127.0.0.1:%d",
+                 h_env("RELAY_BIN"), port);
+        FILE *p = popen(cmd, "r");
+        if (!p)
+                tap_bail("popen %s: %s", cmd, strerror(errno));
+        size_t n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = '\0';
+        int st = pclose(p);
+        int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        is_int(rc, 1, "--health-check against an endpoint answering a byte every 200 ms: exit 1");
+        ok(strstr(out, "unhealthy") && strstr(out, "timed out"),
+           "  unhealthy, timed out after its 3 s in all: %s", out);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
 }
 
 int main(void)
@@ -239,5 +302,6 @@ int main(void)
         is_int(h_relay_wait(r, 30000), 0, "relay stops cleanly");
         h_relay_free(r);
         fx_case_close(&fc, &wc);
+        trickling_endpoint(h_http_port(3));
         return done_testing();
 }
