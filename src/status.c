@@ -119,7 +119,10 @@ int relay_status_read(relay_status_t **out, const relay_settings_t *set, char *e
         s->active = !PQgetisnull(res, 0, 10) && strcmp(PQgetvalue(res, 0, 10), "t") == 0;
         s->active_pid = PQgetisnull(res, 0, 11) ? 0 : atoi(PQgetvalue(res, 0, 11));
         s->client_addr = dup_value(res, 12, &oom);
+        /* -1 for a Unix socket: unknown, as a NULL is. */
         s->client_port = PQgetisnull(res, 0, 13) ? 0 : atoi(PQgetvalue(res, 0, 13));
+        if (s->client_port < 0)
+                s->client_port = 0;
         s->application_name = dup_value(res, 14, &oom);
         s->state = dup_value(res, 15, &oom);
         s->flush_lag_known = !PQgetisnull(res, 0, 16);

@@ -38,7 +38,7 @@ typedef struct {
         bool active;
         int active_pid;          /* the walsender serving it; 0 when inactive */
         char *client_addr;       /* "" for a Unix socket or when not streaming */
-        int client_port;
+        int client_port;         /* 0 when unknown: a Unix socket, or not streaming */
         char *application_name;
         char *state;             /* pg_stat_replication.state */
         bool flush_lag_known;    /* PostgreSQL's own measurement, see README */

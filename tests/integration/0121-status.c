@@ -169,6 +169,43 @@ int main(void)
         free(out);
         free(log);
 
+        /* A relay on the server's Unix socket: its walsender has no client
+         * address and client_port -1, which JSON shows as null (unknown),
+         * as it does the address. */
+        {
+                char *sock = h_pg_value(c, "SELECT split_part(current_setting("
+                                           "'unix_socket_directories'), ',', 1)");
+                char *port = h_pg_value(c, "SHOW port");
+                char set_sock[512];
+                snprintf(set_sock, sizeof(set_sock), "postgres.conninfo=host=%s port=%s dbname=%s "
+                         "user=postgres", sock ? sock : "", port ? port : "", db);
+                const char *sock_relay[] = {set_sock, set_kafka, set_slot, NULL};
+                const char *sock_status[] = {set_sock, set_slot, NULL};
+                r = h_relay_start(sock_relay);
+                if (!ok(h_relay_wait_log(r, "streaming from replication slot", 30000),
+                        "unix socket: the relay streams"))
+                        h_relay_diag_log(r);
+                doc = status_json("unix socket", sock_status, 0);
+                ok(doc && json_is_true(json_object_get(doc, "active")) &&
+                           json_is_null(json_object_get(doc, "client_addr")) &&
+                           json_is_null(json_object_get(doc, "client_port")),
+                   "unix socket: active, client_addr and client_port null (port %s)",
+                   doc && json_object_get(doc, "client_port")
+                           ? (json_is_null(json_object_get(doc, "client_port")) ? "null" : "a number")
+                           : "missing");
+                json_decref(doc);
+                rc = h_relay_run_cmd("status", NULL, sock_status, RUN_BOUND_MS, &out, &log);
+                ok(rc == 0 && strstr(out, "client on a Unix socket"),
+                   "unix socket: the text says the client is on a Unix socket");
+                free(out);
+                free(log);
+                h_relay_signal(r, SIGTERM);
+                is_int(h_relay_wait(r, 30000), 0, "unix socket: the relay stops cleanly");
+                h_relay_free(r);
+                free(sock);
+                free(port);
+        }
+
         /* A slot that does not exist. */
         const char *missing[] = {set_conn, "slot.name=no_such_slot_here", NULL};
         rc = h_relay_run_cmd("status", NULL, missing, RUN_BOUND_MS, &out, &log);
