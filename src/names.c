@@ -132,6 +132,7 @@ int relay_names_parse_template(const char *text, relay_topic_template_t *out, ch
 {
         relay_topic_template_t t = {NULL, 0};
         const char *lit = text;
+        size_t fixed = 0, ncols = 0; /* characters outside ${...}, placeholders */
         int rc = 0;
 
         if (text[0] == '\0') {
@@ -169,6 +170,7 @@ int relay_names_parse_template(const char *text, relay_topic_template_t *out, ch
                                 rc = add_part(&t, name, n, true);
                         p = name + n;
                         lit = p + 1;
+                        ncols++;
                 } else if (!is_topic_char(*p)) {
                         if (isprint((unsigned char)*p))
                                 relay_err_set(why, whylen, "must not contain \"%c\": outside "
@@ -180,19 +182,12 @@ int relay_names_parse_template(const char *text, relay_topic_template_t *out, ch
                                               "letters, digits, \".\", \"_\" and \"-\"",
                                               (unsigned char)*p);
                         rc = RELAY_EINVAL;
+                } else {
+                        fixed++;
                 }
         }
         /* What no value of the columns can turn into a topic Kafka accepts. */
         if (rc == 0) {
-                size_t fixed = 0, ncols = 0;
-                for (const char *p = text; *p != '\0'; p++) {
-                        if (p[0] == '$' && p[1] == '{') {
-                                p += strcspn(p, "}");
-                                ncols++;
-                        } else {
-                                fixed++;
-                        }
-                }
                 if (fixed > RELAY_TOPIC_MAX) {
                         relay_err_set(why, whylen, "must have at most %d characters outside "
                                       "${column}: a Kafka topic name has at most %d, but this "

@@ -827,20 +827,6 @@ static bool parse_timestamp(const char *s, size_t n, int64_t *ms)
  * refused, so a dead-letter copy carries the id, key, payload and headers
  * that exist; the first problem found is the one returned.
  */
-/* s[0..len) with Properties' escapes resolved (props.h) into o->trace at
- * *n: 0; 1 for a malformed \\u, which Properties.load() refuses; -1 when
- * out of memory. */
-static int prop_unescape(relay_outbox_t *o, size_t *n, const char *s, size_t len)
-{
-        if (grow_buf(&o->trace, &o->trace_cap, *n + len + 1))
-                return -1;
-        long w = relay_props_unescape(s, len, o->trace + *n);
-        if (w < 0)
-                return 1;
-        *n += (size_t)w;
-        return 0;
-}
-
 static bool lower_hex(const char *s, size_t n, bool nonzero)
 {
         bool any = false;
@@ -885,18 +871,24 @@ static int trace_headers(relay_outbox_t *o, const char *s, size_t len, relay_hea
          * baggage may be 8192 bytes and more). */
         if (grow_buf(&o->tline, &o->tline_cap, len + 1))
                 return -1;
+        /* Unescaping never lengthens: the values kept and the line at hand
+         * fit in the column's length. */
+        if (grow_buf(&o->trace, &o->trace_cap, len + 1))
+                return -1;
         char *line = o->tline;
         relay_props_line_t l;
         while (relay_props_next(s, len, &i, line, &l)) {
                 /* Every key and value is resolved, as Properties.load() does:
                  * a malformed escape anywhere makes the context unreadable. */
                 size_t kstart = n, vstart;
-                int rc = prop_unescape(o, &n, line, l.klen);
-                vstart = n;
-                if (rc == 0)
-                        rc = prop_unescape(o, &n, line + l.vstart, l.len - l.vstart);
-                if (rc != 0)
-                        return rc < 0 ? -1 : 0;
+                long w = relay_props_unescape(line, l.klen, o->trace + n);
+                if (w < 0)
+                        return 0;
+                vstart = n += (size_t)w;
+                w = relay_props_unescape(line + l.vstart, l.len - l.vstart, o->trace + n);
+                if (w < 0)
+                        return 0;
+                n += (size_t)w;
                 int j = 0;
                 while (j < NTRACE && !(vstart - kstart == strlen(keys[j]) &&
                                        memcmp(o->trace + kstart, keys[j], vstart - kstart) == 0))
