@@ -284,5 +284,13 @@ int64_t relay_pg_now_us(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        return ((int64_t)ts.tv_sec - INT64_C(946684800)) * 1000000 + ts.tv_nsec / 1000;
+        return ((int64_t)ts.tv_sec - RELAY_PG_EPOCH_OFFSET_S) * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t relay_pg_to_unix_ms(int64_t pg_us)
+{
+        /* Floor, so that a time before 2000 does not round toward it. */
+        int64_t ms = pg_us / 1000 - (pg_us % 1000 < 0);
+
+        return ms + RELAY_PG_EPOCH_OFFSET_S * 1000;
 }

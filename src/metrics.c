@@ -30,8 +30,6 @@
  * in seconds; more in flight than this are not observed (the lag stays right:
  * the newest one is kept apart). */
 #define RING 8192
-/* Seconds between the PostgreSQL epoch (2000-01-01) and the Unix epoch. */
-#define PG_EPOCH_UNIX INT64_C(946684800)
 
 static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                  1,     2.5,  5,     10,   30,  60,   300};

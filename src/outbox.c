@@ -950,8 +950,7 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
          * of another table than the last one's binds its relation first. */
         if (m->relid != o->relid && m->relation && relay_outbox_bind(o, m->relation) < 0)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        /* PostgreSQL epoch microseconds -> Unix epoch milliseconds. */
-        ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
+        ev->timestamp_ms = relay_pg_to_unix_ms(commit_ts);
 
         rc = text_col(o, m, &o->cols[COL_ID], col_keys[COL_ID], &ev->id, &ev->id_len, &present,
                       msg, sizeof(msg));
@@ -1383,7 +1382,7 @@ int relay_outbox_map_message(relay_outbox_t *o, const relay_pgo_message_t *m, in
         int rc, first = 0;
 
         memset(ev, 0, sizeof(*ev));
-        ev->timestamp_ms = commit_ts / 1000 + INT64_C(946684800000);
+        ev->timestamp_ms = relay_pg_to_unix_ms(commit_ts);
         message_reset(o);
 
         o->body = json_loadb(m->content, m->content_len, JSON_REJECT_DUPLICATES, &je);

@@ -1046,7 +1046,7 @@ int relay_repl_send_status(relay_repl_t *r, relay_lsn_t received, relay_lsn_t co
                            bool reply_requested, char *err, size_t errlen)
 {
         char buf[RELAY_WALPROTO_STATUS_LEN];
-        size_t n = relay_walproto_status(buf, received, confirmed, confirmed, relay_walproto_now(),
+        size_t n = relay_walproto_status(buf, received, confirmed, confirmed, relay_pg_now_us(),
                                          reply_requested);
         if (PQputCopyData(r->conn, buf, (int)n) != 1) {
                 set_pg_error(err, errlen, "could not send standby status", PQerrorMessage(r->conn));

@@ -184,7 +184,7 @@ static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t 
         }
         /* The commit's time, not ev's timestamp (table.field.event.timestamp
          * may take that from a column). */
-        int64_t commit_ms = s->commit_ts / 1000 + RELAY_PG_EPOCH_OFFSET_S * 1000;
+        int64_t commit_ms = relay_pg_to_unix_ms(s->commit_ts);
         if (relay_policy_dead_letter(pol, ev, lsn, commit_ms, cause, attempts, &scratch, &dlq, why,
                                      sizeof(why)) == 0 &&
             (rc = fits(s, &dlq, why, sizeof(why), err, errlen)) <= 0) {

@@ -9,7 +9,6 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <string.h>
-#include <time.h>
 
 #include "relay/walproto.h"
 
@@ -96,14 +95,4 @@ size_t relay_walproto_status(char *buf, relay_lsn_t write, relay_lsn_t flush, re
         put_u64(p + 25, (uint64_t)now);
         p[33] = reply_requested ? 1 : 0;
         return RELAY_WALPROTO_STATUS_LEN;
-}
-
-int64_t relay_walproto_now(void)
-{
-        struct timespec ts;
-
-        /* CLOCK_REALTIME cannot fail with a valid pointer; the server wants wall time. */
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return ((int64_t)ts.tv_sec - RELAY_PG_EPOCH_OFFSET_S) * INT64_C(1000000) +
-               (int64_t)ts.tv_nsec / 1000;
 }

@@ -207,8 +207,16 @@ void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const es
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);
 
+/** @brief Seconds between the Unix epoch and PostgreSQL's (2000-01-01 UTC). */
+#define RELAY_PG_EPOCH_OFFSET_S INT64_C(946684800)
+
 /** @brief The wall clock as PostgreSQL epoch microseconds (since 2000-01-01
- *         UTC), the clock of the server's commit times. */
+ *         UTC), the clock of the server's commit times and of the status
+ *         updates' send time. */
 int64_t relay_pg_now_us(void);
+
+/** @brief A PostgreSQL epoch time in microseconds (a commit time) as Unix
+ *         epoch milliseconds (Kafka's timestamps), rounded down. */
+int64_t relay_pg_to_unix_ms(int64_t pg_us);
 
 #endif

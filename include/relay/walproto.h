@@ -16,9 +16,6 @@
 
 #include "relay/common.h"
 
-/** @brief Seconds between the Unix epoch and PostgreSQL's (2000-01-01 UTC). */
-#define RELAY_PG_EPOCH_OFFSET_S INT64_C(946684800)
-
 /** @brief Size of an encoded standby status update. */
 #define RELAY_WALPROTO_STATUS_LEN 34
 
@@ -47,8 +44,5 @@ int relay_walproto_parse(const char *buf, size_t len, relay_walmsg_t *out, char 
  */
 size_t relay_walproto_status(char *buf, relay_lsn_t write, relay_lsn_t flush, relay_lsn_t apply,
                              int64_t now, bool reply_requested);
-
-/** @brief Current wall-clock time in microseconds since 2000-01-01 UTC. */
-int64_t relay_walproto_now(void);
 
 #endif

@@ -1,9 +1,12 @@
 /*
  * test_common.c - the helpers every module shares: return-code
- * descriptions, hex digits, byte copies and comma-separated lists.
+ * descriptions, hex digits, byte copies, comma-separated lists and the
+ * PostgreSQL epoch clock.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <time.h>
+
 #include "relay/common.h"
 #include "tap.h"
 
@@ -122,6 +125,34 @@ static void test_pairs(void)
         ok(p.n == 0 && p.k == NULL && p.v == NULL, "free leaves {0}");
 }
 
+static void test_now(void)
+{
+        /* 2020-01-01 00:00:00 UTC in the PostgreSQL epoch. */
+        const int64_t y2020 = (INT64_C(1577836800) - RELAY_PG_EPOCH_OFFSET_S) * 1000000;
+        const int64_t y2100 = (INT64_C(4102444800) - RELAY_PG_EPOCH_OFFSET_S) * 1000000;
+        int64_t a = relay_pg_now_us();
+        time_t t = time(NULL);
+        int64_t b = relay_pg_now_us();
+        int64_t unix_s = a / 1000000 + RELAY_PG_EPOCH_OFFSET_S;
+
+        ok(a > y2020 && a < y2100, "now (%lld) is between 2020 and 2100 in the PG epoch",
+           (long long)a);
+        ok(b >= a, "now does not go backwards between two calls");
+        ok(unix_s >= (int64_t)t - 2 && unix_s <= (int64_t)t + 2, "now agrees with time() to 2 s");
+}
+
+static void test_pg_to_unix_ms(void)
+{
+        is_int(relay_pg_to_unix_ms(0), INT64_C(946684800000), "2000-01-01 in Unix ms");
+        /* 2026-12-02 10:00:00.123456 UTC: the microseconds are dropped. */
+        is_int(relay_pg_to_unix_ms(INT64_C(849520800123456)), INT64_C(1796205600123),
+               "2026-12-02T10:00:00.123456Z -> ...123 ms");
+        /* Before 2000 the milliseconds round down too, not toward 2000. */
+        is_int(relay_pg_to_unix_ms(-1), INT64_C(946684799999), "1999-12-31T23:59:59.999999Z -> ...999 ms");
+        is_int(relay_pg_to_unix_ms(-1000), INT64_C(946684799999), "exactly 1 ms before 2000");
+        is_int(relay_pg_to_unix_ms(-1001), INT64_C(946684799998), "1.001 ms before 2000");
+}
+
 int main(void)
 {
         test_pairs();
@@ -129,5 +160,7 @@ int main(void)
         test_hex_and_dup();
         test_list();
         test_strbuf();
+        test_now();
+        test_pg_to_unix_ms();
         return done_testing();
 }

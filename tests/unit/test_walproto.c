@@ -7,7 +7,6 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <time.h>
 
 #include "relay/walproto.h"
 #include "tap.h"
@@ -135,28 +134,11 @@ static void test_status(void)
         ok(1, "zero LSNs and negative clock encode as expected");
 }
 
-static void test_now(void)
-{
-        /* 2020-01-01 00:00:00 UTC in the PostgreSQL epoch. */
-        const int64_t y2020 = (INT64_C(1577836800) - RELAY_PG_EPOCH_OFFSET_S) * 1000000;
-        const int64_t y2100 = (INT64_C(4102444800) - RELAY_PG_EPOCH_OFFSET_S) * 1000000;
-        int64_t a = relay_walproto_now();
-        time_t t = time(NULL);
-        int64_t b = relay_walproto_now();
-        int64_t unix_s = a / 1000000 + RELAY_PG_EPOCH_OFFSET_S;
-
-        ok(a > y2020 && a < y2100, "now (%lld) is between 2020 and 2100 in the PG epoch",
-           (long long)a);
-        ok(b >= a, "now does not go backwards between two calls");
-        ok(unix_s >= (int64_t)t - 2 && unix_s <= (int64_t)t + 2, "now agrees with time() to 2 s");
-}
-
 int main(void)
 {
         test_xlogdata();
         test_keepalive();
         test_bad_type();
         test_status();
-        test_now();
         return done_testing();
 }
