@@ -86,9 +86,10 @@ int relay_status_read(relay_status_t **out, const relay_settings_t *set, char *e
             "s.restart_lsn, w.lsn, pg_wal_lsn_diff(w.lsn, s.confirmed_flush_lsn)::bigint, "
             "pg_wal_lsn_diff(w.lsn, s.restart_lsn)::bigint, s.wal_status, s.safe_wal_size, "
             "s.active, s.active_pid, host(r.client_addr), r.client_port, r.application_name, "
-            "r.state, extract(epoch FROM r.flush_lag), extract(epoch FROM now() - r.reply_time) "
-            "FROM (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_receive_lsn() "
-            "ELSE pg_current_wal_lsn() END AS lsn) w "
+            "r.state, extract(epoch FROM r.flush_lag), extract(epoch FROM now() - r.reply_time), "
+            "w.rec "
+            "FROM (SELECT pg_is_in_recovery() AS rec, CASE WHEN pg_is_in_recovery() "
+            "THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn) w "
             "LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1 "
             "LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid",
             1, NULL, params, NULL, NULL, 0);
@@ -111,6 +112,7 @@ int relay_status_read(relay_status_t **out, const relay_settings_t *set, char *e
         s->restart_lsn = lsn_value(res, 4);
         s->restart_lsn_known = !PQgetisnull(res, 0, 4);
         s->server_lsn = lsn_value(res, 5);
+        s->in_recovery = strcmp(PQgetvalue(res, 0, 18), "t") == 0;
         s->lag_bytes = PQgetisnull(res, 0, 6) ? 0 : strtoll(PQgetvalue(res, 0, 6), NULL, 10);
         s->retained_bytes = PQgetisnull(res, 0, 7) ? 0 : strtoll(PQgetvalue(res, 0, 7), NULL, 10);
         s->wal_status = dup_value(res, 8, &oom);
@@ -145,14 +147,19 @@ out:
         return rc;
 }
 
+static const char *wal_end_source(const relay_status_t *s)
+{
+        return s->in_recovery ? "pg_last_wal_replay_lsn, a standby" : "pg_current_wal_lsn";
+}
+
 static void print_text(const relay_status_t *s, FILE *out)
 {
         char a[RELAY_LSN_BUFSZ], b[RELAY_LSN_BUFSZ];
 
         if (!s->exists) {
                 fprintf(out, "replication slot \"%s\" does not exist\n", s->slot_name);
-                fprintf(out, "  %-20s %s (pg_current_wal_lsn)\n", "server WAL end",
-                        relay_lsn_format(s->server_lsn, a));
+                fprintf(out, "  %-20s %s (%s)\n", "server WAL end",
+                        relay_lsn_format(s->server_lsn, a), wal_end_source(s));
                 return;
         }
         fprintf(out, "replication slot \"%s\" (plugin %s, database \"%s\")\n", s->slot_name,
@@ -162,8 +169,8 @@ static void print_text(const relay_status_t *s, FILE *out)
                 fprintf(out, "  %-20s %s\n", "restart_lsn", relay_lsn_format(s->restart_lsn, a));
         else
                 fprintf(out, "  %-20s none (the slot keeps no WAL)\n", "restart_lsn");
-        fprintf(out, "  %-20s %s (pg_current_wal_lsn)\n", "server WAL end",
-                relay_lsn_format(s->server_lsn, b));
+        fprintf(out, "  %-20s %s (%s)\n", "server WAL end", relay_lsn_format(s->server_lsn, b),
+                wal_end_source(s));
         fprintf(out, "  %-20s %lld bytes (server WAL end - confirmed_flush_lsn)\n", "lag",
                 (long long)s->lag_bytes);
         if (s->lag_bytes <= 0)
@@ -214,11 +221,12 @@ static json_t *to_json(const relay_status_t *s)
         json_t *o;
 
         if (!s->exists)
-                return json_pack("{s:s, s:b, s:s}", "slot_name", s->slot_name, "exists", 0,
-                                 "server_lsn", relay_lsn_format(s->server_lsn, a));
+                return json_pack("{s:s, s:b, s:s, s:b}", "slot_name", s->slot_name, "exists", 0,
+                                 "server_lsn", relay_lsn_format(s->server_lsn, a),
+                                 "server_in_recovery", s->in_recovery);
         /* "o" steals the reference of the value built for it. */
         o = json_pack("{s:s, s:b, s:s, s:s, s:s, s:o, s:s, s:I, s:o, s:s, s:o, s:b, s:o, s:o, "
-                      "s:o, s:o, s:o, s:o, s:o, s:o}",
+                      "s:o, s:o, s:o, s:o, s:o, s:o, s:b}",
                       "slot_name", s->slot_name, "exists", 1, "plugin", s->plugin, "database",
                       s->database, "confirmed_flush_lsn", relay_lsn_format(s->confirmed_flush_lsn, a),
                       "restart_lsn",
@@ -243,7 +251,8 @@ static json_t *to_json(const relay_status_t *s)
                       "flush_lag_seconds",
                       s->flush_lag_known ? json_real(s->flush_lag_s) : json_null(),
                       "last_status_age_seconds",
-                      s->reply_age_known ? json_real(s->reply_age_s) : json_null());
+                      s->reply_age_known ? json_real(s->reply_age_s) : json_null(),
+                      "server_in_recovery", s->in_recovery);
         return o;
 }
 

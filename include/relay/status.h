@@ -28,7 +28,9 @@ typedef struct {
         relay_lsn_t confirmed_flush_lsn;
         relay_lsn_t restart_lsn;
         bool restart_lsn_known;  /* false: NULL, as for an invalidated (lost) slot */
-        relay_lsn_t server_lsn;  /* pg_current_wal_lsn() (on a standby: last received) */
+        relay_lsn_t server_lsn;  /* pg_current_wal_lsn(); on a standby pg_last_wal_replay_lsn(),
+                                    as far as its walsenders decode (and as /metrics shows) */
+        bool in_recovery;        /* the server is a standby */
         int64_t lag_bytes;       /* server_lsn - confirmed_flush_lsn */
         int64_t retained_bytes;  /* server_lsn - restart_lsn: WAL the slot keeps (0 when
                                   * restart_lsn is unknown) */

@@ -11,7 +11,9 @@
  *   - after the relay stopped: nothing moves the slot, so the positions
  *     equal pg_replication_slots' exactly, active is false; the text output
  *     shows them too; exit 0;
- *   - a slot that does not exist: exit 5, and no Kafka address is needed.
+ *   - a slot that does not exist: exit 5, and no Kafka address is needed;
+ *   - on a standby that has received nothing: the server's WAL end is
+ *     pg_last_wal_replay_lsn(), as /metrics has it, and says so.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -23,6 +25,8 @@
 #include "harness.h"
 
 #define RUN_BOUND_MS 20000
+/* h_cluster_init()'s port offset, unique among the tests. */
+#define STANDBY_OFFSET 15
 
 static const char *jstr(json_t *doc, const char *key)
 {
@@ -54,6 +58,55 @@ static bool lsn_between(PGconn *c, const char *a, const char *b, const char *cc)
         bool r = v && strcmp(v, "t") == 0;
         free(v);
         return r;
+}
+
+/*
+ * A standby with no primary (standby.signal only), so it has received
+ * nothing: the server's WAL end is what it replayed, the position its
+ * walsenders decode to and /metrics shows, named as such; not the NULL of
+ * pg_last_wal_receive_lsn() printed as 0/0.
+ */
+static void standby_case(void)
+{
+        h_cluster_t *sb = h_cluster_init(STANDBY_OFFSET, NULL);
+        char cmd[512], set_conn[256], ci[128], *out, *log;
+
+        if (!sb)
+                tap_bail("could not make the standby's directory");
+        snprintf(cmd, sizeof(cmd), "touch %s/data/standby.signal", h_cluster_dir(sb));
+        if (h_run_as_postgres(cmd) != 0 || h_cluster_start(sb, NULL) != 0)
+                tap_bail("could not start the standby");
+        snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=postgres dbname=postgres",
+                 h_cluster_port(sb));
+        PGconn *c = PQconnectdb(ci);
+        if (PQstatus(c) != CONNECTION_OK)
+                tap_bail("could not connect to the standby: %s", PQerrorMessage(c));
+        char *rec = h_pg_value(c, "SELECT pg_is_in_recovery()::text || ' ' || "
+                                  "(pg_last_wal_receive_lsn() IS NULL)::text");
+        is_str(rec, "true true", "standby: in recovery, nothing received");
+        char *replay = h_pg_value(c, "SELECT pg_last_wal_replay_lsn()");
+        h_cluster_conninfo_set(sb, set_conn, sizeof(set_conn));
+        const char *sets[] = {set_conn, "slot.name=no_such_slot_here", NULL};
+
+        json_t *doc = status_json("standby", sets, 5);
+        is_str(jstr(doc, "server_lsn"), replay ? replay : "?",
+               "standby --json: server_lsn is pg_last_wal_replay_lsn()");
+        ok(json_is_true(json_object_get(doc, "server_in_recovery")),
+           "standby --json: server_in_recovery is true");
+        json_decref(doc);
+
+        int rc = h_relay_run_cmd("status", NULL, sets, RUN_BOUND_MS, &out, &log);
+        is_int(rc, 5, "standby text: exit 5 (no such slot)");
+        char want[128];
+        snprintf(want, sizeof(want), "server WAL end       %s (pg_last_wal_replay_lsn, a standby)",
+                 replay ? replay : "?");
+        ok(strstr(out, want) != NULL, "standby text: '%s' in:\n%s", want, out);
+        free(out);
+        free(log);
+        free(replay);
+        free(rec);
+        PQfinish(c);
+        h_cluster_free(sb);
 }
 
 int main(void)
@@ -214,6 +267,8 @@ int main(void)
            "missing slot: says it does not exist");
         free(out);
         free(log);
+
+        standby_case();
 
         free(conf0);
         free(conf1);
