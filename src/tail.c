@@ -152,8 +152,12 @@ static int write_event(relay_tail_t *t, FILE *out, const relay_source_step_t *st
                 bad |= set_bytes(o, "key", ev.key, ev.key_len);
         for (size_t i = 0; !bad && i < ev.nheaders; i++) {
                 json_t *h = json_pack("{s:s}", "name", ev.headers[i].name);
-                bad |= !h || set_bytes(h, "value", ev.headers[i].value, ev.headers[i].len) ||
-                       json_array_append_new(hdrs, h); /* the array takes h */
+                if (!h || set_bytes(h, "value", ev.headers[i].value, ev.headers[i].len)) {
+                        json_decref(h);
+                        bad = 1;
+                } else {
+                        bad |= json_array_append_new(hdrs, h); /* the array takes h */
+                }
         }
         if (!bad) {
                 bad |= json_object_set_new(o, "headers", hdrs); /* the object takes hdrs */
