@@ -95,6 +95,10 @@ env_config() {
         WAL_SENDER_TIMEOUT=${RELAY_TEST_WAL_SENDER_TIMEOUT:-60s}
         KAFKA_HEAP=${RELAY_TEST_KAFKA_HEAP:-512m}
         KAFKA_FAR_PORT=${RELAY_TEST_KAFKA_FAR_PORT:-}
+        # Not used by up itself: written to env.sh, so that the tests of
+        # every environment on the machine keep to the ports it was given.
+        HTTP_PORT=${RELAY_TEST_HTTP_PORT:-19140}
+        CLUSTER_PORT=${RELAY_TEST_CLUSTER_PORT:-19200}
         if [ -n "$KAFKA_FAR_PORT" ] && { ! [[ "$KAFKA_FAR_PORT" =~ ^[0-9]+$ ]] || ((KAFKA_FAR_PORT < 1 || KAFKA_FAR_PORT > 65534)); }; then
                 env_die "RELAY_TEST_KAFKA_FAR_PORT='$KAFKA_FAR_PORT' is not a number between 1 and 65534"
         fi
