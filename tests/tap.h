@@ -19,14 +19,40 @@
 static int tap_n;
 static int tap_failed;
 
+/* Prints the formatted text and a newline; a line break inside it starts
+ * a comment line ("# "), so that text quoted from a program (a server's
+ * HINT, a command's output) never reads as a TAP line meson does not know. */
+static void tap_vputs(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0), unused));
+static void tap_vputs(const char *fmt, va_list ap)
+{
+        va_list aq;
+        va_copy(aq, ap);
+        int n = vsnprintf(NULL, 0, fmt, aq);
+        va_end(aq);
+        char *buf = n < 0 ? NULL : malloc((size_t)n + 1);
+        if (!buf) {
+                fputs("(could not format the message)\n", stdout);
+                return;
+        }
+        vsnprintf(buf, (size_t)n + 1, fmt, ap);
+        while (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = '\0';
+        for (const char *p = buf; *p; p++) {
+                putchar(*p);
+                if (*p == '\n')
+                        fputs("# ", stdout);
+        }
+        putchar('\n');
+        free(buf);
+}
+
 static void tap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));
 static void tap_diag(const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
         fputs("# ", stdout);
-        vprintf(fmt, ap);
-        fputc('\n', stdout);
+        tap_vputs(fmt, ap);
         fflush(stdout);
         va_end(ap);
 }
@@ -38,8 +64,7 @@ static int tap_ok(int cond, const char *file, int line, const char *fmt, ...)
         va_list ap;
         va_start(ap, fmt);
         printf("%sok %d - ", cond ? "" : "not ", ++tap_n);
-        vprintf(fmt, ap);
-        putchar('\n');
+        tap_vputs(fmt, ap);
         va_end(ap);
         if (!cond) {
                 tap_failed++;
