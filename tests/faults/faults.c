@@ -559,8 +559,8 @@ void fx_writers_stop(fx_writers_t *ws, bool wait_for_target, fx_writer_stats_t *
 
 /* --- checks ---------------------------------------------------------------------- */
 
-long long fx_wait_all_in_kafka(PGconn *c, const h_workload_conf_t *wc, int timeout_ms,
-                               long long *expected)
+long long fx_wait_count_in_kafka(PGconn *c, const h_workload_conf_t *wc, int timeout_ms,
+                                 long long *expected)
 {
         long long want = fx_committed(c);
         if (expected)

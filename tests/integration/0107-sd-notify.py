@@ -2,8 +2,11 @@
 # 0107-sd-notify - what systemd hears from the relay (Type=notify, WatchdogSec),
 # against the real PostgreSQL and Kafka of tests/env/up (TAP).
 #
-# Each relay gets its own NOTIFY_SOCKET, a datagram socket this test reads, as
-# systemd would. Relay A (WATCHDOG_USEC set) must send READY=1 with
+# Each relay gets its own NOTIFY_SOCKET, a datagram socket this test reads all
+# the time, as systemd does: a socket left unread holds 10 datagrams
+# (net.unix.max_dgram_qlen), then libsystemd's sendmsg() blocks the relay's
+# loop, which never sees its SIGTERM (seen under load, when relay B took a
+# while to start). Relay A (WATCHDOG_USEC set) must send READY=1 with
 # STATUS=streaming, keep sending WATCHDOG=1, and relay its events (counted in
 # Kafka). Relay B on the same slot (no WATCHDOG_USEC) must send READY=1 with a
 # standing-by status and no WATCHDOG=1. SIGTERM to A: STOPPING=1, exit 0; B
@@ -17,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -61,6 +65,8 @@ class Relay:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.path)
         self.messages = []
+        self.lock = threading.RLock()  # pred() may call count()
+        self.closed = False
         self.log = os.path.join(logdir, "%s.%s.log" % (tag, name))
         e = dict(os.environ, NOTIFY_SOCKET=self.path)
         e.pop("WATCHDOG_USEC", None)
@@ -76,31 +82,40 @@ class Relay:
                  "--set", "slot.name=" + slot, "--set", "status.interval.ms=1000",
                  "--set", "http.listen=off"],
                 env=e, stdout=logf, stderr=subprocess.STDOUT)
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self):
+        """The reader thread: every datagram into messages until close()."""
+        self.sock.settimeout(0.2)
+        while not self.closed:
+            try:
+                m = self.sock.recv(4096).decode()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with self.lock:
+                self.messages.append(m)
 
     def wait_for(self, pred, seconds):
-        """Read datagrams until pred(messages) holds or seconds pass."""
+        """Wait until pred(messages) holds or seconds pass."""
         deadline = time.monotonic() + seconds
-        while not pred(self.messages):
-            left = deadline - time.monotonic()
-            if left <= 0:
+        while True:
+            with self.lock:
+                if pred(list(self.messages)):
+                    return True
+            if time.monotonic() >= deadline:
                 return False
-            self.sock.settimeout(min(left, 0.5))
-            try:
-                self.messages.append(self.sock.recv(4096).decode())
-            except socket.timeout:
-                pass
-        return True
+            time.sleep(0.05)
 
     def count(self, needle):
-        return sum(1 for m in self.messages if needle in m.split("\n"))
+        with self.lock:
+            return sum(1 for m in self.messages if needle in m.split("\n"))
 
     def drain(self):
-        self.sock.settimeout(0.2)
-        try:
-            while True:
-                self.messages.append(self.sock.recv(4096).decode())
-        except socket.timeout:
-            pass
+        """Let the reader take what the relay sent before it exited."""
+        time.sleep(0.5)
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -118,6 +133,8 @@ class Relay:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self.closed = True
+        self.reader.join()
         self.sock.close()
         os.unlink(self.path)
         os.rmdir(self.dir)

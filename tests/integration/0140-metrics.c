@@ -180,7 +180,7 @@ int main(void)
         fx_writer_stats_t st;
         fx_writers_stop(ws, false, &st);
         long long expected = 0;
-        long long held = fx_wait_all_in_kafka(fc.c, &wc, 60000, &expected);
+        long long held = fx_wait_all_in_kafka(&fc, &wc, 60000, &expected);
         is_int(held, expected, "Kafka holds the %lld committed events", expected);
         double counted = -1, confirmed = -1;
         fx_slot_t slot = {0};

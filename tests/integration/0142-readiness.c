@@ -101,7 +101,7 @@ int main(void)
         fx_writer_stats_t wst;
         fx_writers_stop(ws, false, &wst);
         long long expected = 0;
-        long long held = fx_wait_all_in_kafka(fc.c, &wc, 120000, &expected);
+        long long held = fx_wait_all_in_kafka(&fc, &wc, 120000, &expected);
         is_int(held, expected, "Kafka holds the %lld committed events", expected);
         h_verify_t v;
         h_workload_verify(fc.c, &wc, &v);

@@ -256,7 +256,7 @@ int main(void)
         fx_writer_stats_t st;
         fx_writers_stop(ws, false, &st);
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
+        long long got = fx_wait_all_in_kafka(&fc, &wc, 180000, &expected);
         if (!ok(got >= expected, "the mock cluster holds at least the %lld committed events (%lld)",
                 expected, got))
                 h_relay_diag_log(r);

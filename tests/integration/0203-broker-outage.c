@@ -204,7 +204,7 @@ int main(void)
         fx_writers_stop(ws, false, &st);
         is_int(st.failed_txns, 0, "writers never failed (the database was never affected)");
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
+        long long got = fx_wait_all_in_kafka(&fc, &wc, 180000, &expected);
         is_int(got, expected, "Kafka holds the %lld committed events", expected);
 
         int rc = fx_stop_relay(r, "SIGTERM: exit 0");

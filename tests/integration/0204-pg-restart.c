@@ -111,7 +111,7 @@ int main(void)
         ok(st.reconnects > 0, "the writers had to reconnect (%d times)", st.reconnects);
 
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(fc.c, &wc, 180000, &expected);
+        long long got = fx_wait_all_in_kafka(&fc, &wc, 180000, &expected);
         ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected, got);
 
         fx_stop_relay(r, "SIGTERM: exit 0");

@@ -352,7 +352,7 @@ int main(void)
         fx_writers_stop(ws, false, &st);
         is_int(st.failed_txns, 0, "writers never failed (the database was never affected)");
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(fc.c, &wc, 300000, &expected);
+        long long got = fx_wait_all_in_kafka(&fc, &wc, 300000, &expected);
         if (!ok(got >= expected, "Kafka holds at least the %lld committed events (%lld)", expected,
                 got))
                 h_relay_diag_log(r);

@@ -323,7 +323,7 @@ int main(void)
         is_int(ikilled, kills, "%d kill -9 of the consumer", kills);
 
         long long expected = 0;
-        long long in_kafka = fx_wait_all_in_kafka(fc.c, &wc, 300000, &expected);
+        long long in_kafka = fx_wait_all_in_kafka(&fc, &wc, 300000, &expected);
         ok(in_kafka >= expected, "Kafka holds at least the %lld committed events (%lld)", expected,
            in_kafka);
         h_relay_wait_log(r, "streaming from replication slot", 60000);

@@ -124,7 +124,7 @@ int main(void)
         fx_writer_stats_t st;
         fx_writers_stop(ws, false, &st);
         long long expected = 0;
-        long long got = fx_wait_all_in_kafka(fc.c, &wc, 120000, &expected);
+        long long got = fx_wait_all_in_kafka(&fc, &wc, 120000, &expected);
         ok(got >= expected, "Kafka holds at least the %lld committed events", expected);
         fx_stop_relay(e, "relay E stops cleanly");
 
