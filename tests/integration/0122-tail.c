@@ -21,7 +21,7 @@
  *     that are not UTF-8 as '?'), and tail goes on to the next row;
  *   - SIGTERM ends tail with exit 0; the temporary slot is gone, and the
  *     real slot (created beforehand) has not moved: pg_replication_slots
- *     holds the same rows before and after.
+ *     holds the same rows of the test's database before and after.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -34,12 +34,13 @@
 
 #define NEVENTS 6
 
-/* All slots as one string: name, temporary, restart and confirmed LSN. */
+/* All slots of this test's database (the other tests run beside it, with
+ * their own) as one string: name, temporary, restart and confirmed LSN. */
 static char *slots_snapshot(PGconn *c)
 {
         char *v = h_pg_value(c, "SELECT coalesce(string_agg(slot_name || ' ' || temporary || ' ' || "
                                 "restart_lsn || ' ' || confirmed_flush_lsn, '; ' ORDER BY slot_name), "
-                                "'') FROM pg_replication_slots");
+                                "'') FROM pg_replication_slots WHERE database = current_database()");
         return v ? v : strdup("");
 }
 
@@ -109,8 +110,8 @@ static void case_events(PGconn *c, const char *set_conn, const char *slot)
         char want_slot[64];
         snprintf(want_slot, sizeof(want_slot), "outbox_relay_tail_%ld", (long)h_relay_pid(t));
         char *tmp = h_pg_value(c, "SELECT string_agg(slot_name, ',') FROM pg_replication_slots "
-                                  "WHERE temporary");
-        is_str(tmp, want_slot, "while tail runs, its temporary slot is the only temporary one");
+                                  "WHERE temporary AND database = current_database()");
+        is_str(tmp, want_slot, "while tail runs, its temporary slot is the only temporary one in its database");
         free(tmp);
 
         /* Two transactions; the ids come back in insertion order. */
@@ -201,7 +202,8 @@ static void case_events(PGconn *c, const char *set_conn, const char *slot)
         /* The server drops the slot as the walsender exits, just after tail does. */
         int64_t t0 = h_now_ms();
         for (;;) {
-                char *n = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE temporary");
+                char *n = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE temporary "
+                                        "AND database = current_database()");
                 bool gone = n && strcmp(n, "0") == 0;
                 free(n);
                 if (gone || h_now_ms() - t0 > 10000)
