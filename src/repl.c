@@ -1008,6 +1008,13 @@ int relay_repl_consume(relay_repl_t *r, char *err, size_t errlen)
         return 0;
 }
 
+/* A COPY state: what PQgetResult() reports while a COPY is still open. */
+static bool copy_result(const PGresult *res)
+{
+        ExecStatusType st = PQresultStatus(res);
+        return st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH;
+}
+
 int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errlen)
 {
         if (r->copybuf) {
@@ -1036,9 +1043,15 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
         } else {
                 relay_err_set(err, errlen, "replication stream ended by the server");
         }
-        PQclear(res);
-        while ((res = PQgetResult(r->conn)) != NULL)
+        /* The command's remaining results. A server that ended only its own
+         * half of the COPY (CopyDone) leaves libpq in COPY_IN, whose result
+         * PQgetResult() makes anew on every call and never follows with
+         * NULL: draining to NULL would spin forever. */
+        while (res && !copy_result(res)) {
                 PQclear(res);
+                res = PQgetResult(r->conn);
+        }
+        PQclear(res);
         return rc;
 }
 
