@@ -276,9 +276,12 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
          * the entries after it override: replication mode, and the session
          * settings PostgreSQL's own subscriber uses so values arrive in one
-         * predictable text format (after the user's own options). */
+         * predictable text format (after the user's own options). The name
+         * is only a fallback, as the subscriber's: an application_name the
+         * user gave (conninfo, PGAPPNAME) is what synchronous_standby_names
+         * and pg_stat_replication know this walsender by. */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
-                              "application_name", NULL};
+                              "fallback_application_name", NULL};
         char *options = relay_repl_session_options(set->postgres_conninfo);
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "database", "UTF8", options, "outbox-relay", NULL};

@@ -1,7 +1,7 @@
 /*
- * test_repl.c - the replication client against a scripted server: what
- * relay_repl_read() makes of the ways a stream can end, without a
- * PostgreSQL.
+ * test_repl.c - the replication client against a scripted server, without
+ * a PostgreSQL: what the connection asks for at startup given the user's
+ * conninfo, and what relay_repl_read() makes of the ways a stream can end.
  *
  * A child process listens on a Unix socket in a fresh directory and speaks
  * just enough of the protocol (v3, trust authentication, server_version
@@ -251,6 +251,60 @@ static relay_settings_t *settings(const char *extra)
         return settings_ci(conninfo);
 }
 
+/* The StartupMessage's value of name, from startup_file ("(absent)" when not sent). */
+static const char *startup_param(const char *name)
+{
+        static char line[1024];
+        size_t n = strlen(name);
+        FILE *f = fopen(startup_file, "r");
+
+        while (f && fgets(line, sizeof(line), f)) {
+                line[strcspn(line, "\n")] = '\0';
+                if (strncmp(line, name, n) == 0 && line[n] == '=') {
+                        fclose(f);
+                        return line + n + 1;
+                }
+        }
+        if (f)
+                fclose(f);
+        return "(absent)";
+}
+
+#define RELAY_OPTIONS                                                                              \
+        "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC "      \
+        "-c bytea_output=hex"
+
+/*
+ * What the relay's connection asks the server for, given the user's
+ * conninfo: replication=database whatever the user wrote, the user's
+ * database, role, application_name (PostgreSQL matches
+ * synchronous_standby_names against it; "outbox-relay" only when the user
+ * named none) and options, the relay's session settings after the user's.
+ */
+static void test_startup(const char *what, relay_settings_t *set, const char *app,
+                         const char *options)
+{
+        char err[RELAY_ERRBUF] = "";
+        relay_repl_t *r = NULL;
+        int status;
+
+        unlink(startup_file);
+        pid_t pid = server(AFTER_NOTHING);
+        int rc = relay_repl_connect(&r, set, err, sizeof(err));
+        is_int(rc, 0, "%s: connects", what);
+        if (rc)
+                tap_diag("%s", err);
+        relay_repl_free(r);
+        waitpid(pid, &status, 0);
+        is_str(startup_param("replication"), "database", "%s: replication=database", what);
+        is_str(startup_param("database"), "app", "%s: the user's database", what);
+        is_str(startup_param("user"), "relay", "%s: the user's role", what);
+        is_str(startup_param("application_name"), app, "%s: application_name %s", what, app);
+        is_str(startup_param("options"), options, "%s: options", what);
+        is_str(startup_param("client_encoding"), "UTF8", "%s: client_encoding UTF8", what);
+        relay_settings_free(set);
+}
+
 static void on_alarm(int sig)
 {
         (void)sig;
@@ -313,6 +367,29 @@ int main(void)
                 tap_bail("mkdtemp: %s", strerror(errno));
         snprintf(sock, sizeof(sock), "%s/.s.PGSQL.5432", dir);
         snprintf(startup_file, sizeof(startup_file), "%s/startup", dir);
+        /* The user's environment must not decide what the cases expect. */
+        unsetenv("PGAPPNAME");
+        unsetenv("PGOPTIONS");
+        unsetenv("PGREPLICATION");
+
+        test_startup("keyword list", settings(""), "outbox-relay", RELAY_OPTIONS);
+        test_startup("keyword list with application_name and options",
+                     settings("application_name=orders_relay options='-c work_mem=8MB'"),
+                     "orders_relay", "-c work_mem=8MB " RELAY_OPTIONS);
+        setenv("PGAPPNAME", "from_env", 1);
+        test_startup("PGAPPNAME", settings(""), "from_env", RELAY_OPTIONS);
+        unsetenv("PGAPPNAME");
+        test_startup("keyword list asking for replication=false",
+                     settings("replication=false"), "outbox-relay", RELAY_OPTIONS);
+        char uri[512];
+        /* A URI names a socket directory as a percent-encoded host. */
+        snprintf(uri, sizeof(uri),
+                 "postgresql://relay@%%2Ftmp%%2F%s:5432/app?sslmode=disable&gssencmode=disable&"
+                 "application_name=orders_relay&options=-c%%20work_mem%%3D8MB&replication=true",
+                 dir + strlen("/tmp/"));
+        test_startup("URI with application_name and options", settings_ci(uri), "orders_relay",
+                     "-c work_mem=8MB " RELAY_OPTIONS);
+
         relay_settings_t *set = settings("");
         test_server_copydone(set);
         relay_settings_free(set);
