@@ -43,6 +43,7 @@ struct relay_repl {
         int proto_version;
         int64_t wal_sender_timeout_ms;
         char system_id[32]; /* IDENTIFY_SYSTEM's systemid: names the database cluster */
+        relay_lsn_t wal_end; /* IDENTIFY_SYSTEM's xlogpos: the server's WAL end at connecting */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
         char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
 };
@@ -271,6 +272,28 @@ char *relay_repl_session_options(const char *conninfo)
         return out;
 }
 
+/* IDENTIFY_SYSTEM: one row of systemid, timeline, xlogpos (the server's
+ * WAL flush position, X/X) and dbname, all as text. */
+static int identify_system(relay_repl_t *r, char *err, size_t errlen)
+{
+        PGresult *res;
+        int rc;
+
+        if ((rc = queryf(r, &res, err, errlen, "IDENTIFY_SYSTEM")))
+                return rc;
+        if (PQntuples(res) != 1 || PQnfields(res) < 3 || PQgetisnull(res, 0, 2) ||
+            relay_lsn_parse(PQgetvalue(res, 0, 2), &r->wal_end) != 0) {
+                rc = relay_err(err, errlen, RELAY_EPROTO,
+                               "IDENTIFY_SYSTEM returned no valid WAL position (%d rows, %d "
+                               "columns)",
+                               PQntuples(res), PQnfields(res));
+        } else {
+                snprintf(r->system_id, sizeof(r->system_id), "%s", PQgetvalue(res, 0, 0));
+        }
+        PQclear(res);
+        return rc;
+}
+
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
@@ -367,11 +390,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         }
         free(wal_level);
 
-        char *sysid = single_value(r, "IDENTIFY_SYSTEM", err, errlen, &rc);
-        if (rc)
+        if ((rc = identify_system(r, err, errlen)))
                 goto fail;
-        snprintf(r->system_id, sizeof(r->system_id), "%s", sysid ? sysid : "");
-        free(sysid);
 
         char *timeout = single_value(r, "SHOW wal_sender_timeout", err, errlen, &rc);
         if (rc)
@@ -417,6 +437,11 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r)
 const char *relay_repl_system_id(const relay_repl_t *r)
 {
         return r->system_id;
+}
+
+relay_lsn_t relay_repl_wal_end(const relay_repl_t *r)
+{
+        return r->wal_end;
 }
 
 /*

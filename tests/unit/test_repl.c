@@ -5,10 +5,10 @@
  *
  * A child process listens on a Unix socket in a fresh directory and speaks
  * just enough of the protocol (v3, trust authentication, server_version
- * 15.0) for relay_repl_connect() and relay_repl_start(): every query gets
- * one row of one text column (SHOW wal_level: "logical"; IDENTIFY_SYSTEM's
- * first column; SHOW wal_sender_timeout: "60s"), START_REPLICATION gets
- * CopyBothResponse and then what the case scripts. The server bytes are
+ * 15.0) for relay_repl_connect() and relay_repl_start(): each query gets
+ * one row of text columns (SHOW wal_level: "logical"; IDENTIFY_SYSTEM:
+ * systemid, timeline, xlogpos, dbname; SHOW wal_sender_timeout: "60s"),
+ * START_REPLICATION gets CopyBothResponse and then what the case scripts. The server bytes are
  * written out field by field, as the protocol documentation lays them out
  * (protocol-message-formats).
  *
@@ -88,35 +88,45 @@ static void msg(int fd, char type, const void *body, size_t n)
                 _exit(3);
 }
 
-/* One row of one text column "v": RowDescription, DataRow, CommandComplete, ReadyForQuery. */
-static void one_row(int fd, const char *value)
+/* One row of n text columns: RowDescription, DataRow, CommandComplete, ReadyForQuery. */
+static void row(int fd, int n, const char *const *values)
 {
-        unsigned char b[256];
-        size_t n = 0;
+        unsigned char b[1024];
+        size_t k = 0;
 
-        /* RowDescription: Int16 1; String "v", Int32 table 0, Int16 attnum 0,
-         * Int32 type 25 (text), Int16 size -1, Int32 typmod -1, Int16 format 0 */
-        b[n++] = 0;
-        b[n++] = 1;
-        memcpy(b + n, "v", 2);
-        n += 2;
-        put32(b + n, 0), n += 4;
-        b[n++] = 0, b[n++] = 0;
-        put32(b + n, 25), n += 4;
-        b[n++] = 0xff, b[n++] = 0xff;
-        put32(b + n, 0xffffffff), n += 4;
-        b[n++] = 0, b[n++] = 0;
-        msg(fd, 'T', b, n);
-        /* DataRow: Int16 1; Int32 length, bytes */
-        size_t vl = strlen(value);
-        n = 0;
-        b[n++] = 0;
-        b[n++] = 1;
-        put32(b + n, (uint32_t)vl), n += 4;
-        memcpy(b + n, value, vl), n += vl;
-        msg(fd, 'D', b, n);
+        /* RowDescription: Int16 n; per column String name ("v"), Int32 table
+         * 0, Int16 attnum 0, Int32 type 25 (text), Int16 size -1, Int32
+         * typmod -1, Int16 format 0 */
+        b[k++] = 0;
+        b[k++] = (unsigned char)n;
+        for (int i = 0; i < n; i++) {
+                memcpy(b + k, "v", 2);
+                k += 2;
+                put32(b + k, 0), k += 4;
+                b[k++] = 0, b[k++] = 0;
+                put32(b + k, 25), k += 4;
+                b[k++] = 0xff, b[k++] = 0xff;
+                put32(b + k, 0xffffffff), k += 4;
+                b[k++] = 0, b[k++] = 0;
+        }
+        msg(fd, 'T', b, k);
+        /* DataRow: Int16 n; per column Int32 length, bytes */
+        k = 0;
+        b[k++] = 0;
+        b[k++] = (unsigned char)n;
+        for (int i = 0; i < n; i++) {
+                size_t vl = strlen(values[i]);
+                put32(b + k, (uint32_t)vl), k += 4;
+                memcpy(b + k, values[i], vl), k += vl;
+        }
+        msg(fd, 'D', b, k);
         msg(fd, 'C', "SELECT 1", 9);
         msg(fd, 'Z', "I", 1);
+}
+
+static void one_row(int fd, const char *value)
+{
+        row(fd, 1, &value);
 }
 
 /* StartupMessage: Int32 length, Int32 protocol 3.0, then String name,
@@ -191,8 +201,13 @@ static void serve(int fd, script_t script)
                         one_row(fd, "logical");
                 } else if (strcmp(q, "SHOW wal_sender_timeout") == 0) {
                         one_row(fd, "60s");
+                } else if (strcmp(q, "IDENTIFY_SYSTEM") == 0) {
+                        /* systemid, timeline, xlogpos, dbname */
+                        static const char *const id[] = {"7000000000000000001", "1",
+                                                          "0/1A2B3C4", "app"};
+                        row(fd, 4, id);
                 } else {
-                        one_row(fd, "7000000000000000001"); /* IDENTIFY_SYSTEM's systemid */
+                        _exit(5); /* a query this script does not know */
                 }
                 free(body);
         }
@@ -349,6 +364,8 @@ static void test_server_copydone(const relay_settings_t *set)
                 waitpid(pid, &status, 0);
                 return;
         }
+        is_str(relay_repl_system_id(r), "7000000000000000001", "IDENTIFY_SYSTEM's systemid");
+        is_int(relay_repl_wal_end(r), 0x1a2b3c4, "IDENTIFY_SYSTEM's xlogpos, 0/1A2B3C4");
         is_int(relay_repl_start(r, 0, err, sizeof(err)), 0, "START_REPLICATION gives CopyBoth");
         signal(SIGALRM, on_alarm);
         alarm(10);
