@@ -87,6 +87,31 @@ static int slot_lost(char *err, size_t errlen)
                          server);
 }
 
+/*
+ * The walsender's "publication does not exist" (42704) mid-stream: the
+ * publication was dropped (and maybe created again) while the slot had
+ * changes to send. PostgreSQL 14 to 17 look it up as of each change they
+ * decode, so every restart fails at the same change, even once it exists
+ * again: the slot is stuck, not lost, and slot.recreate (a lost slot's
+ * remedy) does not move it: retrying "to recreate it" would fail the same
+ * way for ever. Only skipping those changes does: a setup error.
+ */
+static int publication_gone(const relay_repl_t *r, const PGresult *res, char *err, size_t errlen)
+{
+        /* The primary message alone: the fix reads as following the problem,
+         * not the CONTEXT line (which change failed) after it. */
+        const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+        return relay_err(err, errlen, RELAY_ESETUP,
+                         "replication stream ended: %s; it was dropped while the slot had changes "
+                         "to send, and PostgreSQL "
+                         "before 18 cannot decode past them even once it exists again: create it "
+                         "if it is missing, move the slot past them with SELECT "
+                         "pg_replication_slot_advance('%s', pg_current_wal_lsn()) or drop the "
+                         "slot, and check the outbox for events written since the last one in "
+                         "Kafka",
+                         m ? m : "publication does not exist", r->slot);
+}
+
 static bool sqlstate_is(const PGresult *res, const char *code)
 {
         const char *s = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -1066,7 +1091,9 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
         PGresult *res = PQgetResult(r->conn);
         if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
                 result_error(err, errlen, "replication stream ended", res, r->conn);
-                if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
+                if (sqlstate_is(res, "42704") && strstr(PQresultErrorMessage(res), "publication"))
+                        rc = publication_gone(r, res, err, errlen);
+                else if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
                         rc = slot_lost(err, errlen);
         } else {
                 relay_err_set(err, errlen, "replication stream ended by the server");

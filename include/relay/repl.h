@@ -180,8 +180,9 @@ int relay_repl_consume(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHE
  * @brief Next buffered message. msg->data borrows until the next call.
  * @returns 1 and *msg; 0 when nothing complete is buffered; RELAY_EIO when
  *          the stream ended or the connection broke; RELAY_ESLOTLOST when
- *          the server ended it because the slot is gone; RELAY_EPROTO for
- *          malformed framing.
+ *          the server ended it because the slot is gone; RELAY_ESETUP, with
+ *          the fix, when it cannot decode on because the publication was
+ *          dropped meanwhile; RELAY_EPROTO for malformed framing.
  */
 int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errlen) RELAY_MUST_CHECK;
 

@@ -36,6 +36,7 @@
 typedef enum {
         AFTER_NOTHING,  /* no START_REPLICATION expected */
         AFTER_COPYDONE, /* CopyDone: the server ends its half of the COPY */
+        AFTER_NO_PUBLICATION, /* the walsender's error for a publication dropped meanwhile */
 } script_t;
 
 static char dir[64];
@@ -196,6 +197,21 @@ static void serve(int fd, script_t script)
                         case AFTER_COPYDONE:
                                 msg(fd, 'c', NULL, 0);
                                 break;
+                        case AFTER_NO_PUBLICATION: {
+                                /* ErrorResponse: Byte1 field type, String value, ...,
+                                 * Byte1 0; as PostgreSQL 15 says it (manual run, see
+                                 * test_publication_gone), then ReadyForQuery: the
+                                 * walsender returns to its command loop. */
+                                static const char e[] =
+                                        "SERROR\0VERROR\0C42704\0"
+                                        "Mpublication \"outbox_pub\" does not exist\0"
+                                        "Wslot \"outbox_relay\", output plugin \"pgoutput\", in the "
+                                        "change callback, associated LSN 0/2178858\0"
+                                        "Fpg_publication.c\0L1043\0Rget_publication_oid\0";
+                                msg(fd, 'E', e, sizeof(e)); /* sizeof: the final 0 */
+                                msg(fd, 'Z', "I", 1);
+                                break;
+                        }
                         }
                 } else if (strcmp(q, "SHOW wal_level") == 0) {
                         one_row(fd, "logical");
@@ -343,6 +359,42 @@ static int read_until_end(relay_repl_t *r, relay_walmsg_t *w, char *err, size_t 
         }
 }
 
+/* Stream from a server running script until relay_repl_read() ends it
+ * (10 s at most: a read that never returns fails the test); its code. */
+static int stream_end(const relay_settings_t *set, script_t script, char *err, size_t errlen)
+{
+        relay_repl_t *r = NULL;
+        relay_walmsg_t w;
+        int status;
+
+        pid_t pid = server(script);
+        if (relay_repl_connect(&r, set, err, errlen) != 0 || relay_repl_start(r, 0, err, errlen) != 0)
+                tap_bail("the scripted server: %s", err);
+        signal(SIGALRM, on_alarm);
+        alarm(10);
+        int rc = read_until_end(r, &w, err, errlen);
+        alarm(0);
+        relay_repl_free(r);
+        waitpid(pid, &status, 0);
+        return rc;
+}
+
+/* What IDENTIFY_SYSTEM says: the system identifier and the WAL end. */
+static void test_identify(const relay_settings_t *set)
+{
+        char err[RELAY_ERRBUF] = "";
+        relay_repl_t *r = NULL;
+        int status;
+
+        pid_t pid = server(AFTER_NOTHING);
+        if (relay_repl_connect(&r, set, err, sizeof(err)) != 0)
+                tap_bail("the scripted server: %s", err);
+        is_str(relay_repl_system_id(r), "7000000000000000001", "IDENTIFY_SYSTEM's systemid");
+        is_int(relay_repl_wal_end(r), 0x1a2b3c4, "IDENTIFY_SYSTEM's xlogpos, 0/1A2B3C4");
+        relay_repl_free(r);
+        waitpid(pid, &status, 0);
+}
+
 /*
  * The server ends its half of the COPY with CopyDone (a proxy, or a server
  * ending the stream on its own): libpq then reports the COPY as COPY_IN,
@@ -352,29 +404,37 @@ static int read_until_end(relay_repl_t *r, relay_walmsg_t *w, char *err, size_t 
 static void test_server_copydone(const relay_settings_t *set)
 {
         char err[RELAY_ERRBUF] = "";
-        relay_repl_t *r = NULL;
-        relay_walmsg_t w;
-        int status;
 
-        pid_t pid = server(AFTER_COPYDONE);
-        is_int(relay_repl_connect(&r, set, err, sizeof(err)), 0, "connects to the scripted server");
-        if (!r) {
-                tap_diag("%s", err);
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                return;
-        }
-        is_str(relay_repl_system_id(r), "7000000000000000001", "IDENTIFY_SYSTEM's systemid");
-        is_int(relay_repl_wal_end(r), 0x1a2b3c4, "IDENTIFY_SYSTEM's xlogpos, 0/1A2B3C4");
-        is_int(relay_repl_start(r, 0, err, sizeof(err)), 0, "START_REPLICATION gives CopyBoth");
-        signal(SIGALRM, on_alarm);
-        alarm(10);
-        int rc = read_until_end(r, &w, err, sizeof(err));
-        alarm(0);
-        is_int(rc, RELAY_EIO, "the server's CopyDone ends the stream: RELAY_EIO");
+        is_int(stream_end(set, AFTER_COPYDONE, err, sizeof(err)), RELAY_EIO,
+               "the server's CopyDone ends the stream: RELAY_EIO");
         is_str(err, "replication stream ended by the server", "its message");
-        relay_repl_free(r);
-        waitpid(pid, &status, 0);
+}
+
+/*
+ * The publication dropped while the relay streams (and maybe created
+ * again): PostgreSQL 14-17 fail at the next change they decode, as of its
+ * snapshot, on every restart (reproduced on 15 with
+ * pg_logical_slot_peek_binary_changes after DROP PUBLICATION, an insert,
+ * CREATE PUBLICATION: 42704 each time; 0127 with the relay). The slot is
+ * stuck, not lost: the message said to drop it "or set slot.recreate =
+ * true", which only recreates a slot whose WAL was removed.
+ */
+static void test_publication_gone(const relay_settings_t *set)
+{
+        char err[RELAY_ERRBUF] = "";
+
+        /* A setup error (exit 3): as a lost slot (exit 5) with slot.recreate =
+         * true, the relay retried for ever, saying "recreating it". */
+        is_int(stream_end(set, AFTER_NO_PUBLICATION, err, sizeof(err)), RELAY_ESETUP,
+               "publication gone: a setup error, not a lost slot");
+        ok(strstr(err, "replication stream ended: publication \"outbox_pub\" does not exist;"),
+           "publication gone: the server's words first");
+        ok(strstr(err, "cannot decode past them even once it exists again"),
+           "publication gone: says why creating it again is not enough");
+        ok(strstr(err, "pg_replication_slot_advance('outbox_relay', pg_current_wal_lsn())"),
+           "publication gone: names the fix for the slot");
+        ok(!strstr(err, "slot.recreate"), "publication gone: no slot.recreate, which cannot help");
+        tap_diag("%s", err);
 }
 
 int main(void)
@@ -408,7 +468,9 @@ int main(void)
                      "-c work_mem=8MB " RELAY_OPTIONS);
 
         relay_settings_t *set = settings("");
+        test_identify(set);
         test_server_copydone(set);
+        test_publication_gone(set);
         relay_settings_free(set);
         unlink(startup_file);
         unlink(sock);
