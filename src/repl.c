@@ -1002,6 +1002,35 @@ out:
         return rc;
 }
 
+/*
+ * After START_REPLICATION failed with 55000 (object not in prerequisite
+ * state): whether the slot is invalidated (its WAL removed; 16+: in
+ * conflict with recovery; 17+: any invalidation), or gone. The same code
+ * says the server cannot decode from it for a reason of its setup, which
+ * its message names (17+ on a standby: a slot synchronized from the
+ * primary) and which dropping or recreating the slot does not mend. True
+ * when that cannot be told, as before.
+ */
+static bool slot_invalidated(relay_repl_t *r)
+{
+        char qerr[RELAY_ERRBUF];
+        PGresult *res;
+        bool lost = true;
+
+        if (queryf(r, &res, qerr, sizeof(qerr),
+                   "SELECT wal_status = 'lost'%s FROM pg_catalog.pg_replication_slots WHERE "
+                   "slot_name = %L",
+                   r->server_version >= 170000   ? " OR invalidation_reason IS NOT NULL"
+                   : r->server_version >= 160000 ? " OR coalesce(conflicting, false)"
+                                                 : "",
+                   r->slot) != 0)
+                return true;
+        if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+                lost = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        PQclear(res);
+        return lost;
+}
+
 int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
 {
         char lsn[RELAY_LSN_BUFSZ], proto[16];
@@ -1031,8 +1060,9 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
                                     "could not start replication on slot \"%.64s\"", r->slot);
                 if (sqlstate_is(res, "55006"))
                         rc = RELAY_EBUSY;
-                else if (sqlstate_is(res, "55000") || (sqlstate_is(res, "42704") &&
-                                                        strstr(PQresultErrorMessage(res), "replication slot")))
+                else if ((sqlstate_is(res, "55000") && slot_invalidated(r)) ||
+                         (sqlstate_is(res, "42704") &&
+                          strstr(PQresultErrorMessage(res), "replication slot")))
                         rc = slot_lost(err, errlen);
                 PQclear(res);
                 return rc;

@@ -37,6 +37,8 @@ typedef enum {
         AFTER_NOTHING,  /* no START_REPLICATION expected */
         AFTER_COPYDONE, /* CopyDone: the server ends its half of the COPY */
         AFTER_NO_PUBLICATION, /* the walsender's error for a publication dropped meanwhile */
+        START_SYNCED, /* START_REPLICATION refused (55000): a slot synchronized from the primary */
+        START_LOST,   /* START_REPLICATION refused (55000): the slot is invalidated */
 } script_t;
 
 static char dir[64];
@@ -187,12 +189,38 @@ static void serve(int fd, script_t script)
                         continue;
                 }
                 const char *q = (const char *)body;
-                if (strncmp(q, "START_REPLICATION", 17) == 0) {
+                if (strncmp(q, "START_REPLICATION", 17) == 0 &&
+                    (script == START_SYNCED || script == START_LOST)) {
+                        /* As PostgreSQL 17 says them (CreateDecodingContext()). */
+                        static const char synced[] =
+                                "SERROR\0VERROR\0C55000\0"
+                                "Mcannot use replication slot \"outbox_relay\" for logical "
+                                "decoding\0"
+                                "DThis replication slot is being synchronized from the primary "
+                                "server.\0"
+                                "HSpecify another replication slot.\0";
+                        static const char lost[] =
+                                "SERROR\0VERROR\0C55000\0"
+                                "Mcan no longer get changes from replication slot "
+                                "\"outbox_relay\"\0"
+                                "DThis slot has been invalidated because it exceeded the maximum "
+                                "reserved size.\0";
+                        if (script == START_SYNCED)
+                                msg(fd, 'E', synced, sizeof(synced));
+                        else
+                                msg(fd, 'E', lost, sizeof(lost));
+                        msg(fd, 'Z', "I", 1);
+                } else if (strncmp(q, "SELECT wal_status = 'lost'", 26) == 0) {
+                        /* Whether the slot is invalidated. */
+                        one_row(fd, script == START_LOST ? "t" : "f");
+                } else if (strncmp(q, "START_REPLICATION", 17) == 0) {
                         /* CopyBothResponse: Int8 format 0, Int16 0 columns */
                         unsigned char cb[3] = {0, 0, 0};
                         msg(fd, 'W', cb, 3);
                         switch (script) {
                         case AFTER_NOTHING:
+                        case START_SYNCED:
+                        case START_LOST:
                                 _exit(4);
                         case AFTER_COPYDONE:
                                 msg(fd, 'c', NULL, 0);
@@ -437,6 +465,44 @@ static void test_publication_gone(const relay_settings_t *set)
         tap_diag("%s", err);
 }
 
+/*
+ * START_REPLICATION refused with 55000 (object not in prerequisite state).
+ * That is an invalidated slot, or a server that cannot decode from it for
+ * a reason of its own setup: PostgreSQL 17 on a standby refuses a slot
+ * synchronized from the primary (a multi-host conninfo without
+ * target_session_attrs=read-write reaching the standby). Both were "slot
+ * dropped or invalidated ... drop the slot or set slot.recreate = true"
+ * (exit 5): on a standby the slot cannot be dropped, and with
+ * slot.recreate = true the relay retried for ever.
+ */
+static void test_start_refused(const relay_settings_t *set)
+{
+        const struct {
+                script_t script;
+                int want;
+                const char *what;
+        } cases[] = {
+                {START_SYNCED, RELAY_ESETUP, "a synchronized slot: a setup error, the server's hint"},
+                {START_LOST, RELAY_ESLOTLOST, "an invalidated slot: lost"},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char err[RELAY_ERRBUF] = "";
+                relay_repl_t *r = NULL;
+                int status;
+                pid_t pid = server(cases[i].script);
+                if (relay_repl_connect(&r, set, err, sizeof(err)) != 0)
+                        tap_bail("the scripted server: %s", err);
+                is_int(relay_repl_start(r, 0, err, sizeof(err)), cases[i].want, "%s", cases[i].what);
+                tap_diag("%s", err);
+                if (cases[i].want == RELAY_ESETUP)
+                        ok(strstr(err, "HINT:  Specify another replication slot.") &&
+                                   !strstr(err, "slot.recreate"),
+                           "with the server's words and no slot.recreate");
+                relay_repl_free(r);
+                waitpid(pid, &status, 0);
+        }
+}
+
 int main(void)
 {
         snprintf(dir, sizeof(dir), "/tmp/relay-test-repl-XXXXXX");
@@ -471,6 +537,7 @@ int main(void)
         test_identify(set);
         test_server_copydone(set);
         test_publication_gone(set);
+        test_start_refused(set);
         relay_settings_free(set);
         unlink(startup_file);
         unlink(sock);
