@@ -43,6 +43,7 @@ struct relay_repl {
         int proto_version;
         int64_t wal_sender_timeout_ms;
         char system_id[32]; /* IDENTIFY_SYSTEM's systemid: names the database cluster */
+        relay_lsn_t wal_end; /* IDENTIFY_SYSTEM's xlogpos: the server's WAL end at connecting */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
         char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
 };
@@ -84,6 +85,31 @@ static int slot_lost(char *err, size_t errlen)
                          "%s; events may be missing: check the outbox for events written since the "
                          "last one in Kafka, then drop the slot or set slot.recreate = true",
                          server);
+}
+
+/*
+ * The walsender's "publication does not exist" (42704) mid-stream: the
+ * publication was dropped (and maybe created again) while the slot had
+ * changes to send. PostgreSQL 14 to 17 look it up as of each change they
+ * decode, so every restart fails at the same change, even once it exists
+ * again: the slot is stuck, not lost, and slot.recreate (a lost slot's
+ * remedy) does not move it: retrying "to recreate it" would fail the same
+ * way for ever. Only skipping those changes does: a setup error.
+ */
+static int publication_gone(const relay_repl_t *r, const PGresult *res, char *err, size_t errlen)
+{
+        /* The primary message alone: the fix reads as following the problem,
+         * not the CONTEXT line (which change failed) after it. */
+        const char *m = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+        return relay_err(err, errlen, RELAY_ESETUP,
+                         "replication stream ended: %s; it was dropped while the slot had changes "
+                         "to send, and PostgreSQL "
+                         "before 18 cannot decode past them even once it exists again: create it "
+                         "if it is missing, move the slot past them with SELECT "
+                         "pg_replication_slot_advance('%s', pg_current_wal_lsn()) or drop the "
+                         "slot, and check the outbox for events written since the last one in "
+                         "Kafka",
+                         m ? m : "publication does not exist", r->slot);
 }
 
 static bool sqlstate_is(const PGresult *res, const char *code)
@@ -271,14 +297,39 @@ char *relay_repl_session_options(const char *conninfo)
         return out;
 }
 
+/* IDENTIFY_SYSTEM: one row of systemid, timeline, xlogpos (the server's
+ * WAL flush position, X/X) and dbname, all as text. */
+static int identify_system(relay_repl_t *r, char *err, size_t errlen)
+{
+        PGresult *res;
+        int rc;
+
+        if ((rc = queryf(r, &res, err, errlen, "IDENTIFY_SYSTEM")))
+                return rc;
+        if (PQntuples(res) != 1 || PQnfields(res) < 3 || PQgetisnull(res, 0, 2) ||
+            relay_lsn_parse(PQgetvalue(res, 0, 2), &r->wal_end) != 0) {
+                rc = relay_err(err, errlen, RELAY_EPROTO,
+                               "IDENTIFY_SYSTEM returned no valid WAL position (%d rows, %d "
+                               "columns)",
+                               PQntuples(res), PQnfields(res));
+        } else {
+                snprintf(r->system_id, sizeof(r->system_id), "%s", PQgetvalue(res, 0, 0));
+        }
+        PQclear(res);
+        return rc;
+}
+
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
          * the entries after it override: replication mode, and the session
          * settings PostgreSQL's own subscriber uses so values arrive in one
-         * predictable text format (after the user's own options). */
+         * predictable text format (after the user's own options). The name
+         * is only a fallback, as the subscriber's: an application_name the
+         * user gave (conninfo, PGAPPNAME) is what synchronous_standby_names
+         * and pg_stat_replication know this walsender by. */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
-                              "application_name", NULL};
+                              "fallback_application_name", NULL};
         char *options = relay_repl_session_options(set->postgres_conninfo);
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "database", "UTF8", options, "outbox-relay", NULL};
@@ -364,11 +415,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         }
         free(wal_level);
 
-        char *sysid = single_value(r, "IDENTIFY_SYSTEM", err, errlen, &rc);
-        if (rc)
+        if ((rc = identify_system(r, err, errlen)))
                 goto fail;
-        snprintf(r->system_id, sizeof(r->system_id), "%s", sysid ? sysid : "");
-        free(sysid);
 
         char *timeout = single_value(r, "SHOW wal_sender_timeout", err, errlen, &rc);
         if (rc)
@@ -414,6 +462,11 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r)
 const char *relay_repl_system_id(const relay_repl_t *r)
 {
         return r->system_id;
+}
+
+relay_lsn_t relay_repl_wal_end(const relay_repl_t *r)
+{
+        return r->wal_end;
 }
 
 /*
@@ -949,6 +1002,35 @@ out:
         return rc;
 }
 
+/*
+ * After START_REPLICATION failed with 55000 (object not in prerequisite
+ * state): whether the slot is invalidated (its WAL removed; 16+: in
+ * conflict with recovery; 17+: any invalidation), or gone. The same code
+ * says the server cannot decode from it for a reason of its setup, which
+ * its message names (17+ on a standby: a slot synchronized from the
+ * primary) and which dropping or recreating the slot does not mend. True
+ * when that cannot be told, as before.
+ */
+static bool slot_invalidated(relay_repl_t *r)
+{
+        char qerr[RELAY_ERRBUF];
+        PGresult *res;
+        bool lost = true;
+
+        if (queryf(r, &res, qerr, sizeof(qerr),
+                   "SELECT wal_status = 'lost'%s FROM pg_catalog.pg_replication_slots WHERE "
+                   "slot_name = %L",
+                   r->server_version >= 170000   ? " OR invalidation_reason IS NOT NULL"
+                   : r->server_version >= 160000 ? " OR coalesce(conflicting, false)"
+                                                 : "",
+                   r->slot) != 0)
+                return true;
+        if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+                lost = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        PQclear(res);
+        return lost;
+}
+
 int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
 {
         char lsn[RELAY_LSN_BUFSZ], proto[16];
@@ -978,8 +1060,9 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
                                     "could not start replication on slot \"%.64s\"", r->slot);
                 if (sqlstate_is(res, "55006"))
                         rc = RELAY_EBUSY;
-                else if (sqlstate_is(res, "55000") || (sqlstate_is(res, "42704") &&
-                                                        strstr(PQresultErrorMessage(res), "replication slot")))
+                else if ((sqlstate_is(res, "55000") && slot_invalidated(r)) ||
+                         (sqlstate_is(res, "42704") &&
+                          strstr(PQresultErrorMessage(res), "replication slot")))
                         rc = slot_lost(err, errlen);
                 PQclear(res);
                 return rc;
@@ -1008,6 +1091,13 @@ int relay_repl_consume(relay_repl_t *r, char *err, size_t errlen)
         return 0;
 }
 
+/* A COPY state: what PQgetResult() reports while a COPY is still open. */
+static bool copy_result(const PGresult *res)
+{
+        ExecStatusType st = PQresultStatus(res);
+        return st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH;
+}
+
 int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errlen)
 {
         if (r->copybuf) {
@@ -1031,14 +1121,22 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
         PGresult *res = PQgetResult(r->conn);
         if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
                 result_error(err, errlen, "replication stream ended", res, r->conn);
-                if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
+                if (sqlstate_is(res, "42704") && strstr(PQresultErrorMessage(res), "publication"))
+                        rc = publication_gone(r, res, err, errlen);
+                else if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
                         rc = slot_lost(err, errlen);
         } else {
                 relay_err_set(err, errlen, "replication stream ended by the server");
         }
-        PQclear(res);
-        while ((res = PQgetResult(r->conn)) != NULL)
+        /* The command's remaining results. A server that ended only its own
+         * half of the COPY (CopyDone) leaves libpq in COPY_IN, whose result
+         * PQgetResult() makes anew on every call and never follows with
+         * NULL: draining to NULL would spin forever. */
+        while (res && !copy_result(res)) {
                 PQclear(res);
+                res = PQgetResult(r->conn);
+        }
+        PQclear(res);
         return rc;
 }
 

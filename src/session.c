@@ -1136,6 +1136,21 @@ static int session_start_stream(relay_session_t *s, const relay_session_opts_t *
                                   "physical slots of the standbys that may be promoted");
         if (outcome != RELAY_SLOT_EXISTED)
                 *resume = 0; /* a new slot: our old position means nothing to it */
+        /* Past the server's WAL end, what this process confirmed was
+         * confirmed to another history (a promoted standby that had not
+         * received it, a restored backup): the server would skip every
+         * transaction that commits below it, as if it had been relayed. */
+        relay_lsn_t wal_end = relay_repl_wal_end(s->repl);
+        if (*resume > wal_end) {
+                relay_log_warning("this process confirmed up to " RELAY_LSN_FMT " on slot \"%s\", "
+                                  "past the server's WAL end " RELAY_LSN_FMT ": the server does "
+                                  "not have what was confirmed (a standby promoted before it "
+                                  "received it, or a restored backup); streaming from the "
+                                  "slot's own position instead, so that what the server commits "
+                                  "now is not skipped",
+                                  RELAY_LSN_ARGS(*resume), slot, RELAY_LSN_ARGS(wal_end));
+                *resume = 0;
+        }
         if ((rc = relay_repl_start(s->repl, *resume, err, errlen)))
                 return rc;
         s->streaming = true;

@@ -28,7 +28,8 @@ typedef struct relay_repl relay_repl_t;
  *        outlive the connection).
  * @returns 0 and *out (caller frees with relay_repl_free()); RELAY_EIO when
  *          the server cannot be reached (retry); RELAY_ESETUP when it is
- *          reachable but not usable, with the fix in err.
+ *          reachable but not usable, with the fix in err; RELAY_EPROTO when
+ *          IDENTIFY_SYSTEM's answer has no valid WAL position.
  */
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err,
                        size_t errlen) RELAY_MUST_CHECK;
@@ -65,6 +66,11 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 
 /** @brief The database cluster's system identifier (IDENTIFY_SYSTEM), as text. Borrowed. */
 const char *relay_repl_system_id(const relay_repl_t *r);
+
+/** @brief The server's WAL flush position when the connection was made
+ *         (IDENTIFY_SYSTEM's xlogpos): no position this server ever sent
+ *         lies beyond it. */
+relay_lsn_t relay_repl_wal_end(const relay_repl_t *r);
 
 /**
  * @brief Make sure every outbox table (outbox.table lists one or more)
@@ -174,8 +180,9 @@ int relay_repl_consume(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHE
  * @brief Next buffered message. msg->data borrows until the next call.
  * @returns 1 and *msg; 0 when nothing complete is buffered; RELAY_EIO when
  *          the stream ended or the connection broke; RELAY_ESLOTLOST when
- *          the server ended it because the slot is gone; RELAY_EPROTO for
- *          malformed framing.
+ *          the server ended it because the slot is gone; RELAY_ESETUP, with
+ *          the fix, when it cannot decode on because the publication was
+ *          dropped meanwhile; RELAY_EPROTO for malformed framing.
  */
 int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errlen) RELAY_MUST_CHECK;
 
