@@ -137,9 +137,11 @@ relay_limit_state_t relay_limits_get(const relay_limits_t *l, const char *topic,
                                      int64_t *bytes)
 {
         entry_t *e = *find(l, topic, hash_str(topic));
-        if (!e || now_ms >= e->expires_ms)
-                return now_ms < l->paused_until_ms ? RELAY_LIMIT_UNKNOWN : RELAY_LIMIT_MISSING;
-        if (e->bytes <= 0)
+        /* While asking is paused, an expired limit is still the best
+         * guess: a topic's limit seldom changes. */
+        if ((!e || now_ms >= e->expires_ms) && now_ms >= l->paused_until_ms)
+                return RELAY_LIMIT_MISSING;
+        if (!e || e->bytes <= 0)
                 return RELAY_LIMIT_UNKNOWN;
         *bytes = e->bytes;
         return RELAY_LIMIT_KNOWN;

@@ -58,8 +58,9 @@ typedef enum {
 } relay_limit_state_t;
 
 /**
- * @brief The cached limit of topic (borrowed) at time now_ms. A topic whose
- *        limit is missing is RELAY_LIMIT_UNKNOWN while asking is paused.
+ * @brief The cached limit of topic (borrowed) at time now_ms. While asking
+ *        is paused, an expired limit is still RELAY_LIMIT_KNOWN and a
+ *        missing one RELAY_LIMIT_UNKNOWN.
  */
 relay_limit_state_t relay_limits_get(const relay_limits_t *l, const char *topic, int64_t now_ms,
                                      int64_t *bytes);

@@ -145,6 +145,15 @@ static void test_timeout_pause(void)
         is_int(relay_limits_get(l, "a", 1000, &b), RELAY_LIMIT_UNKNOWN, "no ask while paused");
         is_int(relay_limits_get(l, "known", 1000, &b), RELAY_LIMIT_KNOWN,
                "a known limit stays known");
+        is_int(relay_limits_timed_out(l, 100000, 10000, 300000), 20000, "a timeout at 100 s");
+        b = 0;
+        is_int(relay_limits_get(l, "known", 110000, &b), RELAY_LIMIT_KNOWN,
+               "expired while paused: the last limit read still holds");
+        is_int(b, 5000, "its value");
+        is_int(relay_limits_get(l, "known", 120000, &b), RELAY_LIMIT_MISSING,
+               "after the pause: ask again");
+        is_int(relay_limits_put(l, "known", 5000, 0, 100000), 0, "answered: starts over");
+        is_int(relay_limits_timed_out(l, 1000, 10000, 300000), 10000, "first timeout again");
         is_int(relay_limits_get(l, "a", 11000, &b), RELAY_LIMIT_MISSING, "ask after the pause");
         is_int(relay_limits_timed_out(l, 14000, 10000, 300000), 20000, "second in a row: 20 s");
         int64_t p = 0;
