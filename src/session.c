@@ -230,8 +230,14 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
         int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
         if (rc == 1)
                 relay_metrics_slot(pr->metrics, &si);
-        else if (rc < 0 && !pr->slotmon_warned) {
-                relay_log_warning("%s; slot metrics are missing until it works, retrying", err);
+        else if (rc < 0) {
+                /* Missing, not the last answer: a wal_status of "reserved"
+                 * shown on while the slot may since have been lost would
+                 * mislead whoever alerts on it. */
+                relay_metrics_slot(pr->metrics, &(relay_slot_info_t){.known = false});
+                if (!pr->slotmon_warned)
+                        relay_log_warning("%s; slot metrics are missing until it works, retrying",
+                                          err);
                 pr->slotmon_warned = true;
         }
         relay_metrics_sample_t sm = {
