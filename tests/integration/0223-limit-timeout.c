@@ -46,20 +46,16 @@ static void insert(fx_case_t *fc, int i, int n)
 int main(void)
 {
         rd_kafka_mock_cluster_t *mock;
-        const char *bootstraps = fx_mock_start(1, &mock);
         char *topics[NTOPICS];
 
         fx_case_t fc;
-        fx_case_open(&fc, "limittimeout", "lt");
-        h_pg_create_outbox(fc.c, "outbox");
-        h_pg_exec_file(fc.c, "002_publication.sql");
+        fx_mock_case_open(&fc, "limittimeout", "lt", 1, &mock);
         for (int i = 0; i < NTOPICS; i++) {
                 topics[i] = fx_fmt("outbox.event.t%d_%s", i, fc.suffix);
                 /* The mock has no CreateTopics. */
                 if (rd_kafka_mock_topic_create(mock, topics[i], 1, 1))
                         tap_bail("could not create the mock topic %s", topics[i]);
         }
-        fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         /* One transaction, one event to each topic. */

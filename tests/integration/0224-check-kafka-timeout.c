@@ -47,12 +47,8 @@ static char *autocreate_line(const fx_case_t *fc)
 int main(void)
 {
         rd_kafka_mock_cluster_t *mock;
-        const char *bootstraps = fx_mock_start(2, &mock);
         fx_case_t fc;
-        fx_case_open(&fc, "checktimeout", "ct");
-        h_pg_create_outbox(fc.c, "outbox");
-        h_pg_exec_file(fc.c, "002_publication.sql");
-        fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
+        fx_mock_case_open(&fc, "checktimeout", "ct", 2, &mock);
 
         rd_kafka_mock_broker_set_down(mock, 1);
         char *line = autocreate_line(&fc);
