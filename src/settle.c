@@ -59,12 +59,15 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
                                                                LIMIT_TTL_MS);
                         relay_log_warning("could not read max.message.bytes of topic \"%s\": Kafka "
                                           "did not answer the DescribeConfigs request within %d ms "
-                                          "(%s); until a limit is read, an event too large for its "
-                                          "topic is found only when Kafka refuses it; asking again "
+                                          "(%s); an event too large for a topic whose limit is not "
+                                          "known is found only when Kafka refuses it; asking again "
                                           "in %lld s (check that the brokers and their controller "
                                           "are up and reachable from the relay)",
                                           topic, LIMIT_ASK_MS, kerr, (long long)(pause / 1000));
-                        return 0;
+                        /* An expired limit still holds while paused. */
+                        if (relay_limits_get(pr->lim, topic, now, &b) == RELAY_LIMIT_KNOWN)
+                                *limit = b;
+                        break;
                 }
                 if (rc == RELAY_EKAFKA) {
                         relay_log_warning("could not read max.message.bytes of topic \"%s\": %s; "
