@@ -216,11 +216,17 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                                 left--;
                         }
                 }
-                if (!m->err && m->key_len == keylen && memcmp(m->key, key, keylen) == 0) {
+                bool ours = !m->err && m->key_len == keylen && memcmp(m->key, key, keylen) == 0;
+                if (ours && !m->payload) {
+                        /* A tombstone deletes the key, as compaction will:
+                         * what came before it no longer counts. */
+                        *found = false;
+                        *out = 0;
+                } else if (ours) {
                         char v[64];
                         relay_lsn_t lsn;
                         snprintf(v, sizeof(v), "%.*s", (int)(m->len < 63 ? m->len : 63),
-                                 m->payload ? (const char *)m->payload : "");
+                                 (const char *)m->payload);
                         if (relay_lsn_parse(v, &lsn) != 0) {
                                 relay_err_set(err, errlen,
                                               "checkpoint topic \"%s\" holds \"%s\" for \"%s\" at "

@@ -43,6 +43,7 @@ struct relay_repl {
         int proto_version;
         int64_t wal_sender_timeout_ms;
         char system_id[32]; /* IDENTIFY_SYSTEM's systemid: names the database cluster */
+        relay_lsn_t identify_end; /* IDENTIFY_SYSTEM's xlogpos: WAL flushed when connected */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
         char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
 };
@@ -364,11 +365,16 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         }
         free(wal_level);
 
-        char *sysid = single_value(r, "IDENTIFY_SYSTEM", err, errlen, &rc);
-        if (rc)
+        /* systemid | timeline | xlogpos | dbname */
+        PGresult *ident;
+        if ((rc = queryf(r, &ident, err, errlen, "IDENTIFY_SYSTEM")) != 0)
                 goto fail;
-        snprintf(r->system_id, sizeof(r->system_id), "%s", sysid ? sysid : "");
-        free(sysid);
+        if (PQntuples(ident) > 0 && PQnfields(ident) >= 3) {
+                snprintf(r->system_id, sizeof(r->system_id), "%s", PQgetvalue(ident, 0, 0));
+                if (relay_lsn_parse(PQgetvalue(ident, 0, 2), &r->identify_end) != 0)
+                        r->identify_end = 0;
+        }
+        PQclear(ident);
 
         char *timeout = single_value(r, "SHOW wal_sender_timeout", err, errlen, &rc);
         if (rc)
@@ -409,6 +415,11 @@ int relay_repl_proto_version(const relay_repl_t *r)
 int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r)
 {
         return r->wal_sender_timeout_ms;
+}
+
+relay_lsn_t relay_repl_identify_end(const relay_repl_t *r)
+{
+        return r->identify_end;
 }
 
 const char *relay_repl_system_id(const relay_repl_t *r)

@@ -967,6 +967,25 @@ static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
                                    &found, err, errlen);
         if (rc)
                 return rc;
+        /* Our checkpoints are ends of transactions this server flushed, so
+         * one beyond its flush position belongs to a WAL history it does not
+         * have (restored from a backup, a standby promoted before it received
+         * that transaction). Skipping below it would drop this history's
+         * transactions there: lost, silently. */
+        relay_lsn_t end = relay_repl_identify_end(s->repl);
+        if (found && end != 0 && e->checkpoint > end) {
+                char at[RELAY_LSN_BUFSZ];
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "checkpoint %s of \"%s\" in topic \"%s\" is beyond the server's "
+                                 "WAL end %s: it was written for a WAL history this server does "
+                                 "not have (restored from a backup, or a standby promoted before "
+                                 "it received that transaction), and skipping the transactions "
+                                 "below it would lose them; write a tombstone (a null value) "
+                                 "for key \"%s\" to the topic to start from the slot (events "
+                                 "Kafka holds already may be sent again), then restart",
+                                 relay_lsn_format(e->checkpoint, lsn), e->key,
+                                 s->set->eos_checkpoint_topic, relay_lsn_format(end, at), e->key);
+        }
         if (first || found)
                 relay_log_info("exactly-once: transactional.id \"%s\", checkpoint %s in topic "
                                "\"%s\"",

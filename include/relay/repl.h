@@ -63,6 +63,12 @@ bool relay_repl_failover_unguarded(const relay_repl_t *r);
 /** @brief The server's wal_sender_timeout in ms (0 = disabled). */
 int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 
+/** @brief The server's WAL flushed when the connection was made (IDENTIFY_SYSTEM's
+ *         xlogpos; the replay position on a standby); 0 when unknown. Every
+ *         transaction the relay can have received from this server ends at or
+ *         below the server's flush position from then on. */
+relay_lsn_t relay_repl_identify_end(const relay_repl_t *r);
+
 /** @brief The database cluster's system identifier (IDENTIFY_SYSTEM), as text. Borrowed. */
 const char *relay_repl_system_id(const relay_repl_t *r);
 
