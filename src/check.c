@@ -1355,8 +1355,10 @@ static void kafka_checks(ctx_t *x)
         int autocreate = -1;
         char id[16], *v = NULL;
         snprintf(id, sizeof(id), "%d", (int)broker);
-        if (relay_kadmin_config(rk, RD_KAFKA_RESOURCE_BROKER, id, "auto.create.topics.enable",
-                                x->kafka_timeout_ms, &v, err, sizeof(err)) == 0) {
+        rd_kafka_resp_err_t ce = relay_kadmin_config(rk, RD_KAFKA_RESOURCE_BROKER, id,
+                                                     "auto.create.topics.enable",
+                                                     x->kafka_timeout_ms, &v, err, sizeof(err));
+        if (ce == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 autocreate = strcmp(v, "true") == 0;
                 add(x, "kafka.auto_create_topics", RELAY_CHECK_OK, NULL,
                     autocreate ? "auto.create.topics.enable is true on broker %d: a missing topic "
@@ -1365,9 +1367,21 @@ static void kafka_checks(ctx_t *x)
                                  "must exist before its first event",
                     (int)broker);
                 free(v);
-        } else {
+        } else if (relay_kadmin_timed_out(ce)) {
+                /* No answer is not a refusal: granting would not help. */
+                add(x, "kafka.auto_create_topics", RELAY_CHECK_WARNING,
+                    "check that the broker is up and reachable from here",
+                    "could not read auto.create.topics.enable from broker %d: no answer within "
+                    "%d ms (%s)",
+                    (int)broker, x->kafka_timeout_ms, err);
+        } else if (ce == RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED ||
+                   ce == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
                 add(x, "kafka.auto_create_topics", RELAY_CHECK_WARNING,
                     "grant DescribeConfigs on the cluster to see it",
+                    "could not read auto.create.topics.enable from broker %d: %s", (int)broker, err);
+        } else {
+                add(x, "kafka.auto_create_topics", RELAY_CHECK_WARNING,
+                    "look up auto.create.topics.enable in the brokers' configuration",
                     "could not read auto.create.topics.enable from broker %d: %s", (int)broker, err);
         }
 

@@ -114,6 +114,35 @@ out:
         return rc;
 }
 
+/*
+ * Why the read did not reach the end of every partition in time, for the
+ * first one it did not: a partition from which nothing came (no record, no
+ * end of fetch) was never fetched, its leader down or unreachable; one that
+ * answered but stays below its high watermark is held back by another
+ * producer's open transaction.
+ */
+static void timed_out(const struct rd_kafka_metadata *md, const int64_t *end, const bool *done,
+                      int timeout_ms, char *err, size_t errlen)
+{
+        const rd_kafka_metadata_topic_t *t = &md->topics[0];
+        int i = 0;
+        while (i < t->partition_cnt - 1 && done[i])
+                i++;
+        if (end[i] < 0)
+                relay_err_set(err, errlen,
+                              "could not read checkpoint topic \"%s\" within %d ms: partition %d "
+                              "never answered (its leader, broker %d, is down or unreachable); "
+                              "check the broker",
+                              t->topic, timeout_ms, (int)t->partitions[i].id,
+                              (int)t->partitions[i].leader);
+        else
+                relay_err_set(err, errlen,
+                              "could not read checkpoint topic \"%s\" to its end within %d ms "
+                              "(an open transaction of another producer holds partition %d back "
+                              "until it ends)",
+                              t->topic, timeout_ms, (int)t->partitions[i].id);
+}
+
 int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const char *key,
                           int timeout_ms, relay_checkpoint_tick_fn *tick, void *ctx,
                           relay_lsn_t *out, bool *found, char *err, size_t errlen)
@@ -179,11 +208,7 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
         }
         while (left > 0) {
                 if (relay_now_ms() > deadline) {
-                        relay_err_set(err, errlen,
-                                      "could not read checkpoint topic \"%s\" to its end within "
-                                      "%d ms (an open transaction of another producer holds it "
-                                      "back until it ends)",
-                                      topic, timeout_ms);
+                        timed_out(md, end, done, timeout_ms, err, errlen);
                         goto out;
                 }
                 int trc = tick ? tick(ctx, err, errlen) : 0;
@@ -216,11 +241,17 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                                 left--;
                         }
                 }
-                if (!m->err && m->key_len == keylen && memcmp(m->key, key, keylen) == 0) {
+                bool ours = !m->err && m->key_len == keylen && memcmp(m->key, key, keylen) == 0;
+                if (ours && !m->payload) {
+                        /* A tombstone deletes the key, as compaction will:
+                         * what came before it no longer counts. */
+                        *found = false;
+                        *out = 0;
+                } else if (ours) {
                         char v[64];
                         relay_lsn_t lsn;
                         snprintf(v, sizeof(v), "%.*s", (int)(m->len < 63 ? m->len : 63),
-                                 m->payload ? (const char *)m->payload : "");
+                                 (const char *)m->payload);
                         if (relay_lsn_parse(v, &lsn) != 0) {
                                 relay_err_set(err, errlen,
                                               "checkpoint topic \"%s\" holds \"%s\" for \"%s\" at "

@@ -35,6 +35,11 @@ void relay_kadmin_end(relay_kadmin_req_t *r)
         *r = (relay_kadmin_req_t){0};
 }
 
+bool relay_kadmin_timed_out(rd_kafka_resp_err_t e)
+{
+        return e == RD_KAFKA_RESP_ERR__TIMED_OUT || e == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT;
+}
+
 rd_kafka_resp_err_t relay_kadmin_config(rd_kafka_t *rk, rd_kafka_ResourceType_t type,
                                         const char *resname, const char *name, int timeout_ms,
                                         char **out, char *err, size_t errlen)

@@ -79,6 +79,11 @@ struct relay_limits {
         entry_t **buckets;
         size_t nbuckets; /* a power of two */
         size_t count;
+        /* After a request for a limit timed out: none is asked for before
+         * paused_until_ms; backoff_ms is the last pause (0: the last request
+         * was answered). */
+        int64_t paused_until_ms;
+        int64_t backoff_ms;
 };
 
 static uint32_t hash_str(const char *s)
@@ -132,9 +137,11 @@ relay_limit_state_t relay_limits_get(const relay_limits_t *l, const char *topic,
                                      int64_t *bytes)
 {
         entry_t *e = *find(l, topic, hash_str(topic));
-        if (!e || now_ms >= e->expires_ms)
+        /* While asking is paused, an expired limit is still the best
+         * guess: a topic's limit seldom changes. */
+        if ((!e || now_ms >= e->expires_ms) && now_ms >= l->paused_until_ms)
                 return RELAY_LIMIT_MISSING;
-        if (e->bytes <= 0)
+        if (!e || e->bytes <= 0)
                 return RELAY_LIMIT_UNKNOWN;
         *bytes = e->bytes;
         return RELAY_LIMIT_KNOWN;
@@ -179,7 +186,20 @@ int relay_limits_put(relay_limits_t *l, const char *topic, int64_t bytes, int64_
         }
         (*pp)->bytes = bytes;
         (*pp)->expires_ms = now_ms + ttl_ms;
+        l->backoff_ms = 0;
+        l->paused_until_ms = 0;
         return 0;
+}
+
+int64_t relay_limits_timed_out(relay_limits_t *l, int64_t now_ms, int64_t first_ms,
+                               int64_t max_ms)
+{
+        int64_t b = l->backoff_ms > 0 ? l->backoff_ms * 2 : first_ms;
+        if (b > max_ms || b < l->backoff_ms)
+                b = max_ms;
+        l->backoff_ms = b;
+        l->paused_until_ms = now_ms + b;
+        return b;
 }
 
 void relay_limits_forget(relay_limits_t *l, const char *topic)

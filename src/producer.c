@@ -778,6 +778,8 @@ int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeo
                 free(v);
                 return rc;
         }
+        if (relay_kadmin_timed_out(e))
+                return RELAY_EIO;
         if (e != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
                 return RELAY_EKAFKA;
         /* Not created yet: it will get the brokers' default. */

@@ -230,8 +230,14 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
         int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
         if (rc == 1)
                 relay_metrics_slot(pr->metrics, &si);
-        else if (rc < 0 && !pr->slotmon_warned) {
-                relay_log_warning("%s; slot metrics are missing until it works, retrying", err);
+        else if (rc < 0) {
+                /* Missing, not the last answer: a wal_status of "reserved"
+                 * shown on while the slot may since have been lost would
+                 * mislead whoever alerts on it. */
+                relay_metrics_slot(pr->metrics, &(relay_slot_info_t){.known = false});
+                if (!pr->slotmon_warned)
+                        relay_log_warning("%s; slot metrics are missing until it works, retrying",
+                                          err);
                 pr->slotmon_warned = true;
         }
         relay_metrics_sample_t sm = {
@@ -961,6 +967,25 @@ static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
                                    &found, err, errlen);
         if (rc)
                 return rc;
+        /* Our checkpoints are ends of transactions this server flushed, so
+         * one beyond its flush position belongs to a WAL history it does not
+         * have (restored from a backup, a standby promoted before it received
+         * that transaction). Skipping below it would drop this history's
+         * transactions there: lost, silently. */
+        relay_lsn_t end = relay_repl_wal_end(s->repl);
+        if (found && end != 0 && e->checkpoint > end) {
+                char at[RELAY_LSN_BUFSZ];
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "checkpoint %s of \"%s\" in topic \"%s\" is beyond the server's "
+                                 "WAL end %s: it was written for a WAL history this server does "
+                                 "not have (restored from a backup, or a standby promoted before "
+                                 "it received that transaction), and skipping the transactions "
+                                 "below it would lose them; write a tombstone (a null value) "
+                                 "for key \"%s\" to the topic to start from the slot (events "
+                                 "Kafka holds already may be sent again), then restart",
+                                 relay_lsn_format(e->checkpoint, lsn), e->key,
+                                 s->set->eos_checkpoint_topic, relay_lsn_format(end, at), e->key);
+        }
         if (first || found)
                 relay_log_info("exactly-once: transactional.id \"%s\", checkpoint %s in topic "
                                "\"%s\"",

@@ -24,6 +24,11 @@
 #define LIMIT_TTL_MS 300000
 #define LIMIT_MISSING_TTL_MS 10000
 #define LIMIT_ASK_MS 3000
+/* After Kafka did not answer within LIMIT_ASK_MS: no limit is asked for
+ * (each ask holds the loop up to LIMIT_ASK_MS) for this long, doubling
+ * while it keeps timing out, up to LIMIT_TTL_MS. A timeout is transient,
+ * unlike a refusal, so it is not trusted for LIMIT_TTL_MS at once. */
+#define LIMIT_TIMEOUT_PAUSE_MS 10000
 
 /*
  * topic's max.message.bytes, 0 when unknown. Learnt once per topic (and
@@ -49,6 +54,21 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
                 return 0;
         case RELAY_LIMIT_MISSING:
                 rc = relay_producer_topic_limit(s->prod, topic, LIMIT_ASK_MS, &b, kerr, sizeof(kerr));
+                if (rc == RELAY_EIO) {
+                        int64_t pause = relay_limits_timed_out(pr->lim, now, LIMIT_TIMEOUT_PAUSE_MS,
+                                                               LIMIT_TTL_MS);
+                        relay_log_warning("could not read max.message.bytes of topic \"%s\": Kafka "
+                                          "did not answer the DescribeConfigs request within %d ms "
+                                          "(%s); an event too large for a topic whose limit is not "
+                                          "known is found only when Kafka refuses it; asking again "
+                                          "in %lld s (check that the brokers and their controller "
+                                          "are up and reachable from the relay)",
+                                          topic, LIMIT_ASK_MS, kerr, (long long)(pause / 1000));
+                        /* An expired limit still holds while paused. */
+                        if (relay_limits_get(pr->lim, topic, now, &b) == RELAY_LIMIT_KNOWN)
+                                *limit = b;
+                        break;
+                }
                 if (rc == RELAY_EKAFKA) {
                         relay_log_warning("could not read max.message.bytes of topic \"%s\": %s; "
                                           "an event too large for it is found only when Kafka "

@@ -24,8 +24,10 @@
  *        owner of our transactional.id committed, even while another
  *        producer's open transaction holds the partition's stable end below
  *        them (then it waits for that transaction to end, up to timeout_ms).
- *        A topic that does not exist is created (compacted, one partition,
- *        the brokers' replication factor) and holds none.
+ *        A tombstone (null value) for key deletes what came before it,
+ *        as compaction would. A topic that does not exist is created
+ *        (compacted, one partition, the brokers' replication factor) and
+ *        holds none.
  *        Call it after the transactional producer's init, which aborts any
  *        transaction a previous owner left open (it would hold back the
  *        read_committed end of the partition).

@@ -40,11 +40,24 @@ void relay_kadmin_end(relay_kadmin_req_t *r);
  *        asked on rk (borrowed), waiting up to timeout_ms (+500 ms).
  * @returns RD_KAFKA_RESP_ERR_NO_ERROR; the resource's or request's error
  *          (e.g. RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
- *          RD_KAFKA_RESP_ERR__TIMED_OUT; RD_KAFKA_RESP_ERR__NOENT when the
- *          answer lacks name), with the reason in err.
+ *          RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+ *          RD_KAFKA_RESP_ERR__NOENT when the answer lacks name), with the
+ *          reason in err. A timeout is one of the codes
+ *          relay_kadmin_timed_out() accepts: no answer came in time, which
+ *          says nothing about the resource or the principal's rights.
  */
 rd_kafka_resp_err_t relay_kadmin_config(rd_kafka_t *rk, rd_kafka_ResourceType_t type,
                                         const char *resname, const char *name, int timeout_ms,
                                         char **out, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Is e a timeout rather than an answer: RD_KAFKA_RESP_ERR__TIMED_OUT
+ *        (relay_kadmin_config() waited in vain, or librdkafka's request
+ *        timeout ran out, also while it waited for the controller a topic's
+ *        DescribeConfigs goes to) or the broker's REQUEST_TIMED_OUT? Such a
+ *        request is worth making again later: the cluster was slow or
+ *        unreachable, it did not refuse.
+ */
+bool relay_kadmin_timed_out(rd_kafka_resp_err_t e);
 
 #endif

@@ -52,23 +52,39 @@ void relay_limits_free(relay_limits_t *l);
 typedef enum {
         RELAY_LIMIT_MISSING, /* never asked, or expired: ask Kafka */
         RELAY_LIMIT_KNOWN,   /* *bytes holds the limit */
-        RELAY_LIMIT_UNKNOWN, /* Kafka could not tell (no permission, old broker):
-                              * do not check until it expires */
+        RELAY_LIMIT_UNKNOWN, /* Kafka could not tell (no permission, old broker),
+                              * or asking is paused after a timeout
+                              * (relay_limits_timed_out()): do not check */
 } relay_limit_state_t;
 
 /**
- * @brief The cached limit of topic (borrowed) at time now_ms.
+ * @brief The cached limit of topic (borrowed) at time now_ms. While asking
+ *        is paused, an expired limit is still RELAY_LIMIT_KNOWN and a
+ *        missing one RELAY_LIMIT_UNKNOWN.
  */
 relay_limit_state_t relay_limits_get(const relay_limits_t *l, const char *topic, int64_t now_ms,
                                      int64_t *bytes);
 
 /**
  * @brief Remember topic's limit (bytes > 0) or that it is unknown (bytes
- *        <= 0) until now_ms + ttl_ms. The topic name is copied.
+ *        <= 0) until now_ms + ttl_ms: Kafka answered. The topic name is
+ *        copied.
  * @returns 0 or RELAY_ENOMEM.
  */
 int relay_limits_put(relay_limits_t *l, const char *topic, int64_t bytes, int64_t now_ms,
                      int64_t ttl_ms) RELAY_MUST_CHECK;
+
+/**
+ * @brief Kafka did not answer a request for a limit in time: ask for no
+ *        topic's limit until now_ms + a backoff of first_ms after an
+ *        answered request, doubling with each timeout in a row up to max_ms
+ *        (an answer, relay_limits_put(), starts it over). Paused for every
+ *        topic, as the cluster (or its controller) is what is slow: asking
+ *        for each topic in turn would make the caller wait once per topic.
+ * @returns the backoff (ms).
+ */
+int64_t relay_limits_timed_out(relay_limits_t *l, int64_t now_ms, int64_t first_ms,
+                               int64_t max_ms);
 
 /** @brief Forget topic's limit (Kafka refused a batch as too large: ask again). */
 void relay_limits_forget(relay_limits_t *l, const char *topic);

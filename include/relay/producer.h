@@ -225,8 +225,11 @@ int64_t relay_producer_max_message(const relay_producer_t *p);
  * @returns 0 and *bytes; RELAY_EAGAIN when the topic does not exist yet
  *          (*bytes is then the brokers' message.max.bytes, which a topic
  *          created on first use gets, or 0 if that is unknown too);
- *          RELAY_EKAFKA when the cluster could not tell (no DescribeConfigs
- *          permission, timeout), with the reason in err.
+ *          RELAY_EIO when no answer came within timeout_ms (the cluster or
+ *          its controller slow or unreachable: transient, ask again later);
+ *          RELAY_EKAFKA when the cluster answered that it cannot tell (no
+ *          DescribeConfigs permission, an old broker, a value that is not a
+ *          size). The reason is in err for both.
  */
 int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeout_ms,
                                int64_t *bytes, char *err, size_t errlen) RELAY_MUST_CHECK;

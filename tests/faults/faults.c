@@ -628,6 +628,16 @@ const char *fx_mock_start(int brokers, rd_kafka_mock_cluster_t **out)
         return bootstraps;
 }
 
+void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brokers,
+                       rd_kafka_mock_cluster_t **out)
+{
+        const char *bootstraps = fx_mock_start(brokers, out);
+        fx_case_open(k, name, tag);
+        h_pg_create_outbox(k->c, "outbox");
+        h_pg_exec_file(k->c, "002_publication.sql");
+        fx_sets_init(&k->sets, k->db, k->slot, bootstraps);
+}
+
 /* --- kill -9 loops ---------------------------------------------------------- */
 
 void fx_wait_slice(h_workload_t *wl, h_relay_t *r, int k, int n, int events, unsigned *seed,

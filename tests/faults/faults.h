@@ -344,6 +344,14 @@ struct rd_kafka_mock_cluster_s;
 const char *fx_mock_start(int brokers, struct rd_kafka_mock_cluster_s **out);
 
 /**
+ * A case on a mock cluster of `brokers` brokers (fx_mock_start(), *out gets
+ * it): fx_case_open(k, name, tag), the outbox table and the publication in
+ * its database, and k->sets initialised for the mock. Bails on failure.
+ */
+void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brokers,
+                       struct rd_kafka_mock_cluster_s **out);
+
+/**
  * The mock has no CreateTopics: create the workload's topics on it (one
  * partition, replication factor 1); with spread, topic t's leader is broker
  * t + 1. Bails on failure.

@@ -31,12 +31,8 @@
 int main(void)
 {
         rd_kafka_mock_cluster_t *mock;
-        const char *bootstraps = fx_mock_start(1, &mock);
-
         fx_case_t fc;
-        fx_case_open(&fc, "toolarge", "tl");
-        h_pg_create_outbox(fc.c, "outbox");
-        h_pg_exec_file(fc.c, "002_publication.sql");
+        fx_mock_case_open(&fc, "toolarge", "tl", 1, &mock);
         char *topic = fx_fmt("outbox.event.tl_%s", fc.suffix);
         char *dlq = fx_fmt("dlq_%s", fc.suffix);
         /* The mock has no CreateTopics. */
@@ -44,7 +40,6 @@ int main(void)
             rd_kafka_mock_topic_create(mock, dlq, 1, 1))
                 tap_bail("could not create the mock topics");
 
-        fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         fx_sets_add(&fc.sets, "errors.dlq.topic=%s", dlq);
         fx_sets_add(&fc.sets, "%s", "errors.retries=3");
         fx_sets_add(&fc.sets, "%s", "errors.backoff.ms=100");

@@ -134,10 +134,42 @@ static void test_cache(void)
         relay_limits_free(NULL);
 }
 
+/* A timeout pauses every topic's ask, doubling while it goes on; an answer
+ * starts it over. */
+static void test_timeout_pause(void)
+{
+        relay_limits_t *l = relay_limits_new();
+        int64_t b = 0;
+        is_int(relay_limits_put(l, "known", 5000, 0, 100000), 0, "put known");
+        is_int(relay_limits_timed_out(l, 1000, 10000, 300000), 10000, "first timeout: 10 s");
+        is_int(relay_limits_get(l, "a", 1000, &b), RELAY_LIMIT_UNKNOWN, "no ask while paused");
+        is_int(relay_limits_get(l, "known", 1000, &b), RELAY_LIMIT_KNOWN,
+               "a known limit stays known");
+        is_int(relay_limits_timed_out(l, 100000, 10000, 300000), 20000, "a timeout at 100 s");
+        b = 0;
+        is_int(relay_limits_get(l, "known", 110000, &b), RELAY_LIMIT_KNOWN,
+               "expired while paused: the last limit read still holds");
+        is_int(b, 5000, "its value");
+        is_int(relay_limits_get(l, "known", 120000, &b), RELAY_LIMIT_MISSING,
+               "after the pause: ask again");
+        is_int(relay_limits_put(l, "known", 5000, 0, 100000), 0, "answered: starts over");
+        is_int(relay_limits_timed_out(l, 1000, 10000, 300000), 10000, "first timeout again");
+        is_int(relay_limits_get(l, "a", 11000, &b), RELAY_LIMIT_MISSING, "ask after the pause");
+        is_int(relay_limits_timed_out(l, 14000, 10000, 300000), 20000, "second in a row: 20 s");
+        int64_t p = 0;
+        for (int i = 0; i < 70; i++)
+                p = relay_limits_timed_out(l, 0, 10000, 300000);
+        is_int(p, 300000, "capped at 5 minutes, however many (no overflow)");
+        is_int(relay_limits_put(l, "a", 0, 0, 1000), 0, "an answer (unknown)");
+        is_int(relay_limits_timed_out(l, 0, 10000, 300000), 10000, "starts the pause over");
+        relay_limits_free(l);
+}
+
 int main(void)
 {
         test_sizes();
         test_local_as_librdkafka();
         test_cache();
+        test_timeout_pause();
         return done_testing();
 }
