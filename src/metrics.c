@@ -250,10 +250,13 @@ void relay_metrics_session_end(relay_metrics_t *m, int rc)
                 break;
         }
         m->live.ends[c]++;
-        /* What was not confirmed is received again by the next session. */
+        /* What was not confirmed is received again by the next session, and
+         * what it had in flight or held back went with its producer. */
         m->len = 0;
         m->overflow = 0;
         m->live.unconfirmed_commit_ts = 0;
+        m->live.sample.inflight_events = 0;
+        m->live.sample.held_back = false;
 }
 
 void relay_metrics_state(relay_metrics_t *m, relay_state_t st)

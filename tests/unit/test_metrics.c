@@ -175,11 +175,35 @@ static void test_catchup(void)
         relay_metrics_free(m);
 }
 
+/* What a session held (events in flight, one settled in place) ends with it:
+ * its producer is gone, and the next session reads those events again. */
+static void test_session_end_gauges(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {.received = 500, .confirmed = 400, .inflight_events = 7,
+                                    .held_back = true};
+        relay_metrics_publish(m, &s);
+        char *p = page_of(m);
+        is_int(sample(p, "outbox_relay_inflight_events"), 7, "7 events in flight while streaming");
+        is_int(sample(p, "outbox_relay_held_back"), 1, "one held back");
+        free(p);
+        relay_metrics_session_end(m, RELAY_EKAFKA);
+        relay_metrics_state(m, RELAY_STATE_BACKOFF); /* publishes, as relay.c does */
+        p = page_of(m);
+        is_int(sample(p, "outbox_relay_inflight_events"), 0,
+               "none in flight once the session ended (backing off)");
+        is_int(sample(p, "outbox_relay_held_back"), 0, "none held back once the session ended");
+        is_int(sample(p, "outbox_relay_confirmed_lsn"), 400, "the confirmed position stays");
+        free(p);
+        relay_metrics_free(m);
+}
+
 int main(void)
 {
         test_topics();
         test_latency_and_lag();
         test_health();
         test_catchup();
+        test_session_end_gauges();
         return done_testing();
 }
