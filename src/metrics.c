@@ -26,10 +26,11 @@
 #define TOPIC_NAME_MAX 249 /* Kafka's limit */
 #define TOPIC_SLOTS 256    /* hash slots, > 2 * RELAY_METRICS_MAX_TOPICS */
 #define OTHER RELAY_METRICS_MAX_TOPICS
-/* Committed transactions remembered for the latency histogram and the lag
- * in seconds; more in flight than this are not observed (the lag stays right:
- * the newest one is kept apart). */
-#define RING 8192
+/* Committed transactions remembered for the latency histogram, the lag in
+ * seconds and the count in flight: a ring that starts at this many and
+ * doubles, as the ack tracker's does (a catch-up of small transactions has
+ * tens of thousands in flight). */
+#define RING_MIN 1024
 /* Seconds between the PostgreSQL epoch (2000-01-01) and the Unix epoch. */
 #define PG_EPOCH_UNIX INT64_C(946684800)
 
@@ -94,9 +95,10 @@ struct relay_metrics {
         unsigned short slot_of[TOPIC_SLOTS]; /* topic index + 1; 0: empty */
         const char *last_topic; /* the caller's pointer of the last lookup (a hint only) */
         size_t last_index;
-        txn_t ring[RING];
-        size_t head, len;
-        uint64_t overflow; /* committed while the ring was full, not yet confirmed */
+        txn_t *ring;
+        size_t cap, head, len; /* cap: a power of two */
+        uint64_t overflow; /* committed while the ring could not grow (out of memory), not
+                            * yet confirmed; not observed */
         txn_t newest; /* the newest committed transaction, even when the ring was full */
         /* catch-up report */
         int64_t cu_last_ms;
@@ -122,7 +124,13 @@ relay_metrics_t *relay_metrics_new(void)
 
         if (m == NULL)
                 return NULL;
+        m->cap = RING_MIN;
+        if ((m->ring = malloc(m->cap * sizeof(*m->ring))) == NULL) {
+                free(m);
+                return NULL;
+        }
         if (pthread_mutex_init(&m->mu, NULL) != 0) {
+                free(m->ring);
                 free(m);
                 return NULL;
         }
@@ -138,6 +146,7 @@ void relay_metrics_free(relay_metrics_t *m)
         if (m == NULL)
                 return;
         pthread_mutex_destroy(&m->mu);
+        free(m->ring);
         free(m);
 }
 
@@ -195,13 +204,32 @@ void relay_metrics_delivery_error(relay_metrics_t *m, relay_dr_class_t cls)
                 m->live.dr_errors[cls]++;
 }
 
+/* Double the ring, oldest first at 0; false when out of memory. */
+static bool ring_grow(relay_metrics_t *m)
+{
+        txn_t *ring = malloc(2 * m->cap * sizeof(*ring));
+        if (ring == NULL)
+                return false;
+        for (size_t i = 0; i < m->len; i++)
+                ring[i] = m->ring[(m->head + i) & (m->cap - 1)];
+        free(m->ring);
+        m->ring = ring;
+        m->cap *= 2;
+        m->head = 0;
+        return true;
+}
+
 void relay_metrics_commit(relay_metrics_t *m, relay_lsn_t end_lsn, int64_t commit_ts)
 {
         m->live.txns++;
         m->newest.lsn = end_lsn;
         m->newest.ts = commit_ts;
-        if (m->len < RING)
-                m->ring[(m->head + m->len++) % RING] = m->newest;
+        /* Once one could not be kept, none after it is either: the ring
+         * stays the oldest run, and what it lacks is counted (overflow)
+         * until the newest is confirmed. A ring with room again would take
+         * later ones past the gap and count the gap forever. */
+        if (m->overflow == 0 && (m->len < m->cap || ring_grow(m)))
+                m->ring[(m->head + m->len++) & (m->cap - 1)] = m->newest;
         else
                 m->overflow++;
 }
@@ -302,7 +330,7 @@ bool relay_metrics_turn(relay_metrics_t *m, int64_t now_ms, relay_lsn_t confirma
                         const txn_t *t = &m->ring[m->head];
                         observe(f, (double)(now_us - t->ts) / 1e6);
                         f->confirmed_commit_ts = t->ts;
-                        m->head = (m->head + 1) % RING;
+                        m->head = (m->head + 1) & (m->cap - 1);
                         m->len--;
                 }
         }
