@@ -195,9 +195,11 @@ static int run_tail(const relay_settings_t *set)
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
+        /* Not started: the server is not usable (unreachable too, as for
+         * status), 3; 1 is for a stream that breaks. */
         if ((rc = relay_tail_open(&t, set, err, sizeof(err))) != 0) {
                 fprintf(stderr, PROG ": error: %s\n", err);
-                return rc == RELAY_ESETUP ? RELAY_EXIT_SETUP : RELAY_EXIT_FATAL;
+                return rc == RELAY_ENOMEM ? RELAY_EXIT_FATAL : RELAY_EXIT_SETUP;
         }
         fprintf(stderr,
                 PROG ": tailing publication \"%s\" from temporary replication slot \"%s\" at %s: "

@@ -21,7 +21,9 @@
  *     that are not UTF-8 as '?'), and tail goes on to the next row;
  *   - SIGTERM ends tail with exit 0; the temporary slot is gone, and the
  *     real slot (created beforehand) has not moved: pg_replication_slots
- *     holds the same rows before and after.
+ *     holds the same rows before and after;
+ *   - a server that refuses the connection is not usable: exit 3, as the
+ *     manual says (1 is for a stream that breaks).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -349,6 +351,20 @@ static void case_error_not_utf8(PGconn *c, const char *set_conn)
         h_relay_free(t);
 }
 
+static void case_unreachable(void)
+{
+        const char *sets[] = {"postgres.conninfo=host=127.0.0.1 port=1 dbname=x connect_timeout=5",
+                              NULL};
+        char *out = NULL, *log = NULL;
+        int rc = h_relay_run_cmd("tail", NULL, sets, 30000, &out, &log);
+        is_int(rc, 3, "unreachable: tail exits 3 when the server refuses the connection");
+        ok(strstr(log, "could not connect to PostgreSQL") != NULL, "unreachable: the error says so");
+        if (rc != 3)
+                tap_diag("log: %s", log);
+        free(out);
+        free(log);
+}
+
 int main(void)
 {
         char *db = h_pg_create_db("tail");
@@ -369,6 +385,7 @@ int main(void)
         case_bytes(c, set_conn);
         case_messages(c, set_conn);
         case_error_not_utf8(c, set_conn);
+        case_unreachable();
 
         PQfinish(c);
         h_pg_drop_db(db);
