@@ -15,13 +15,12 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults/faults.h"
 #include "harness.h"
-#include "tap.h"
 
 /* Whether the walsender of the relay's database waits in CREATE_REPLICATION_SLOT on a lock. */
 static bool creation_waits(PGconn *c, const char *db)
@@ -48,29 +47,23 @@ static long slot_count(PGconn *c, const char *slot)
 int main(void)
 {
         int port = h_http_port(4);
-        char *db = h_pg_create_db("slotwait");
-        char *slot = h_unique_name("slot_wait");
-        char *agg = h_unique_name("SlotWait");
-        char *ci = h_pg_conninfo(db);
-        char set_conn[512], set_kafka[256], set_slot[128], set_http[64], topic[300];
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        snprintf(set_http, sizeof(set_http), "http.listen=127.0.0.1:%d", port);
-        snprintf(topic, sizeof(topic), "outbox.event.%s", agg);
-        const char *sets[] = {set_conn, set_kafka, set_slot, set_http,
-                              "http.liveness.timeout.ms=1000", NULL};
-        PGconn *c = h_pg_connect(db);
-        h_pg_create_outbox(c, "outbox");
+        fx_case_t fc;
+        char topic[300];
+        fx_case_open(&fc, "slotwait", "sw");
+        snprintf(topic, sizeof(topic), "outbox.event.%s", fc.suffix);
+        h_pg_create_outbox(fc.c, "outbox");
+        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        fx_sets_add(&fc.sets, "http.listen=127.0.0.1:%d", port);
+        fx_sets_add(&fc.sets, "%s", "http.liveness.timeout.ms=1000");
 
-        PGconn *holder = h_pg_connect(db);
+        PGconn *holder = h_pg_connect(fc.db);
         h_pg_exec(holder, "BEGIN");
         h_pg_exec(holder, "SELECT pg_current_xact_id()");
 
-        h_relay_t *r = h_relay_start(sets);
+        h_relay_t *r = h_relay_start(fc.sets.v);
         int64_t deadline = h_now_ms() + 60000;
         bool waits;
-        while (!(waits = creation_waits(c, db)) && h_now_ms() < deadline)
+        while (!(waits = creation_waits(fc.c, fc.db)) && h_now_ms() < deadline)
                 h_sleep_ms(100);
         if (!ok(waits, "creating the slot waits for the open transaction"))
                 h_relay_diag_log(r);
@@ -80,35 +73,22 @@ int main(void)
         is_int(st, 200, "/healthz: 200 after 3 s of waiting, liveness timeout 1 s: %s",
                body ? body : "");
         free(body);
-        ok(creation_waits(c, db), "the creation still waits meanwhile");
+        ok(creation_waits(fc.c, fc.db), "the creation still waits meanwhile");
 
-        h_relay_signal(r, SIGTERM);
-        int rc = h_relay_wait(r, 30000);
-        is_int(rc, 0, "SIGTERM ends the relay (exit 0) while the transaction is still open");
-        if (rc != 0)
-                h_relay_diag_log(r);
+        fx_stop_relay(r, "SIGTERM ends the relay (exit 0) while the transaction is still open");
         h_relay_free(r);
-        is_int(slot_count(c, slot), 0, "no slot is left behind");
+        is_int(slot_count(fc.c, fc.slot), 0, "no slot is left behind");
 
         h_pg_exec(holder, "COMMIT");
         PQfinish(holder);
-        r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000),
-           "with the transaction ended, the relay creates the slot and streams");
-        h_pg_exec(c,
+        r = fx_case_relay(&fc, "with the transaction ended, the relay creates the slot and streams");
+        h_pg_exec(fc.c,
                   "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
                   "(gen_random_uuid(), '%s', 'a1', 'Waited', '{}')",
-                  agg);
+                  fc.suffix);
         is_int(h_kafka_wait_count(topic, 1, 60000), 1, "Kafka holds the event");
-        h_relay_signal(r, SIGTERM);
-        is_int(h_relay_wait(r, 30000), 0, "relay stops cleanly");
+        fx_stop_relay(r, "relay stops cleanly");
         h_relay_free(r);
-
-        PQfinish(c);
-        h_pg_drop_db(db);
-        free(ci);
-        free(agg);
-        free(slot);
-        free(db);
+        fx_case_close(&fc, NULL);
         return done_testing();
 }
