@@ -623,8 +623,8 @@ static void render(out_t *o, const figures_t *f, double start_time)
         one(o, "outbox_relay_skipped_total", "counter", "Events skipped by errors.skip.ids.",
             (double)f->skipped);
         one(o, "outbox_relay_held_back", "gauge",
-            "1 while an event is settled in place (sent alone or dead-lettered): nothing after "
-            "it is produced meanwhile.",
+            "1 while an event is settled in place (sent alone, waiting to be resent, or "
+            "dead-lettered): nothing after it is produced meanwhile.",
             s->held_back ? 1 : 0);
         one(o, "outbox_relay_inflight_events", "gauge",
             "Events produced and not yet acknowledged by Kafka.", (double)s->inflight_events);

@@ -239,7 +239,9 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
                 .confirmed = s->prog.sent_flush,
                 .keepalive_end = s->prog.keepalive_end,
                 .inflight_events = relay_acktrack_pending(s->ack),
-                .held_back = s->inplace.pending,
+                /* Between resends too: a wait of errors.backoff.ms holds
+                 * back as much as the send. */
+                .held_back = s->inplace.pending || s->inplace.settling,
         };
         relay_metrics_publish(pr->metrics, &sm);
         if (relay_metrics_catchup(pr->metrics, now, &cu)) {
