@@ -376,9 +376,16 @@ int main(int argc, char **argv)
                 rc = relay_config_set_arg(cfg, sets[i], err, sizeof(err));
         free(sets);
         /* Only http.listen matters here (checked when it was set): a health
-         * check must not fail for want of, say, kafka.bootstrap.servers. */
-        if (rc == 0 && health) {
-                rc = health_check(relay_config_get(cfg, "http.listen"));
+         * check must not fail for want of, say, kafka.bootstrap.servers. Its
+         * answer is 0 or 1, also for a configuration it cannot read (Docker
+         * reserves a HEALTHCHECK's 2). */
+        if (health) {
+                if (rc == 0) {
+                        rc = health_check(relay_config_get(cfg, "http.listen"));
+                } else {
+                        printf("unhealthy: %s\n", err);
+                        rc = 1;
+                }
                 relay_config_free(cfg);
                 return rc;
         }
