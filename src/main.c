@@ -197,7 +197,9 @@ static int run_tail(const relay_settings_t *set)
         sigaction(SIGINT, &sa, NULL);
         /* Not started: the server is not usable (unreachable too, as for
          * status), 3; 1 is for a stream that breaks. */
-        if ((rc = relay_tail_open(&t, set, err, sizeof(err))) != 0) {
+        if ((rc = relay_tail_open(&t, set, &tail_stop, err, sizeof(err))) != 0) {
+                if (tail_stop)
+                        return RELAY_EXIT_OK; /* stopped while the slot was being created */
                 fprintf(stderr, PROG ": error: %s\n", err);
                 return rc == RELAY_ENOMEM ? RELAY_EXIT_FATAL : RELAY_EXIT_SETUP;
         }

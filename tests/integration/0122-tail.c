@@ -23,7 +23,9 @@
  *     real slot (created beforehand) has not moved: pg_replication_slots
  *     holds the same rows before and after;
  *   - a server that refuses the connection is not usable: exit 3, as the
- *     manual says (1 is for a stream that breaks).
+ *     manual says (1 is for a stream that breaks);
+ *   - SIGTERM while tail creates its slot, which waits for a transaction
+ *     held open, ends it with exit 0 (one signal, not a second one's 1).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -365,6 +367,29 @@ static void case_unreachable(void)
         free(log);
 }
 
+static void case_stop_while_creating(const char *db, const char *set_conn)
+{
+        const char *sets[] = {set_conn, NULL};
+        PGconn *holder = h_pg_connect(db), *c = h_pg_connect(db);
+        h_pg_exec(holder, "BEGIN");
+        h_pg_exec(holder, "SELECT pg_current_xact_id()");
+        h_relay_t *t = h_relay_start_cmd("tail", NULL, sets);
+        int64_t deadline = h_now_ms() + 30000;
+        bool waits;
+        while (!(waits = h_pg_slot_creation_waits(c, db)) && h_now_ms() < deadline)
+                h_sleep_ms(100);
+        ok(waits, "stop: tail's slot waits for the open transaction");
+        h_relay_signal(t, SIGTERM);
+        int rc = h_relay_wait(t, 30000);
+        is_int(rc, 0, "stop: SIGTERM ends tail with exit 0 while the transaction is still open");
+        if (rc != 0)
+                h_relay_diag_log(t);
+        h_relay_free(t);
+        h_pg_exec(holder, "COMMIT");
+        PQfinish(holder);
+        PQfinish(c);
+}
+
 int main(void)
 {
         char *db = h_pg_create_db("tail");
@@ -386,6 +411,7 @@ int main(void)
         case_messages(c, set_conn);
         case_error_not_utf8(c, set_conn);
         case_unreachable();
+        case_stop_while_creating(db, set_conn);
 
         PQfinish(c);
         h_pg_drop_db(db);

@@ -22,19 +22,6 @@
 #include "faults/faults.h"
 #include "harness.h"
 
-/* Whether the walsender of the relay's database waits in CREATE_REPLICATION_SLOT on a lock. */
-static bool creation_waits(PGconn *c, const char *db)
-{
-        char *v = h_pg_value(c,
-                             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' "
-                             "AND backend_type = 'walsender' AND wait_event_type = 'Lock' "
-                             "AND query LIKE 'CREATE_REPLICATION_SLOT%%'",
-                             db);
-        bool waits = strcmp(v, "0") != 0;
-        free(v);
-        return waits;
-}
-
 static long slot_count(PGconn *c, const char *slot)
 {
         char *v = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'",
@@ -63,7 +50,7 @@ int main(void)
         h_relay_t *r = h_relay_start(fc.sets.v);
         int64_t deadline = h_now_ms() + 60000;
         bool waits;
-        while (!(waits = creation_waits(fc.c, fc.db)) && h_now_ms() < deadline)
+        while (!(waits = h_pg_slot_creation_waits(fc.c, fc.db)) && h_now_ms() < deadline)
                 h_sleep_ms(100);
         if (!ok(waits, "creating the slot waits for the open transaction"))
                 h_relay_diag_log(r);
@@ -73,7 +60,7 @@ int main(void)
         is_int(st, 200, "/healthz: 200 after 3 s of waiting, liveness timeout 1 s: %s",
                body ? body : "");
         free(body);
-        ok(creation_waits(fc.c, fc.db), "the creation still waits meanwhile");
+        ok(h_pg_slot_creation_waits(fc.c, fc.db), "the creation still waits meanwhile");
 
         fx_stop_relay(r, "SIGTERM ends the relay (exit 0) while the transaction is still open");
         h_relay_free(r);
