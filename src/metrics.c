@@ -152,9 +152,14 @@ void relay_metrics_free(relay_metrics_t *m)
 
 /* --- main loop side ------------------------------------------------------ */
 
-/* The topic's index, OTHER once RELAY_METRICS_MAX_TOPICS are taken. FNV-1a. */
+/* The topic's index, OTHER once RELAY_METRICS_MAX_TOPICS are taken. FNV-1a.
+ * A topic named "other" is counted as the rest: a label of its own would be
+ * a second series topic="other" once the rest counts too, and Prometheus
+ * refuses a scrape with a duplicate series. */
 static size_t topic_index(relay_metrics_t *m, const char *topic)
 {
+        if (strcmp(topic, "other") == 0)
+                return OTHER;
         uint32_t h = 2166136261u;
         for (const unsigned char *p = (const unsigned char *)topic; *p; p++)
                 h = (h ^ *p) * 16777619u;

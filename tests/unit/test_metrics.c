@@ -175,6 +175,31 @@ static void test_catchup(void)
         relay_metrics_free(m);
 }
 
+/* A topic named "other" among more than 100: one series with that label,
+ * not two (Prometheus refuses a scrape with a duplicate series). */
+static void test_topic_named_other(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {0};
+        char topic[64];
+        relay_metrics_acked(m, "other", 10);
+        for (int i = 0; i < 110; i++) {
+                snprintf(topic, sizeof(topic), "t%03d", i);
+                relay_metrics_acked(m, topic, 10);
+        }
+        relay_metrics_publish(m, &s);
+        char *p = page_of(m);
+        int n = 0;
+        for (const char *q = p; (q = strstr(q, "outbox_relay_events_total{topic=\"other\"}")) != NULL;
+             q++)
+                n++;
+        is_int(n, 1, "one outbox_relay_events_total{topic=\"other\"} series");
+        is_int(sample(p, "outbox_relay_events_total{topic=\"other\"}"), 11,
+               "it counts the topic named other and the 10 past the 100th");
+        free(p);
+        relay_metrics_free(m);
+}
+
 /* What a session held (events in flight, one settled in place) ends with it:
  * its producer is gone, and the next session reads those events again. */
 static void test_session_end_gauges(void)
@@ -244,6 +269,7 @@ int main(void)
         test_health();
         test_catchup();
         test_session_end_gauges();
+        test_topic_named_other();
         test_many_in_flight();
         return done_testing();
 }
