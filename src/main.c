@@ -195,9 +195,13 @@ static int run_tail(const relay_settings_t *set)
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
-        if ((rc = relay_tail_open(&t, set, err, sizeof(err))) != 0) {
+        /* Not started: the server is not usable (unreachable too, as for
+         * status), 3; 1 is for a stream that breaks. */
+        if ((rc = relay_tail_open(&t, set, &tail_stop, err, sizeof(err))) != 0) {
+                if (tail_stop)
+                        return RELAY_EXIT_OK; /* stopped while the slot was being created */
                 fprintf(stderr, PROG ": error: %s\n", err);
-                return rc == RELAY_ESETUP ? RELAY_EXIT_SETUP : RELAY_EXIT_FATAL;
+                return rc == RELAY_ENOMEM ? RELAY_EXIT_FATAL : RELAY_EXIT_SETUP;
         }
         fprintf(stderr,
                 PROG ": tailing publication \"%s\" from temporary replication slot \"%s\" at %s: "
@@ -374,9 +378,16 @@ int main(int argc, char **argv)
                 rc = relay_config_set_arg(cfg, sets[i], err, sizeof(err));
         free(sets);
         /* Only http.listen matters here (checked when it was set): a health
-         * check must not fail for want of, say, kafka.bootstrap.servers. */
-        if (rc == 0 && health) {
-                rc = health_check(relay_config_get(cfg, "http.listen"));
+         * check must not fail for want of, say, kafka.bootstrap.servers. Its
+         * answer is 0 or 1, also for a configuration it cannot read (Docker
+         * reserves a HEALTHCHECK's 2). */
+        if (health) {
+                if (rc == 0) {
+                        rc = health_check(relay_config_get(cfg, "http.listen"));
+                } else {
+                        printf("unhealthy: %s\n", err);
+                        rc = 1;
+                }
                 relay_config_free(cfg);
                 return rc;
         }

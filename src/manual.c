@@ -410,8 +410,9 @@ void relay_manual_print_man(FILE *out)
         fputs(".SH SYSTEMD\n", out);
         roff_line(out,
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "
-                  "streams or stands by, STOPPING=1 when it drains, and WATCHDOG=1 from its main "
-                  "loop when the unit sets WatchdogSec. The unit outbox-relay.service reads "
+                  "streams or stands by, STATUS= saying which (or that it backs off, and why, while "
+                  "it waits to retry), STOPPING=1 when it drains, and WATCHDOG=1 from its "
+                  "main loop when the unit sets WatchdogSec. The unit outbox-relay.service reads "
                   RELAY_SYSCONFDIR "/outbox-relay.conf as a credential (the file may be readable "
                   "by root only) and runs as a dynamic user; exit statuses 2 and 5 are not "
                   "restarted, since a restart cannot fix them.");

@@ -26,10 +26,11 @@
 #define TOPIC_NAME_MAX 249 /* Kafka's limit */
 #define TOPIC_SLOTS 256    /* hash slots, > 2 * RELAY_METRICS_MAX_TOPICS */
 #define OTHER RELAY_METRICS_MAX_TOPICS
-/* Committed transactions remembered for the latency histogram and the lag
- * in seconds; more in flight than this are not observed (the lag stays right:
- * the newest one is kept apart). */
-#define RING 8192
+/* Committed transactions remembered for the latency histogram, the lag in
+ * seconds and the count in flight: a ring that starts at this many and
+ * doubles, as the ack tracker's does (a catch-up of small transactions has
+ * tens of thousands in flight). */
+#define RING_MIN 1024
 
 static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                  1,     2.5,  5,     10,   30,  60,   300};
@@ -92,9 +93,10 @@ struct relay_metrics {
         unsigned short slot_of[TOPIC_SLOTS]; /* topic index + 1; 0: empty */
         const char *last_topic; /* the caller's pointer of the last lookup (a hint only) */
         size_t last_index;
-        txn_t ring[RING];
-        size_t head, len;
-        uint64_t overflow; /* committed while the ring was full, not yet confirmed */
+        txn_t *ring;
+        size_t cap, head, len; /* cap: a power of two */
+        uint64_t overflow; /* committed while the ring could not grow (out of memory), not
+                            * yet confirmed; not observed */
         txn_t newest; /* the newest committed transaction, even when the ring was full */
         /* catch-up report */
         int64_t cu_last_ms;
@@ -120,7 +122,13 @@ relay_metrics_t *relay_metrics_new(void)
 
         if (m == NULL)
                 return NULL;
+        m->cap = RING_MIN;
+        if ((m->ring = malloc(m->cap * sizeof(*m->ring))) == NULL) {
+                free(m);
+                return NULL;
+        }
         if (pthread_mutex_init(&m->mu, NULL) != 0) {
+                free(m->ring);
                 free(m);
                 return NULL;
         }
@@ -136,14 +144,20 @@ void relay_metrics_free(relay_metrics_t *m)
         if (m == NULL)
                 return;
         pthread_mutex_destroy(&m->mu);
+        free(m->ring);
         free(m);
 }
 
 /* --- main loop side ------------------------------------------------------ */
 
-/* The topic's index, OTHER once RELAY_METRICS_MAX_TOPICS are taken. FNV-1a. */
+/* The topic's index, OTHER once RELAY_METRICS_MAX_TOPICS are taken. FNV-1a.
+ * A topic named "other" is counted as the rest: a label of its own would be
+ * a second series topic="other" once the rest counts too, and Prometheus
+ * refuses a scrape with a duplicate series. */
 static size_t topic_index(relay_metrics_t *m, const char *topic)
 {
+        if (strcmp(topic, "other") == 0)
+                return OTHER;
         uint32_t h = 2166136261u;
         for (const unsigned char *p = (const unsigned char *)topic; *p; p++)
                 h = (h ^ *p) * 16777619u;
@@ -193,13 +207,32 @@ void relay_metrics_delivery_error(relay_metrics_t *m, relay_dr_class_t cls)
                 m->live.dr_errors[cls]++;
 }
 
+/* Double the ring, oldest first at 0; false when out of memory. */
+static bool ring_grow(relay_metrics_t *m)
+{
+        txn_t *ring = malloc(2 * m->cap * sizeof(*ring));
+        if (ring == NULL)
+                return false;
+        for (size_t i = 0; i < m->len; i++)
+                ring[i] = m->ring[(m->head + i) & (m->cap - 1)];
+        free(m->ring);
+        m->ring = ring;
+        m->cap *= 2;
+        m->head = 0;
+        return true;
+}
+
 void relay_metrics_commit(relay_metrics_t *m, relay_lsn_t end_lsn, int64_t commit_ts)
 {
         m->live.txns++;
         m->newest.lsn = end_lsn;
         m->newest.ts = commit_ts;
-        if (m->len < RING)
-                m->ring[(m->head + m->len++) % RING] = m->newest;
+        /* Once one could not be kept, none after it is either: the ring
+         * stays the oldest run, and what it lacks is counted (overflow)
+         * until the newest is confirmed. A ring with room again would take
+         * later ones past the gap and count the gap forever. */
+        if (m->overflow == 0 && (m->len < m->cap || ring_grow(m)))
+                m->ring[(m->head + m->len++) & (m->cap - 1)] = m->newest;
         else
                 m->overflow++;
 }
@@ -248,10 +281,13 @@ void relay_metrics_session_end(relay_metrics_t *m, int rc)
                 break;
         }
         m->live.ends[c]++;
-        /* What was not confirmed is received again by the next session. */
+        /* What was not confirmed is received again by the next session, and
+         * what it had in flight or held back went with its producer. */
         m->len = 0;
         m->overflow = 0;
         m->live.unconfirmed_commit_ts = 0;
+        m->live.sample.inflight_events = 0;
+        m->live.sample.held_back = false;
 }
 
 void relay_metrics_state(relay_metrics_t *m, relay_state_t st)
@@ -297,7 +333,7 @@ bool relay_metrics_turn(relay_metrics_t *m, int64_t now_ms, relay_lsn_t confirma
                         const txn_t *t = &m->ring[m->head];
                         observe(f, (double)(now_us - t->ts) / 1e6);
                         f->confirmed_commit_ts = t->ts;
-                        m->head = (m->head + 1) % RING;
+                        m->head = (m->head + 1) & (m->cap - 1);
                         m->len--;
                 }
         }
@@ -590,8 +626,8 @@ static void render(out_t *o, const figures_t *f, double start_time)
         one(o, "outbox_relay_skipped_total", "counter", "Events skipped by errors.skip.ids.",
             (double)f->skipped);
         one(o, "outbox_relay_held_back", "gauge",
-            "1 while an event is settled in place (sent alone or dead-lettered): nothing after "
-            "it is produced meanwhile.",
+            "1 while an event is settled in place (sent alone, waiting to be resent, or "
+            "dead-lettered): nothing after it is produced meanwhile.",
             s->held_back ? 1 : 0);
         one(o, "outbox_relay_inflight_events", "gauge",
             "Events produced and not yet acknowledged by Kafka.", (double)s->inflight_events);

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include <systemd/sd-daemon.h>
@@ -50,6 +51,11 @@ void relay_notify_watchdog(void)
         sd_notify(0, "WATCHDOG=1");
 }
 
+void relay_notify_status(const char *status)
+{
+        sd_notifyf(0, "STATUS=%.*s", (int)strcspn(status, "\n"), status);
+}
+
 void relay_notify_stopping(void)
 {
         sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining what is in flight");
@@ -64,6 +70,11 @@ void relay_notify_ready(const char *status)
 
 void relay_notify_watchdog(void)
 {
+}
+
+void relay_notify_status(const char *status)
+{
+        (void)status;
 }
 
 void relay_notify_stopping(void)

@@ -52,6 +52,15 @@ static void nap(relay_metrics_t *m, int64_t ms)
         }
 }
 
+/* Backing off after err: systemd's STATUS= says so, rather than the
+ * "streaming" (or "standing by") of the session that ended. */
+static void notify_backoff(const char *err)
+{
+        char status[RELAY_ERRBUF + 32];
+        snprintf(status, sizeof(status), "backing off: %s", err);
+        relay_notify_status(status);
+}
+
 static int64_t backoff_ms(const relay_settings_t *set, int attempt)
 {
         int64_t base = set->reconnect_backoff_ms;
@@ -240,11 +249,13 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         if (!set->slot_recreate)
                                 break;
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);
+                        notify_backoff(err);
                         nap(metrics, backoff_ms(set, attempt++));
                         continue;
                 case OUTCOME_RETRY: {
                         int64_t d = backoff_ms(set, attempt++);
                         relay_log_warning("%s; retrying in %lld ms", err, (long long)d);
+                        notify_backoff(err);
                         nap(metrics, d);
                         continue;
                 }

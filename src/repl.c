@@ -13,6 +13,7 @@
 #include "relay/repl.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -46,7 +47,12 @@ struct relay_repl {
         relay_lsn_t wal_end; /* IDENTIFY_SYSTEM's xlogpos: the server's WAL end at connecting */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
         char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
+        relay_repl_tick_fn *tick; /* NULL: none */
+        void *tick_ctx;
 };
+
+/* How often a command that waits on other sessions ticks (exec_waiting()). */
+#define TICK_MS 100
 
 /* PostgreSQL's messages end with a newline; keep ours one line. */
 /* "what: msg; fix" (fix may be NULL), msg's trailing newline dropped. */
@@ -157,13 +163,64 @@ static void add_quoted(relay_strbuf_t *b, const relay_repl_t *r, char how, const
 }
 
 /*
+ * PQexec() for a command that may wait on other sessions for as long as they
+ * take: CREATE_REPLICATION_SLOT waits until every transaction that was
+ * running when it began has ended. Blocking in PQexec() there stopped the
+ * main loop for that long (/healthz said "stalled", no WATCHDOG=1, a stop
+ * signal waited too), so the command is sent asynchronously and r->tick
+ * runs every TICK_MS while the answer is awaited; a tick that asks to stop
+ * cancels the command, which then fails with the server's cancellation.
+ * NULL only when out of memory.
+ */
+static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
+{
+        PGresult *res, *last = NULL;
+        bool cancelled = false;
+
+        if (r->tick == NULL)
+                return PQexec(r->conn, sql);
+        if (!PQsendQuery(r->conn, sql))
+                return PQmakeEmptyPGresult(r->conn, PGRES_FATAL_ERROR);
+        while (PQisBusy(r->conn)) {
+                struct pollfd p = {.fd = PQsocket(r->conn), .events = POLLIN};
+                if (poll(&p, 1, TICK_MS) < 0 && errno != EINTR)
+                        break;
+                /* A lost connection: PQgetResult() below says so. */
+                if (!PQconsumeInput(r->conn))
+                        break;
+                if (!cancelled && r->tick(r->tick_ctx)) {
+                        char why[256];
+                        PGcancel *c = PQgetCancel(r->conn);
+                        if (c != NULL)
+                                PQcancel(c, why, sizeof(why));
+                        PQfreeCancel(c);
+                        cancelled = true;
+                }
+        }
+        /* As PQexec(): the last result is the answer. */
+        while ((res = PQgetResult(r->conn)) != NULL) {
+                PQclear(last);
+                last = res;
+        }
+        return last != NULL ? last : PQmakeEmptyPGresult(r->conn, PGRES_FATAL_ERROR);
+}
+
+void relay_repl_set_tick(relay_repl_t *r, relay_repl_tick_fn *tick, void *ctx)
+{
+        r->tick = tick;
+        r->tick_ctx = ctx;
+}
+
+/*
  * Run an SQL command built the way PostgreSQL's format() builds one: %L
  * inserts a string argument quoted as a literal, %I as an identifier, %s as
  * it is (the relay's own fragments), %% a percent sign; nothing else is
  * converted. One place quotes every name, and no fixed buffer bounds a
- * command. NULL (err set) when out of memory.
+ * command. waits: it may wait on other sessions (exec_waiting()). NULL (err
+ * set) when out of memory.
  */
-static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *fmt, va_list ap)
+static PGresult *vexecf(relay_repl_t *r, bool waits, char *err, size_t errlen, const char *fmt,
+                        va_list ap)
 {
         relay_strbuf_t b = {0};
         PGresult *res = NULL;
@@ -184,7 +241,7 @@ static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *f
         }
         char *sql = relay_strbuf_finish(&b);
         if (sql != NULL)
-                res = PQexec(r->conn, sql);
+                res = waits ? exec_waiting(r, sql) : PQexec(r->conn, sql);
         free(sql);
         if (res == NULL)
                 relay_err_set(err, errlen, "out of memory");
@@ -196,7 +253,18 @@ static PGresult *execf(relay_repl_t *r, char *err, size_t errlen, const char *fm
         va_list ap;
 
         va_start(ap, fmt);
-        PGresult *res = vexecf(r, err, errlen, fmt, ap);
+        PGresult *res = vexecf(r, false, err, errlen, fmt, ap);
+        va_end(ap);
+        return res;
+}
+
+/* execf() for CREATE_REPLICATION_SLOT, which waits on other sessions. */
+static PGresult *execf_waiting(relay_repl_t *r, char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+
+        va_start(ap, fmt);
+        PGresult *res = vexecf(r, true, err, errlen, fmt, ap);
         va_end(ap);
         return res;
 }
@@ -207,7 +275,7 @@ static int queryf(relay_repl_t *r, PGresult **res, char *err, size_t errlen, con
         va_list ap;
 
         va_start(ap, fmt);
-        *res = vexecf(r, err, errlen, fmt, ap);
+        *res = vexecf(r, false, err, errlen, fmt, ap);
         va_end(ap);
         if (*res == NULL)
                 return RELAY_ENOMEM;
@@ -871,7 +939,7 @@ create:
          * because rows from before the slot are not ours to send (backfill is
          * a separate feature). FAILOVER exists only in the option list (15+
          * syntax), which 17 and later take, as checked above. */
-        res = execf(r, err, errlen, "CREATE_REPLICATION_SLOT %I%s", r->slot,
+        res = execf_waiting(r, err, errlen, "CREATE_REPLICATION_SLOT %I%s", r->slot,
                     r->failover ? " LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)"
                                 : " LOGICAL pgoutput NOEXPORT_SNAPSHOT");
         if (!res)
@@ -913,9 +981,9 @@ static int temporary_slot_created(relay_repl_t *r, const PGresult *res, const ch
 int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *err, size_t errlen)
 {
         /* Legacy syntax, accepted by 14 to 18 like the relay's own slot's. */
-        PGresult *res = execf(r, err, errlen,
-                              "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput "
-                              "NOEXPORT_SNAPSHOT",
+        PGresult *res = execf_waiting(r, err, errlen,
+                                      "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput "
+                                      "NOEXPORT_SNAPSHOT",
                               r->slot);
         if (!res)
                 return RELAY_ENOMEM;
@@ -935,8 +1003,8 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
                  PQbackendPID(r->conn));
         /* The legacy syntax is accepted by 14 to 18. The snapshot lives until
          * this connection's next command. */
-        res = execf(r, err, errlen,
-                    "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput EXPORT_SNAPSHOT",
+        res = execf_waiting(r, err, errlen,
+                            "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput EXPORT_SNAPSHOT",
                     r->backfill_slot);
         if (!res) {
                 r->backfill_slot[0] = '\0';

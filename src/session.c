@@ -245,7 +245,9 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
                 .confirmed = s->prog.sent_flush,
                 .keepalive_end = s->prog.keepalive_end,
                 .inflight_events = relay_acktrack_pending(s->ack),
-                .held_back = s->inplace.pending,
+                /* Between resends too: a wait of errors.backoff.ms holds
+                 * back as much as the send. */
+                .held_back = s->inplace.pending || s->inplace.settling,
         };
         relay_metrics_publish(pr->metrics, &sm);
         if (relay_metrics_catchup(pr->metrics, now, &cu)) {
@@ -833,6 +835,17 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
         }
 }
 
+/* The replication connection waits on the server (creating the slot waits
+ * for the transactions then running to end): the loop is alive meanwhile
+ * (the watchdog, /healthz), and a stop cancels the wait. */
+static bool session_waiting(void *ctx)
+{
+        relay_session_t *s = ctx;
+        relay_notify_watchdog();
+        relay_metrics_alive(s->proc->metrics, relay_now_ms());
+        return *s->stop != 0;
+}
+
 static int session_producer(relay_session_t *s, bool first, char *err, size_t errlen);
 static int session_linger(relay_session_t *s, char *err, size_t errlen);
 static int session_start_stream(relay_session_t *s, const relay_session_opts_t *o,
@@ -855,6 +868,7 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
         if ((rc = relay_source_open(&s->src, set, err, errlen)))
                 return rc;
         s->repl = relay_source_repl(s->src);
+        relay_repl_set_tick(s->repl, session_waiting, s);
         if (set->exactly_once) {
                 eos_t *e = &s->eos;
                 const char *sysid = relay_repl_system_id(s->repl);

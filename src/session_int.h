@@ -55,6 +55,8 @@ typedef struct {
 /* One message produced in place (a resend or a dead-letter copy), whose
  * outcome the loop waits for before producing anything after it. */
 typedef struct {
+        bool settling; /* an event is being resent (settle.c resend()): its
+                        * waits too hold back everything after it */
         bool pending;
         int err;
         relay_dr_class_t cls;

@@ -376,7 +376,9 @@ int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char 
         int attempts = relay_policy_attempts(pol, s->txn_lsn, ev.id, ev.id_len, &cause);
         if (attempts > 0) {
                 relay_err_set(why, sizeof(why), "%s", cause);
+                s->inplace.settling = true;
                 rc = resend(s, &ev, lsn, attempts, why, err, errlen);
+                s->inplace.settling = false;
                 if (rc == 0)
                         s->n.events++;
                 return rc;

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,7 +44,15 @@ void relay_tail_free(relay_tail_t *t)
         free(t);
 }
 
-int relay_tail_open(relay_tail_t **out, const relay_settings_t *set, char *err, size_t errlen)
+/* Creating the slot waits for the transactions then open: a stop cancels it. */
+static bool tail_waiting(void *ctx)
+{
+        const volatile sig_atomic_t *stop = ctx;
+        return *stop != 0;
+}
+
+int relay_tail_open(relay_tail_t **out, const relay_settings_t *set,
+                    const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
         relay_tail_t *t = calloc(1, sizeof(*t));
         int rc;
@@ -56,6 +65,7 @@ int relay_tail_open(relay_tail_t **out, const relay_settings_t *set, char *err, 
         if ((rc = relay_source_open(&t->src, &t->set, err, errlen)))
                 goto fail;
         t->repl = relay_source_repl(t->src);
+        relay_repl_set_tick(t->repl, tail_waiting, (void *)(uintptr_t)stop);
         if ((rc = relay_repl_check_publication(t->repl, err, errlen)) ||
             (rc = relay_repl_create_temporary_slot(t->repl, &t->start, err, errlen)) ||
             (rc = relay_repl_start(t->repl, 0, err, errlen)))

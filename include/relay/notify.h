@@ -26,6 +26,13 @@ void relay_notify_ready(const char *status);
  */
 void relay_notify_watchdog(void);
 
+/**
+ * @brief STATUS= alone: what the relay does when that is neither ready nor
+ *        stopping (backing off after an error, and why). status is borrowed;
+ *        only its first line is sent, as STATUS= is one line.
+ */
+void relay_notify_status(const char *status);
+
 /** @brief STOPPING=1: a stop was requested and the relay is draining. */
 void relay_notify_stopping(void);
 

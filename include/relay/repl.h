@@ -46,6 +46,17 @@ char *relay_repl_session_options(const char *conninfo);
 /** @brief Close and free; accepts NULL. */
 void relay_repl_free(relay_repl_t *r);
 
+/**
+ * @brief Called while a command waits on other sessions (creating a slot
+ *        waits for every transaction running then to end, however long):
+ *        about every 100 ms, with ctx. Returns true to cancel the command
+ *        (a stop was asked for).
+ */
+typedef bool relay_repl_tick_fn(void *ctx);
+
+/** @brief Install tick (ctx borrowed; NULL: none, such commands just block). */
+void relay_repl_set_tick(relay_repl_t *r, relay_repl_tick_fn *tick, void *ctx);
+
 /** @brief The server's version number (e.g. 150020). */
 int relay_repl_server_version(const relay_repl_t *r);
 

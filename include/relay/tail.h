@@ -40,13 +40,15 @@ typedef struct relay_tail relay_tail_t;
  * @brief Connect (the relay's checks: version, wal_level, REPLICATION),
  *        check the publication read-only, create the temporary slot
  *        "outbox_relay_tail_<pid>" and start streaming from it. set is
- *        borrowed and must outlive the tail.
+ *        borrowed and must outlive the tail; stop (borrowed, for the tail's
+ *        life) set nonzero by a signal handler cancels creating the slot,
+ *        which waits for the transactions then open to end.
  * @returns 0 and *out (caller frees with relay_tail_free()); RELAY_ESETUP
  *          (server or publication not usable, with the fix); RELAY_EIO;
  *          RELAY_ENOMEM.
  */
-int relay_tail_open(relay_tail_t **out, const relay_settings_t *set, char *err,
-                    size_t errlen) RELAY_MUST_CHECK;
+int relay_tail_open(relay_tail_t **out, const relay_settings_t *set,
+                    const volatile sig_atomic_t *stop, char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief The temporary slot's name. Borrowed. */
 const char *relay_tail_slot(const relay_tail_t *t);

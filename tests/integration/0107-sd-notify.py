@@ -11,6 +11,8 @@
 # Kafka). Relay B on the same slot (no WATCHDOG_USEC) must send READY=1 with a
 # standing-by status and no WATCHDOG=1. SIGTERM to A: STOPPING=1, exit 0; B
 # takes over (READY=1, streaming) and relays what was inserted meanwhile.
+# B's walsender terminated: B backs off, and its STATUS= must say so (not
+# keep "streaming"), then READY=1 streaming again and it relays what follows.
 # SIGTERM to B: STOPPING=1, exit 0. Registered only in builds with libsystemd.
 #
 # SPDX-License-Identifier: Apache-2.0
@@ -49,6 +51,16 @@ def kafka_count():
     out = subprocess.run(["kcat", "-b", env["RELAY_TEST_KAFKA"], "-C", "-t", topic, "-o", "beginning",
                           "-e", "-q", "-f", "%k\n"], capture_output=True, text=True, timeout=60)
     return len([l for l in out.stdout.splitlines() if l])
+
+
+def kafka_wait(want):
+    """Kafka's count once it reaches want, or after 120 s."""
+    deadline = time.monotonic() + 120
+    n = kafka_count()
+    while n < want and time.monotonic() < deadline:
+        time.sleep(1)
+        n = kafka_count()
+    return n
 
 
 def insert(first, count):
@@ -164,13 +176,7 @@ try:
         "relay B on the same slot sends READY=1 with a standing-by status",
         "messages: %r\n%s" % (b.messages, b.logtail()))
 
-    deadline = time.monotonic() + 120
-    n = 0
-    while time.monotonic() < deadline:
-        n = kafka_count()
-        if n >= 100:
-            break
-        time.sleep(1)
+    n = kafka_wait(100)
     tap(n == 100, "Kafka holds the 100 events relay A relayed", "Kafka holds %d" % n)
 
     rc = a.stop()
@@ -181,13 +187,23 @@ try:
     insert(101, 50)
     tap(b.wait_for(ready_with("streaming"), 120), "relay B takes over and sends READY=1 streaming",
         "messages: %r\n%s" % (b.messages, b.logtail()))
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        n = kafka_count()
-        if n >= 150:
-            break
-        time.sleep(1)
+    n = kafka_wait(150)
     tap(n == 150, "Kafka holds all 150 events after the takeover, none twice", "Kafka holds %d" % n)
+
+    k = len(b.messages)
+    psql("postgres", "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                     "WHERE slot_name = '%s' AND active" % slot)
+    tap(b.wait_for(lambda ms: any(l.startswith("STATUS=backing off: ")
+                                  for m in ms[k:] for l in m.split("\n")), 60),
+        "relay B's STATUS says it backs off once its stream broke",
+        "messages since: %r\n%s" % (b.messages[k:], b.logtail()))
+    k = len(b.messages)
+    tap(b.wait_for(lambda ms: ready_with("streaming")(ms[k:]), 120),
+        "relay B streams again and says so (READY=1, STATUS=streaming)",
+        "messages since: %r\n%s" % (b.messages[k:], b.logtail()))
+    insert(151, 10)
+    n = kafka_wait(160)
+    tap(n == 160, "Kafka holds all 160 events after B resumed, none twice", "Kafka holds %d" % n)
     rc = b.stop()
     b.drain()
     tap(rc == 0, "relay B exits 0 on SIGTERM", "exit status %d\n%s" % (rc, b.logtail()))

@@ -21,7 +21,11 @@
  *     that are not UTF-8 as '?'), and tail goes on to the next row;
  *   - SIGTERM ends tail with exit 0; the temporary slot is gone, and the
  *     real slot (created beforehand) has not moved: pg_replication_slots
- *     holds the same rows of the test's database before and after.
+ *     holds the same rows of the test's database before and after;
+ *   - a server that refuses the connection is not usable: exit 3, as the
+ *     manual says (1 is for a stream that breaks);
+ *   - SIGTERM while tail creates its slot, which waits for a transaction
+ *     held open, ends it with exit 0 (one signal, not a second one's 1).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -351,6 +355,43 @@ static void case_error_not_utf8(PGconn *c, const char *set_conn)
         h_relay_free(t);
 }
 
+static void case_unreachable(void)
+{
+        const char *sets[] = {"postgres.conninfo=host=127.0.0.1 port=1 dbname=x connect_timeout=5",
+                              NULL};
+        char *out = NULL, *log = NULL;
+        int rc = h_relay_run_cmd("tail", NULL, sets, 30000, &out, &log);
+        is_int(rc, 3, "unreachable: tail exits 3 when the server refuses the connection");
+        ok(strstr(log, "could not connect to PostgreSQL") != NULL, "unreachable: the error says so");
+        if (rc != 3)
+                tap_diag("log: %s", log);
+        free(out);
+        free(log);
+}
+
+static void case_stop_while_creating(const char *db, const char *set_conn)
+{
+        const char *sets[] = {set_conn, NULL};
+        PGconn *holder = h_pg_connect(db), *c = h_pg_connect(db);
+        h_pg_exec(holder, "BEGIN");
+        h_pg_exec(holder, "SELECT pg_current_xact_id()");
+        h_relay_t *t = h_relay_start_cmd("tail", NULL, sets);
+        int64_t deadline = h_now_ms() + 30000;
+        bool waits;
+        while (!(waits = h_pg_slot_creation_waits(c, db)) && h_now_ms() < deadline)
+                h_sleep_ms(100);
+        ok(waits, "stop: tail's slot waits for the open transaction");
+        h_relay_signal(t, SIGTERM);
+        int rc = h_relay_wait(t, 30000);
+        is_int(rc, 0, "stop: SIGTERM ends tail with exit 0 while the transaction is still open");
+        if (rc != 0)
+                h_relay_diag_log(t);
+        h_relay_free(t);
+        h_pg_exec(holder, "COMMIT");
+        PQfinish(holder);
+        PQfinish(c);
+}
+
 int main(void)
 {
         char *db = h_pg_create_db("tail");
@@ -371,6 +412,8 @@ int main(void)
         case_bytes(c, set_conn);
         case_messages(c, set_conn);
         case_error_not_utf8(c, set_conn);
+        case_unreachable();
+        case_stop_while_creating(db, set_conn);
 
         PQfinish(c);
         h_pg_drop_db(db);

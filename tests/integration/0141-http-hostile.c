@@ -15,7 +15,8 @@
  *     the limits, none left hanging), the relay never restarted its session (duplicates = 0), and
  *     every committed event is in Kafka, in order.
  *   - --health-check against an endpoint that trickles its answer gives up
- *     after its timeout in all (see trickling_endpoint()).
+ *     after its timeout in all (see trickling_endpoint()); with an
+ *     http.listen it cannot read it says unhealthy with exit 1, not 2.
  *
  * Port: RELAY_TEST_HTTP_PORT (default 19140) + 1, and + 3 for that endpoint.
  *
@@ -123,6 +124,20 @@ static int burst(int port, int n, int timeout_ms, int *refused, int *unanswered)
         return ok200;
 }
 
+/* Run "RELAY_BIN --health-check args" (2>&1); its exit status, its output in out. */
+static int health_check(const char *args, char *out, size_t outlen)
+{
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "'%s' --health-check %s 2>&1", h_env("RELAY_BIN"), args);
+        FILE *p = popen(cmd, "r");
+        if (!p)
+                tap_bail("popen %s: %s", cmd, strerror(errno));
+        size_t n = fread(out, 1, outlen - 1, p);
+        out[n] = '\0';
+        int st = pclose(p);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /*
  * --health-check against an endpoint that reads the request, then answers
  * a valid "200 OK" one byte every 200 ms (a stalled or hostile listener on
@@ -166,21 +181,25 @@ static void trickling_endpoint(int port)
                 _exit(0);
         }
         close(ls);
-        char cmd[512], out[512] = "";
-        snprintf(cmd, sizeof(cmd), "'%s' --health-check --set http.listen=127.0.0.1:%d",
-                 h_env("RELAY_BIN"), port);
-        FILE *p = popen(cmd, "r");
-        if (!p)
-                tap_bail("popen %s: %s", cmd, strerror(errno));
-        size_t n = fread(out, 1, sizeof(out) - 1, p);
-        out[n] = '\0';
-        int st = pclose(p);
-        int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        char args[64], out[512];
+        snprintf(args, sizeof(args), "--set http.listen=127.0.0.1:%d", port);
+        int rc = health_check(args, out, sizeof(out));
         is_int(rc, 1, "--health-check against an endpoint answering a byte every 200 ms: exit 1");
         ok(strstr(out, "unhealthy") && strstr(out, "timed out"),
            "  unhealthy, timed out after its 3 s in all: %s", out);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
+}
+
+/* --health-check answers 0 or 1 (the manual; Docker reserves a
+ * HEALTHCHECK's 2), also when it cannot read its configuration. */
+static void health_check_bad_config(void)
+{
+        char out[512];
+        int rc = health_check("--set http.listen=nowhere", out, sizeof(out));
+        is_int(rc, 1, "--health-check with an http.listen it cannot read: exit 1");
+        ok(strstr(out, "unhealthy") && strstr(out, "http.listen"), "  unhealthy, naming it: %s",
+           out);
 }
 
 int main(void)
@@ -303,5 +322,6 @@ int main(void)
         h_relay_free(r);
         fx_case_close(&fc, &wc);
         trickling_endpoint(h_http_port(3));
+        health_check_bad_config();
         return done_testing();
 }

@@ -434,6 +434,18 @@ void h_pg_create_outbox(PGconn *c, const char *table_name)
                   table_name);
 }
 
+bool h_pg_slot_creation_waits(PGconn *c, const char *db)
+{
+        char *v = h_pg_value(c,
+                             "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' "
+                             "AND backend_type = 'walsender' AND wait_event_type = 'Lock' "
+                             "AND query LIKE 'CREATE_REPLICATION_SLOT%%'",
+                             db);
+        bool waits = strcmp(v, "0") != 0;
+        free(v);
+        return waits;
+}
+
 char *h_pg_create_db(const char *prefix)
 {
         char *name = h_unique_name(prefix);

@@ -131,6 +131,10 @@ void h_pg_exec_file(PGconn *c, const char *sql_file_name);
 /** Create the Debezium-compatible outbox table (sql/001_outbox.sql) as table_name. */
 void h_pg_create_outbox(PGconn *c, const char *table_name);
 
+/** Whether a walsender of database db waits on a lock in CREATE_REPLICATION_SLOT
+ *  (for the transactions open when it began to end). */
+bool h_pg_slot_creation_waits(PGconn *c, const char *db);
+
 /* --- Kafka -------------------------------------------------------------- */
 
 /** Create a topic (partitions, the broker's default replication factor: 1 on

@@ -175,11 +175,101 @@ static void test_catchup(void)
         relay_metrics_free(m);
 }
 
+/* A topic named "other" among more than 100: one series with that label,
+ * not two (Prometheus refuses a scrape with a duplicate series). */
+static void test_topic_named_other(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {0};
+        char topic[64];
+        relay_metrics_acked(m, "other", 10);
+        for (int i = 0; i < 110; i++) {
+                snprintf(topic, sizeof(topic), "t%03d", i);
+                relay_metrics_acked(m, topic, 10);
+        }
+        relay_metrics_publish(m, &s);
+        char *p = page_of(m);
+        int n = 0;
+        for (const char *q = p; (q = strstr(q, "outbox_relay_events_total{topic=\"other\"}")) != NULL;
+             q++)
+                n++;
+        is_int(n, 1, "one outbox_relay_events_total{topic=\"other\"} series");
+        is_int(sample(p, "outbox_relay_events_total{topic=\"other\"}"), 11,
+               "it counts the topic named other and the 10 past the 100th");
+        free(p);
+        relay_metrics_free(m);
+}
+
+/* What a session held (events in flight, one settled in place) ends with it:
+ * its producer is gone, and the next session reads those events again. */
+static void test_session_end_gauges(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {.received = 500, .confirmed = 400, .inflight_events = 7,
+                                    .held_back = true};
+        relay_metrics_publish(m, &s);
+        char *p = page_of(m);
+        is_int(sample(p, "outbox_relay_inflight_events"), 7, "7 events in flight while streaming");
+        is_int(sample(p, "outbox_relay_held_back"), 1, "one held back");
+        free(p);
+        relay_metrics_session_end(m, RELAY_EKAFKA);
+        relay_metrics_state(m, RELAY_STATE_BACKOFF); /* publishes, as relay.c does */
+        p = page_of(m);
+        is_int(sample(p, "outbox_relay_inflight_events"), 0,
+               "none in flight once the session ended (backing off)");
+        is_int(sample(p, "outbox_relay_held_back"), 0, "none held back once the session ended");
+        is_int(sample(p, "outbox_relay_confirmed_lsn"), 400, "the confirmed position stays");
+        free(p);
+        relay_metrics_free(m);
+}
+
+/* More transactions in flight than the histogram remembers (a catch-up of
+ * small transactions): the gauge still counts those received and not yet
+ * confirmed, however often the ring fills and drains. */
+static void test_many_in_flight(void)
+{
+        relay_metrics_t *m = relay_metrics_new();
+        relay_metrics_sample_t s = {0};
+        int64_t now = pg_now_us();
+        relay_lsn_t lsn = 0, confirmed = 0;
+        int64_t t = mono_ms();
+        bool right = true;
+        char *p;
+        /* Rounds of 20 000 received, then all but the last 1 000 confirmed. */
+        for (int round = 0; round < 5; round++) {
+                for (int i = 0; i < 20000; i++)
+                        relay_metrics_commit(m, lsn += 100, now);
+                confirmed = lsn - 1000 * 100;
+                relay_metrics_turn(m, t++, confirmed);
+                relay_metrics_publish(m, &s);
+                p = page_of(m);
+                double n = sample(p, "outbox_relay_inflight_transactions");
+                free(p);
+                if (n != 1000) {
+                        tap_diag("round %d: %.0f transactions in flight, not 1000", round, n);
+                        right = false;
+                }
+        }
+        ok(right, "1000 transactions in flight after each round of 20 000 received");
+        relay_metrics_turn(m, t++, lsn);
+        relay_metrics_publish(m, &s);
+        p = page_of(m);
+        is_int(sample(p, "outbox_relay_inflight_transactions"), 0, "none once all are confirmed");
+        is_int(sample(p, "outbox_relay_commit_to_ack_seconds_count"), 100000,
+               "each of the 100 000 confirmed transactions observed (%.0f)",
+               sample(p, "outbox_relay_commit_to_ack_seconds_count"));
+        free(p);
+        relay_metrics_free(m);
+}
+
 int main(void)
 {
         test_topics();
         test_latency_and_lag();
         test_health();
         test_catchup();
+        test_session_end_gauges();
+        test_topic_named_other();
+        test_many_in_flight();
         return done_testing();
 }

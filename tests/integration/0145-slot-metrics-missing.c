@@ -1,5 +1,5 @@
 /*
- * 0143-slot-metrics-missing.c - README ("The side connection"): a server
+ * 0145-slot-metrics-missing.c - README ("The side connection"): a server
  * that does not answer the slot monitor costs nothing but missing slot
  * metrics, and the warning says "slot metrics are missing until it works".
  * Missing, not stale: /metrics must stop showing the slot's wal_status and
@@ -47,7 +47,7 @@ static bool wait_family(int port, bool want)
 
 int main(void)
 {
-        int port = h_http_port(0);
+        int port = h_http_port(6);
         fx_case_t fc;
         fx_case_open(&fc, "slotmetrics", "sm");
         h_pg_create_outbox(fc.c, "outbox");
