@@ -144,7 +144,7 @@ static void timed_out(const struct rd_kafka_metadata *md, const int64_t *end, co
 }
 
 int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const char *key,
-                          int timeout_ms, relay_checkpoint_tick_fn *tick, void *ctx,
+                          int timeout_ms, relay_tick_fn *tick, void *ctx,
                           relay_lsn_t *out, bool *found, char *err, size_t errlen)
 {
         rd_kafka_t *rk = consumer(cfg, err, errlen);

@@ -47,7 +47,7 @@ struct relay_repl {
         relay_lsn_t wal_end; /* IDENTIFY_SYSTEM's xlogpos: the server's WAL end at connecting */
         char *copybuf; /* PQgetCopyData's buffer of the previous read */
         char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
-        relay_repl_tick_fn *tick; /* NULL: none */
+        relay_tick_fn *tick; /* NULL: none */
         void *tick_ctx;
 };
 
@@ -188,8 +188,8 @@ static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
                 /* A lost connection: PQgetResult() below says so. */
                 if (!PQconsumeInput(r->conn))
                         break;
-                if (!cancelled && r->tick(r->tick_ctx)) {
-                        char why[256];
+                char why[RELAY_ERRBUF];
+                if (!cancelled && r->tick(r->tick_ctx, why, sizeof(why)) != 0) {
                         PGcancel *c = PQgetCancel(r->conn);
                         if (c != NULL)
                                 PQcancel(c, why, sizeof(why));
@@ -205,7 +205,7 @@ static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
         return last != NULL ? last : PQmakeEmptyPGresult(r->conn, PGRES_FATAL_ERROR);
 }
 
-void relay_repl_set_tick(relay_repl_t *r, relay_repl_tick_fn *tick, void *ctx)
+void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx)
 {
         r->tick = tick;
         r->tick_ctx = ctx;
@@ -216,11 +216,11 @@ void relay_repl_set_tick(relay_repl_t *r, relay_repl_tick_fn *tick, void *ctx)
  * inserts a string argument quoted as a literal, %I as an identifier, %s as
  * it is (the relay's own fragments), %% a percent sign; nothing else is
  * converted. One place quotes every name, and no fixed buffer bounds a
- * command. waits: it may wait on other sessions (exec_waiting()). NULL (err
- * set) when out of memory.
+ * command. CREATE_REPLICATION_SLOT waits for every transaction running when
+ * it began (its snapshot needs them ended), so it runs in exec_waiting().
+ * NULL (err set) when out of memory.
  */
-static PGresult *vexecf(relay_repl_t *r, bool waits, char *err, size_t errlen, const char *fmt,
-                        va_list ap)
+static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *fmt, va_list ap)
 {
         relay_strbuf_t b = {0};
         PGresult *res = NULL;
@@ -241,7 +241,8 @@ static PGresult *vexecf(relay_repl_t *r, bool waits, char *err, size_t errlen, c
         }
         char *sql = relay_strbuf_finish(&b);
         if (sql != NULL)
-                res = waits ? exec_waiting(r, sql) : PQexec(r->conn, sql);
+                res = strncmp(sql, "CREATE_REPLICATION_SLOT ", 24) == 0 ? exec_waiting(r, sql)
+                                                                        : PQexec(r->conn, sql);
         free(sql);
         if (res == NULL)
                 relay_err_set(err, errlen, "out of memory");
@@ -253,18 +254,7 @@ static PGresult *execf(relay_repl_t *r, char *err, size_t errlen, const char *fm
         va_list ap;
 
         va_start(ap, fmt);
-        PGresult *res = vexecf(r, false, err, errlen, fmt, ap);
-        va_end(ap);
-        return res;
-}
-
-/* execf() for CREATE_REPLICATION_SLOT, which waits on other sessions. */
-static PGresult *execf_waiting(relay_repl_t *r, char *err, size_t errlen, const char *fmt, ...)
-{
-        va_list ap;
-
-        va_start(ap, fmt);
-        PGresult *res = vexecf(r, true, err, errlen, fmt, ap);
+        PGresult *res = vexecf(r, err, errlen, fmt, ap);
         va_end(ap);
         return res;
 }
@@ -275,7 +265,7 @@ static int queryf(relay_repl_t *r, PGresult **res, char *err, size_t errlen, con
         va_list ap;
 
         va_start(ap, fmt);
-        *res = vexecf(r, false, err, errlen, fmt, ap);
+        *res = vexecf(r, err, errlen, fmt, ap);
         va_end(ap);
         if (*res == NULL)
                 return RELAY_ENOMEM;
@@ -939,7 +929,7 @@ create:
          * because rows from before the slot are not ours to send (backfill is
          * a separate feature). FAILOVER exists only in the option list (15+
          * syntax), which 17 and later take, as checked above. */
-        res = execf_waiting(r, err, errlen, "CREATE_REPLICATION_SLOT %I%s", r->slot,
+        res = execf(r, err, errlen, "CREATE_REPLICATION_SLOT %I%s", r->slot,
                     r->failover ? " LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)"
                                 : " LOGICAL pgoutput NOEXPORT_SNAPSHOT");
         if (!res)
@@ -981,7 +971,7 @@ static int temporary_slot_created(relay_repl_t *r, const PGresult *res, const ch
 int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *err, size_t errlen)
 {
         /* Legacy syntax, accepted by 14 to 18 like the relay's own slot's. */
-        PGresult *res = execf_waiting(r, err, errlen,
+        PGresult *res = execf(r, err, errlen,
                                       "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput "
                                       "NOEXPORT_SNAPSHOT",
                               r->slot);
@@ -1003,7 +993,7 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
                  PQbackendPID(r->conn));
         /* The legacy syntax is accepted by 14 to 18. The snapshot lives until
          * this connection's next command. */
-        res = execf_waiting(r, err, errlen,
+        res = execf(r, err, errlen,
                             "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput EXPORT_SNAPSHOT",
                     r->backfill_slot);
         if (!res) {

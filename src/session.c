@@ -835,15 +835,22 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
         }
 }
 
-/* The replication connection waits on the server (creating the slot waits
- * for the transactions then running to end): the loop is alive meanwhile
- * (the watchdog, /healthz), and a stop cancels the wait. */
-static bool session_waiting(void *ctx)
+/*
+ * A start step waits beyond the loop: creating the slot waits for the
+ * transactions then running to end, the exactly-once checkpoint read for
+ * another producer's (up to 30 s). The loop is alive meanwhile (the
+ * watchdog, /healthz), a started stream gets its status updates (without
+ * them a shorter wal_sender_timeout ended it under the read, every session
+ * again until that transaction ended: 0220), and a stop ends the wait.
+ */
+static int session_waiting(void *ctx, char *err, size_t errlen)
 {
         relay_session_t *s = ctx;
         relay_notify_watchdog();
         relay_metrics_alive(s->proc->metrics, relay_now_ms());
-        return *s->stop != 0;
+        if (*s->stop)
+                return relay_err(err, errlen, RELAY_EIO, "stopped while waiting");
+        return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
 }
 
 static int session_producer(relay_session_t *s, bool first, char *err, size_t errlen);
@@ -953,15 +960,6 @@ static int session_linger(relay_session_t *s, char *err, size_t errlen)
         return 0;
 }
 
-/* The stream is started, so status updates must go on while the checkpoint
- * read waits (for another producer's transaction, up to 30 s): without them
- * a shorter wal_sender_timeout ended the stream under it, every session
- * again until that transaction ended (0220). */
-static int eos_start_tick(void *ctx, char *err, size_t errlen)
-{
-        return relay_session_status(ctx, false, err, errlen);
-}
-
 /*
  * Exactly-once, once the slot is ours (START_REPLICATION succeeded, so no
  * other relay streams from it): register the transactional.id, which
@@ -977,7 +975,7 @@ static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
         if (rc)
                 return rc;
         rc = relay_checkpoint_read(s->cfg, s->set->eos_checkpoint_topic, e->key,
-                                   EOS_CHECKPOINT_READ_MS, eos_start_tick, s, &e->checkpoint,
+                                   EOS_CHECKPOINT_READ_MS, session_waiting, s, &e->checkpoint,
                                    &found, err, errlen);
         if (rc)
                 return rc;

@@ -88,8 +88,8 @@ int relay_status_read(relay_status_t **out, const relay_settings_t *set, char *e
             "s.active, s.active_pid, host(r.client_addr), r.client_port, r.application_name, "
             "r.state, extract(epoch FROM r.flush_lag), extract(epoch FROM now() - r.reply_time), "
             "w.rec "
-            "FROM (SELECT pg_is_in_recovery() AS rec, CASE WHEN pg_is_in_recovery() "
-            "THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn) w "
+            "FROM (SELECT rec, CASE WHEN rec THEN pg_last_wal_replay_lsn() "
+            "ELSE pg_current_wal_lsn() END AS lsn FROM (SELECT pg_is_in_recovery() AS rec) q) w "
             "LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1 "
             "LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid",
             1, NULL, params, NULL, NULL, 0);

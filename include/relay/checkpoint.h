@@ -34,16 +34,14 @@
  *        While it waits, tick (NULL: none) is called with ctx about every
  *        100 ms, so that the caller can keep its own connections alive (the
  *        relay's replication stream: wal_sender_timeout); a tick that fails
- *        (non-zero, err filled) ends the read with its code.
+ *        (non-zero, err filled) ends the read with its code and message.
  * @returns 0 with *found and *out (0 when none); RELAY_EKAFKA when the
  *          topic could not be read or created within timeout_ms (err says
  *          why); RELAY_EPROTO when our key holds a value that is not an LSN;
  *          a tick's code.
  */
-typedef int relay_checkpoint_tick_fn(void *ctx, char *err, size_t errlen);
-
 int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const char *key,
-                          int timeout_ms, relay_checkpoint_tick_fn *tick, void *ctx,
+                          int timeout_ms, relay_tick_fn *tick, void *ctx,
                           relay_lsn_t *out, bool *found, char *err,
                           size_t errlen) RELAY_MUST_CHECK;
 

@@ -21,6 +21,18 @@ typedef uint64_t relay_lsn_t;
 /** @brief Size every caller-supplied error buffer should have. */
 #define RELAY_ERRBUF 1024
 
+/**
+ * @brief Called about every 100 ms, with the ctx it was given, while a
+ *        module waits on something beyond the main loop (creating a slot
+ *        waits for other sessions' transactions, the exactly-once
+ *        checkpoint read for another producer's), so that the caller keeps
+ *        its own duties going (status updates, the watchdog, /healthz) and
+ *        can end the wait (a stop signal).
+ * @returns 0 to go on waiting, or a negative code with err filled to end
+ *          the wait; what ending means is the waiting function's to say.
+ */
+typedef int relay_tick_fn(void *ctx, char *err, size_t errlen);
+
 /*
  * Return codes of fallible functions: 0, or one of these. The main loop
  * decides from the class whether to retry (transient) or stop (fatal).

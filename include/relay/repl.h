@@ -47,15 +47,14 @@ char *relay_repl_session_options(const char *conninfo);
 void relay_repl_free(relay_repl_t *r);
 
 /**
- * @brief Called while a command waits on other sessions (creating a slot
- *        waits for every transaction running then to end, however long):
- *        about every 100 ms, with ctx. Returns true to cancel the command
- *        (a stop was asked for).
+ * @brief Install tick (ctx borrowed; NULL: none, such commands just block):
+ *        called while a command waits on other sessions (creating a slot
+ *        waits for every transaction running then to end, however long).
+ *        A tick that returns non-zero cancels the command, which then fails
+ *        with the server's cancellation (the tick's err is not used: the
+ *        caller that ended the wait knows why).
  */
-typedef bool relay_repl_tick_fn(void *ctx);
-
-/** @brief Install tick (ctx borrowed; NULL: none, such commands just block). */
-void relay_repl_set_tick(relay_repl_t *r, relay_repl_tick_fn *tick, void *ctx);
+void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx);
 
 /** @brief The server's version number (e.g. 150020). */
 int relay_repl_server_version(const relay_repl_t *r);

@@ -425,6 +425,32 @@ void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc)
         memset(k, 0, sizeof(*k));
 }
 
+void fx_held_checkpoint_open(fx_held_checkpoint_t *h, const fx_case_t *k)
+{
+        const char *compact[] = {"cleanup.policy", "compact", NULL};
+        h->topic = fx_fmt("outbox.relay.checkpoints_%s", k->suffix);
+        h_kafka_create_topic_config(h->topic, 1, compact);
+        h->tid = fx_fmt("%s-other", k->suffix);
+        h->producer = h_kafka_txn_producer(h->tid);
+        h_kafka_txn_produce(h->producer, h->topic, "other", "0/1");
+}
+
+void fx_held_checkpoint_release(fx_held_checkpoint_t *h)
+{
+        rd_kafka_error_t *e = rd_kafka_commit_transaction(h->producer, 30000);
+        if (e)
+                tap_bail("commit of %s: %s", h->tid, rd_kafka_error_string(e));
+}
+
+void fx_held_checkpoint_close(fx_held_checkpoint_t *h)
+{
+        rd_kafka_destroy(h->producer);
+        h_kafka_delete_topic(h->topic);
+        free(h->topic);
+        free(h->tid);
+        memset(h, 0, sizeof(*h));
+}
+
 /* --- writers that survive a database restart ---------------------------------- */
 
 static const char *const fx_aggtypes[H_WORKLOAD_TYPES] = {"order", "customer"};

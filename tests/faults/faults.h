@@ -207,6 +207,26 @@ static __attribute__((unused)) int fx_stop_relay(h_relay_t *r, const char *what)
 /** Undo fx_case_open and free the settings; with wc, delete its topics too. */
 void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc);
 
+/*
+ * The case's own compacted checkpoint topic (eos.checkpoint.topic) with
+ * another producer's transaction left open on it, as another relay of the
+ * slot may leave it: an exactly-once relay's checkpoint read waits for it.
+ */
+typedef struct {
+        char *topic;                 /* outbox.relay.checkpoints_<suffix> */
+        char *tid;                   /* the other producer's transactional.id */
+        struct rd_kafka_s *producer; /* its transaction open until released */
+} fx_held_checkpoint_t;
+
+/** Create the topic and open the other transaction (bails on failure). */
+void fx_held_checkpoint_open(fx_held_checkpoint_t *h, const fx_case_t *k);
+
+/** Commit the other transaction (bails on failure). */
+void fx_held_checkpoint_release(fx_held_checkpoint_t *h);
+
+/** Destroy the producer, delete the topic, free. */
+void fx_held_checkpoint_close(fx_held_checkpoint_t *h);
+
 /* --- writers that survive a database restart ---------------------------------- */
 
 /*

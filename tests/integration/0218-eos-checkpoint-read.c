@@ -77,8 +77,8 @@ int main(void)
         rc = read_ck(cfg, topic, key, 10000, &lsn, &found, &ms, err, sizeof(err));
         ok(rc == 0 && found && lsn == 0x1000, "read back: 0/1000 (rc %d, found %d: %s)", rc, found,
            rc ? err : "");
+        /* A figure, not a check: the house has no timing assertions. */
         tap_diag("a read of a topic with one transaction took %lld ms", (long long)ms);
-        ok(ms < 5000, "the read took %lld ms", (long long)ms);
 
         /* Another relay's transaction opens with its checkpoint record; then
          * ours commits a later checkpoint after it. */

@@ -15,7 +15,6 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,20 +34,14 @@ int main(void)
                 .max_txn = 3, .pause_ms = 5, .partitions = 1,
         };
         h_workload_setup(fc.c, &wc);
-        char *ck_topic = fx_fmt("outbox.relay.checkpoints_%s", fc.suffix);
-        const char *compact[] = {"cleanup.policy", "compact", NULL};
-        h_kafka_create_topic_config(ck_topic, 1, compact);
-
-        /* Another relay's transaction, open on the checkpoint topic. */
-        char *other_tid = h_unique_name("eosheld-other");
-        rd_kafka_t *other = h_kafka_txn_producer(other_tid);
-        h_kafka_txn_produce(other, ck_topic, "other", "0/1");
+        fx_held_checkpoint_t held;
+        fx_held_checkpoint_open(&held, &fc);
 
         char *ci = h_pg_conninfo(fc.db);
         fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
         fx_sets_add(&fc.sets, "postgres.conninfo=%s options='-c wal_sender_timeout=3000'", ci);
         fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
-        fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);
+        fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", held.topic);
         free(ci);
         h_relay_t *r = h_relay_start(fc.sets.v);
         int64_t t0 = h_now_ms();
@@ -64,9 +57,7 @@ int main(void)
         ok(strstr(log, "exactly-once: transactional.id") == NULL,
            "its checkpoint read still waits for the other transaction after %d ms", HELD_MS);
         free(log);
-        rd_kafka_error_t *e = rd_kafka_commit_transaction(other, 30000);
-        if (e)
-                tap_bail("commit of %s: %s", other_tid, rd_kafka_error_string(e));
+        fx_held_checkpoint_release(&held);
 
         if (!ok(h_relay_wait_log(r, "streaming from replication slot", 40000),
                 "then it streams"))
@@ -93,9 +84,7 @@ int main(void)
            "Kafka holds the %zu committed events once each (%zu messages)", v.expected,
            v.messages);
         h_relay_free(r);
-        rd_kafka_destroy(other);
-        h_kafka_delete_topic(ck_topic);
-        free(ck_topic), free(other_tid);
+        fx_held_checkpoint_close(&held);
         fx_case_close(&fc, &wc);
         return done_testing();
 }
