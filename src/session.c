@@ -52,6 +52,8 @@
 #define EOS_COMMIT_SLICE_MS 200
 #define EOS_COMMIT_TIMEOUT_MS 60000
 #define EOS_INIT_MS 30000
+/* How often a wait beyond the loop ticks (relay_tick_fn). */
+#define WAIT_TICK_MS 100
 #define EOS_CHECKPOINT_READ_MS 30000
 
 /*
@@ -362,14 +364,33 @@ int relay_session_wait_drained(relay_session_t *s, char *err, size_t errlen)
 /* Register the transactional.id (up to EOS_INIT_MS) in slices of a status
  * interval, with status updates between them: the stream is started, and a
  * timed-out init may be called again and goes on where it was. */
+/*
+ * A start step waits beyond the loop: creating the slot waits for the
+ * transactions then running to end, the exactly-once checkpoint read for
+ * another producer's (up to 30 s). The loop is alive meanwhile (the
+ * watchdog, /healthz), a started stream gets its status updates (without
+ * them a shorter wal_sender_timeout ended it under the read, every session
+ * again until that transaction ended: 0220), and a stop ends the wait.
+ */
+static int session_waiting(void *ctx, char *err, size_t errlen)
+{
+        relay_session_t *s = ctx;
+        relay_notify_watchdog();
+        relay_metrics_alive(s->proc->metrics, relay_now_ms());
+        if (*s->stop)
+                return relay_err(err, errlen, RELAY_EIO, "stopped while waiting");
+        return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
+}
+
 static int eos_init(relay_session_t *s, char *err, size_t errlen)
 {
         int64_t deadline = relay_now_ms() + EOS_INIT_MS;
-        int slice = (int)(s->prog.status_interval_ms > 0 ? s->prog.status_interval_ms : 1000);
         int rc;
-        while ((rc = relay_producer_txn_init(s->prod, slice, err, errlen)) == RELAY_EAGAIN &&
+        /* In short calls (librdkafka resumes one that timed out), so the
+         * wait is kept as session_waiting() keeps it. */
+        while ((rc = relay_producer_txn_init(s->prod, WAIT_TICK_MS, err, errlen)) == RELAY_EAGAIN &&
                relay_now_ms() < deadline)
-                if ((rc = relay_session_status(s, false, err, errlen)))
+                if ((rc = session_waiting(s, err, errlen)))
                         return rc;
         return rc == RELAY_EAGAIN ? RELAY_EKAFKA : rc;
 }
@@ -833,24 +854,6 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
                 if ((rc = session_wait(s, buffered, err, errlen)))
                         return rc;
         }
-}
-
-/*
- * A start step waits beyond the loop: creating the slot waits for the
- * transactions then running to end, the exactly-once checkpoint read for
- * another producer's (up to 30 s). The loop is alive meanwhile (the
- * watchdog, /healthz), a started stream gets its status updates (without
- * them a shorter wal_sender_timeout ended it under the read, every session
- * again until that transaction ended: 0220), and a stop ends the wait.
- */
-static int session_waiting(void *ctx, char *err, size_t errlen)
-{
-        relay_session_t *s = ctx;
-        relay_notify_watchdog();
-        relay_metrics_alive(s->proc->metrics, relay_now_ms());
-        if (*s->stop)
-                return relay_err(err, errlen, RELAY_EIO, "stopped while waiting");
-        return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
 }
 
 static int session_producer(relay_session_t *s, bool first, char *err, size_t errlen);

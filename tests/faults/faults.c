@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +48,8 @@ char *fx_vfmt(const char *fmt, va_list ap)
         vsnprintf(s, (size_t)n + 1, fmt, ap);
         return s;
 }
+
+static int fx_notify_seq; /* one socket path per fx_notify_open() */
 
 char *fx_fmt(const char *fmt, ...)
 {
@@ -449,6 +453,75 @@ void fx_held_checkpoint_close(fx_held_checkpoint_t *h)
         free(h->topic);
         free(h->tid);
         memset(h, 0, sizeof(*h));
+}
+
+void fx_notify_open(fx_notify_t *n, const char *watchdog_usec)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(n->path, sizeof(n->path), "/tmp/orelay-notify-%ld-%d.sock", (long)getpid(),
+                 fx_notify_seq++);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", n->path);
+        unlink(n->path);
+        n->fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+        if (n->fd < 0 || bind(n->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+                tap_bail("notify socket %s: %s", n->path, strerror(errno));
+        setenv("NOTIFY_SOCKET", n->path, 1);
+        if (watchdog_usec)
+                setenv("WATCHDOG_USEC", watchdog_usec, 1);
+        else
+                unsetenv("WATCHDOG_USEC");
+}
+
+void fx_notify_env_end(void)
+{
+        unsetenv("NOTIFY_SOCKET");
+        unsetenv("WATCHDOG_USEC");
+}
+
+int fx_notify_count(fx_notify_t *n, const char *needle, int ms)
+{
+        char buf[4096];
+        int found = 0;
+        int64_t end = h_now_ms() + ms;
+        do {
+                ssize_t len;
+                while ((len = recv(n->fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
+                        buf[len] = '\0';
+                        if (strstr(buf, needle))
+                                found++;
+                }
+                if (ms > 0)
+                        h_sleep_ms(20);
+        } while (h_now_ms() < end);
+        return found;
+}
+
+bool fx_notify_wait_active(fx_notify_t *n, const fx_case_t *k, int ms)
+{
+        int64_t deadline = h_now_ms() + ms;
+        bool active;
+        while (!(active = fx_slot(k->c, k->slot).active_pid != 0) && h_now_ms() < deadline)
+                fx_notify_count(n, "", 100);
+        return active;
+}
+
+int fx_notify_stop(fx_notify_t *n, h_relay_t *r, int ms)
+{
+        int rc = -1;
+        h_relay_signal(r, SIGTERM);
+        for (int64_t end = h_now_ms() + ms; rc == -1 && h_now_ms() < end;) {
+                fx_notify_count(n, "", 0);
+                rc = h_relay_wait(r, 100);
+        }
+        return rc;
+}
+
+void fx_notify_close(fx_notify_t *n)
+{
+        if (n->fd >= 0)
+                close(n->fd);
+        unlink(n->path);
+        n->fd = -1;
 }
 
 /* --- writers that survive a database restart ---------------------------------- */

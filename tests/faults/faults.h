@@ -227,6 +227,39 @@ void fx_held_checkpoint_release(fx_held_checkpoint_t *h);
 /** Destroy the producer, delete the topic, free. */
 void fx_held_checkpoint_close(fx_held_checkpoint_t *h);
 
+/* --- a systemd notify socket ------------------------------------------------- */
+
+/*
+ * A datagram socket at a path of the test's own, read as systemd reads
+ * NOTIFY_SOCKET: read it often, or a relay blocks in sd_notify() once 10
+ * datagrams wait (net.unix.max_dgram_qlen).
+ */
+typedef struct {
+        int fd;
+        char path[108];
+} fx_notify_t;
+
+/** Bind the socket (bails on failure) and set NOTIFY_SOCKET and
+ *  WATCHDOG_USEC (NULL: unset) for the relays started until fx_notify_env_end(). */
+void fx_notify_open(fx_notify_t *n, const char *watchdog_usec);
+
+/** Unset what fx_notify_open() set in the environment (the socket stays). */
+void fx_notify_env_end(void);
+
+/** Read for ms (0: what waits now); returns how many datagrams held needle. */
+int fx_notify_count(fx_notify_t *n, const char *needle, int ms);
+
+/** Wait up to ms until the case's slot is active (a relay's stream
+ *  started), reading n meanwhile; true when it is. */
+bool fx_notify_wait_active(fx_notify_t *n, const fx_case_t *k, int ms);
+
+/** SIGTERM to r, then wait up to ms for its exit, reading n meanwhile:
+ *  the exit code, -1 while it still runs. */
+int fx_notify_stop(fx_notify_t *n, h_relay_t *r, int ms);
+
+/** Close and remove the socket. */
+void fx_notify_close(fx_notify_t *n);
+
 /* --- writers that survive a database restart ---------------------------------- */
 
 /*

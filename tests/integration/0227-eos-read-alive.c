@@ -21,42 +21,12 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "faults/faults.h"
 #include "harness.h"
-
-/* Read every datagram waiting on fd; count the WATCHDOG=1 among them. */
-static int drain(int fd)
-{
-        char buf[4096];
-        int n = 0;
-        ssize_t len;
-        while ((len = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
-                buf[len] = '\0';
-                if (strstr(buf, "WATCHDOG=1"))
-                        n++;
-        }
-        return n;
-}
-
-/* Sleep ms, reading the socket meanwhile; returns the WATCHDOG=1 seen. */
-static int listen_for(int fd, int ms)
-{
-        int n = 0;
-        int64_t end = h_now_ms() + ms;
-        while (h_now_ms() < end) {
-                n += drain(fd);
-                h_sleep_ms(20);
-        }
-        return n + drain(fd);
-}
 
 int main(void)
 {
@@ -68,32 +38,18 @@ int main(void)
         fx_held_checkpoint_t held;
         fx_held_checkpoint_open(&held, &fc);
 
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/orelay-0227-%ld.sock", (long)getpid());
-        unlink(sa.sun_path);
-        int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-                tap_bail("notify socket %s: %s", sa.sun_path, strerror(errno));
-
         fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
         fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
         fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", held.topic);
-        setenv("NOTIFY_SOCKET", sa.sun_path, 1);
-        setenv("WATCHDOG_USEC", "400000", 1);
+        fx_notify_t ns;
+        fx_notify_open(&ns, "400000");
         h_relay_t *r = h_relay_start(fc.sets.v);
-        unsetenv("NOTIFY_SOCKET");
-        unsetenv("WATCHDOG_USEC");
+        fx_notify_env_end();
 
-        int64_t deadline = h_now_ms() + 60000;
-        bool active;
-        while (!(active = fx_slot(fc.c, fc.slot).active_pid != 0) && h_now_ms() < deadline) {
-                drain(fd);
-                h_sleep_ms(100);
-        }
-        if (!ok(active, "the relay starts its stream"))
+        if (!ok(fx_notify_wait_active(&ns, &fc, 60000), "the relay starts its stream"))
                 h_relay_diag_log(r);
-        listen_for(fd, 500); /* what came before the read */
-        int pings = listen_for(fd, 3000);
+        fx_notify_count(&ns, "", 500); /* what came before the read */
+        int pings = fx_notify_count(&ns, "WATCHDOG=1", 3000);
         char *log = h_relay_log(r);
         bool waiting = strstr(log, "exactly-once: transactional.id") == NULL;
         free(log);
@@ -101,18 +57,12 @@ int main(void)
         if (!ok(pings > 0, "the relay sends WATCHDOG=1 while the read waits (%d in 3 s)", pings))
                 h_relay_diag_log(r);
 
-        h_relay_signal(r, SIGTERM);
-        int rc = -1;
-        for (int64_t end = h_now_ms() + 15000; rc == -1 && h_now_ms() < end;) {
-                drain(fd);
-                rc = h_relay_wait(r, 100);
-        }
+        int rc = fx_notify_stop(&ns, r, 15000);
         if (!ok(rc == 0, "SIGTERM ends the relay (exit 0) within 15 s while the read waits "
                          "(exit code %d, -1: still running)", rc))
                 h_relay_diag_log(r);
         h_relay_free(r);
-        close(fd);
-        unlink(sa.sun_path);
+        fx_notify_close(&ns);
 
         fx_held_checkpoint_release(&held);
         r = fx_case_relay(&fc, "with the other transaction ended, a relay streams");
