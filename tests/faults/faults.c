@@ -455,7 +455,7 @@ void fx_held_checkpoint_close(fx_held_checkpoint_t *h)
         memset(h, 0, sizeof(*h));
 }
 
-void fx_notify_open(fx_notify_t *n, const char *watchdog_usec)
+h_relay_t *fx_notify_relay(fx_notify_t *n, const fx_case_t *k, const char *watchdog_usec)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         snprintf(n->path, sizeof(n->path), "/tmp/orelay-notify-%ld-%d.sock", (long)getpid(),
@@ -468,14 +468,10 @@ void fx_notify_open(fx_notify_t *n, const char *watchdog_usec)
         setenv("NOTIFY_SOCKET", n->path, 1);
         if (watchdog_usec)
                 setenv("WATCHDOG_USEC", watchdog_usec, 1);
-        else
-                unsetenv("WATCHDOG_USEC");
-}
-
-void fx_notify_env_end(void)
-{
+        h_relay_t *r = h_relay_start(k->sets.v);
         unsetenv("NOTIFY_SOCKET");
         unsetenv("WATCHDOG_USEC");
+        return r;
 }
 
 int fx_notify_count(fx_notify_t *n, const char *needle, int ms)
@@ -502,6 +498,7 @@ bool fx_notify_wait_active(fx_notify_t *n, const fx_case_t *k, int ms)
         bool active;
         while (!(active = fx_slot(k->c, k->slot).active_pid != 0) && h_now_ms() < deadline)
                 fx_notify_count(n, "", 100);
+        fx_notify_count(n, "", 500);
         return active;
 }
 
@@ -735,6 +732,21 @@ void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brok
         h_pg_create_outbox(k->c, "outbox");
         h_pg_exec_file(k->c, "002_publication.sql");
         fx_sets_init(&k->sets, k->db, k->slot, bootstraps);
+}
+
+void fx_mock_eos(fx_case_t *k, rd_kafka_mock_cluster_t *mock, int ckpt_leader, int coordinator)
+{
+        char *topic = fx_fmt("ckpt_%s", k->suffix);
+        char *tid = fx_fmt("tid_%s", k->suffix);
+        if (rd_kafka_mock_topic_create(mock, topic, 1, 1) ||
+            rd_kafka_mock_partition_set_leader(mock, topic, 0, ckpt_leader) ||
+            rd_kafka_mock_coordinator_set(mock, "transaction", tid, coordinator))
+                tap_bail("could not set up the mock cluster for exactly-once");
+        fx_sets_add(&k->sets, "delivery.mode=exactly-once");
+        fx_sets_add(&k->sets, "eos.checkpoint.topic=%s", topic);
+        fx_sets_add(&k->sets, "eos.transactional.id=%s", tid);
+        free(topic);
+        free(tid);
 }
 
 /* --- kill -9 loops ---------------------------------------------------------- */

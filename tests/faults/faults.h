@@ -239,18 +239,16 @@ typedef struct {
         char path[108];
 } fx_notify_t;
 
-/** Bind the socket (bails on failure) and set NOTIFY_SOCKET and
- *  WATCHDOG_USEC (NULL: unset) for the relays started until fx_notify_env_end(). */
-void fx_notify_open(fx_notify_t *n, const char *watchdog_usec);
-
-/** Unset what fx_notify_open() set in the environment (the socket stays). */
-void fx_notify_env_end(void);
+/** Bind the socket (bails on failure) and start a relay with the case's
+ *  settings, NOTIFY_SOCKET and WATCHDOG_USEC (NULL: none) in its environment. */
+h_relay_t *fx_notify_relay(fx_notify_t *n, const fx_case_t *k, const char *watchdog_usec);
 
 /** Read for ms (0: what waits now); returns how many datagrams held needle. */
 int fx_notify_count(fx_notify_t *n, const char *needle, int ms);
 
 /** Wait up to ms until the case's slot is active (a relay's stream
- *  started), reading n meanwhile; true when it is. */
+ *  started), reading n meanwhile, then half a second more for what was
+ *  sent about then; true when it is. */
 bool fx_notify_wait_active(fx_notify_t *n, const fx_case_t *k, int ms);
 
 /** SIGTERM to r, then wait up to ms for its exit, reading n meanwhile:
@@ -403,6 +401,15 @@ const char *fx_mock_start(int brokers, struct rd_kafka_mock_cluster_s **out);
  */
 void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brokers,
                        struct rd_kafka_mock_cluster_s **out);
+
+/*
+ * Exactly-once on the mock cluster: a checkpoint topic of the case's own
+ * (one partition, led by broker ckpt_leader) and a transactional.id whose
+ * coordinator is broker coordinator, both in the case's settings. Bails
+ * when the mock cluster refuses.
+ */
+void fx_mock_eos(fx_case_t *k, struct rd_kafka_mock_cluster_s *mock, int ckpt_leader,
+                 int coordinator);
 
 /**
  * The mock has no CreateTopics: create the workload's topics on it (one

@@ -31,16 +31,8 @@ int main(void)
         rd_kafka_mock_cluster_t *mock;
         fx_case_t fc;
         fx_mock_case_open(&fc, "eosleader", "el", 2, &mock);
-        char *ck_topic = fx_fmt("ckpt_%s", fc.suffix);
-        char *tid = fx_fmt("tid_%s", fc.suffix);
-        if (rd_kafka_mock_topic_create(mock, ck_topic, 1, 1) ||
-            rd_kafka_mock_partition_set_leader(mock, ck_topic, 0, 2) ||
-            rd_kafka_mock_coordinator_set(mock, "transaction", tid, 1))
-                tap_bail("could not set up the mock cluster");
+        fx_mock_eos(&fc, mock, 2, 1);
         rd_kafka_mock_broker_set_down(mock, 2);
-        fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
-        fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);
-        fx_sets_add(&fc.sets, "eos.transactional.id=%s", tid);
 
         h_relay_t *r = h_relay_start(fc.sets.v);
         bool failed = h_relay_wait_log(r, "could not read checkpoint topic", 90000);
@@ -59,7 +51,6 @@ int main(void)
         h_relay_signal(r, SIGKILL);
         h_relay_wait(r, 10000);
         h_relay_free(r);
-        free(ck_topic), free(tid);
         fx_case_close(&fc, NULL);
         return done_testing();
 }
