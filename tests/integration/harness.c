@@ -1388,7 +1388,8 @@ void h_case_open(h_case_t *k, const char *db_prefix, const char *slot_prefix,
         k->conninfo = h_pg_conninfo(k->db);
         snprintf(k->set_conn, sizeof(k->set_conn), "postgres.conninfo=%s", k->conninfo);
         k->c = h_pg_connect(k->db);
-        h_pg_create_outbox(k->c, "outbox");
+        if (!(flags & H_CASE_BARE))
+                h_pg_create_outbox(k->c, "outbox");
         if (flags & H_CASE_PUBLICATION)
                 h_pg_exec_file(k->c, "002_publication.sql");
 }

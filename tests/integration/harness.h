@@ -326,6 +326,7 @@ typedef struct {
 
 enum {
         H_CASE_PUBLICATION = 1 << 0, /* run sql/002_publication.sql in db */
+        H_CASE_BARE = 1 << 1,        /* no outbox table (the workload makes its tables) */
 };
 
 /**
