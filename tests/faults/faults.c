@@ -712,16 +712,26 @@ void fx_mock_workload(struct rd_kafka_mock_cluster_s *mock, const fx_case_t *k, 
         fx_mock_workload_topics(mock, wc, spread);
 }
 
+char *fx_mock_topic(struct rd_kafka_mock_cluster_s *mock, int leader, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *topic = fx_vfmt(fmt, ap);
+        va_end(ap);
+        rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mock, topic, 1, 1);
+        if (!e && leader > 0)
+                e = rd_kafka_mock_partition_set_leader(mock, topic, 0, leader);
+        if (e)
+                tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
+        return topic;
+}
+
 void fx_mock_workload_topics(struct rd_kafka_mock_cluster_s *mock, const h_workload_conf_t *wc,
                              bool spread)
 {
         for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
                 char topic[256];
                 h_workload_topic(wc, t, topic, sizeof(topic));
-                rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mock, topic, 1, 1);
-                if (!e && spread)
-                        e = rd_kafka_mock_partition_set_leader(mock, topic, 0, t + 1);
-                if (e)
-                        tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
+                free(fx_mock_topic(mock, spread ? t + 1 : 0, "%s", topic));
         }
 }

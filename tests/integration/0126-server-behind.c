@@ -110,7 +110,8 @@ int main(void)
 
         /* Confirmed means acknowledged by Kafka: both are there now. */
         static const char *const b[] = {"b-1", "b-2", NULL};
-        is_int(h_kafka_count_keys(k.topic, b), 2, "Kafka holds b-1 and b-2, written after the restore");
+        is_int(h_kafka_count_keys(k.topic, b), 2,
+               "Kafka holds b-1 and b-2, written after the restore");
         ok(h_relay_wait_log(r, "past the server's WAL end", 0),
            "the relay says why it did not start at its own position");
 

@@ -31,12 +31,11 @@ int main(void)
         rd_kafka_mock_cluster_t *mock;
         fx_case_t fc;
         fx_mock_case_open(&fc, "eosleader", "el", 2, &mock);
-        char *ck_topic = fx_fmt("ckpt_%s", fc.suffix);
+        /* The checkpoint topic led by broker 2, the transactions by broker 1. */
+        char *ck_topic = fx_mock_topic(mock, 2, "ckpt_%s", fc.suffix);
         char *tid = fx_fmt("tid_%s", fc.suffix);
-        if (rd_kafka_mock_topic_create(mock, ck_topic, 1, 1) ||
-            rd_kafka_mock_partition_set_leader(mock, ck_topic, 0, 2) ||
-            rd_kafka_mock_coordinator_set(mock, "transaction", tid, 1))
-                tap_bail("could not set up the mock cluster");
+        if (rd_kafka_mock_coordinator_set(mock, "transaction", tid, 1))
+                tap_bail("could not make broker 1 the transaction coordinator");
         rd_kafka_mock_broker_set_down(mock, 2);
         fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
         fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);
