@@ -412,6 +412,18 @@ void fx_case_open(fx_case_t *k, const char *name, const char *tag)
         k->c = h_pg_connect(k->db);
 }
 
+void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pause_ms,
+                         h_workload_conf_t *wc)
+{
+        fx_case_open(k, name, tag);
+        *wc = (h_workload_conf_t){
+                .db = k->db, .suffix = k->suffix, .writers = 2, .aggregates = 50, .events = 0,
+                .max_txn = 5, .pause_ms = pause_ms, .partitions = 2,
+        };
+        h_workload_setup(k->c, wc);
+        fx_sets_init(&k->sets, k->db, k->slot, NULL);
+}
+
 void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc)
 {
         PQfinish(k->c);

@@ -200,6 +200,16 @@ static __attribute__((unused)) int fx_stop_relay(h_relay_t *r, const char *what)
         return rc;
 }
 
+/**
+ * A case with a steady workload in *wc, as the HTTP, EOS and topic tests
+ * stream it: fx_case_open(k, name, tag), two writers over 50 aggregates in
+ * transactions of up to 5 events every pause_ms until stopped, two
+ * partitions a topic; its tables and topics made, and k->sets initialised
+ * for the environment's Kafka. Bails on failure.
+ */
+void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pause_ms,
+                         h_workload_conf_t *wc);
+
 /** Undo fx_case_open and free the settings; with wc, delete its topics too. */
 void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc);
 
