@@ -416,6 +416,18 @@ void fx_case_open(fx_case_t *k, const char *name, const char *tag)
         k->c = h_pg_connect(k->db);
 }
 
+void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pause_ms,
+                         h_workload_conf_t *wc)
+{
+        fx_case_open(k, name, tag);
+        *wc = (h_workload_conf_t){
+                .db = k->db, .suffix = k->suffix, .writers = 2, .aggregates = 50, .events = 0,
+                .max_txn = 5, .pause_ms = pause_ms, .partitions = 2,
+        };
+        h_workload_setup(k->c, wc);
+        fx_sets_init(&k->sets, k->db, k->slot, NULL);
+}
+
 void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc)
 {
         PQfinish(k->c);
@@ -736,12 +748,10 @@ void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brok
 
 void fx_mock_eos(fx_case_t *k, rd_kafka_mock_cluster_t *mock, int ckpt_leader, int coordinator)
 {
-        char *topic = fx_fmt("ckpt_%s", k->suffix);
+        char *topic = fx_mock_topic(mock, ckpt_leader, "ckpt_%s", k->suffix);
         char *tid = fx_fmt("tid_%s", k->suffix);
-        if (rd_kafka_mock_topic_create(mock, topic, 1, 1) ||
-            rd_kafka_mock_partition_set_leader(mock, topic, 0, ckpt_leader) ||
-            rd_kafka_mock_coordinator_set(mock, "transaction", tid, coordinator))
-                tap_bail("could not set up the mock cluster for exactly-once");
+        if (rd_kafka_mock_coordinator_set(mock, "transaction", tid, coordinator))
+                tap_bail("could not make broker %d the transaction coordinator", coordinator);
         fx_sets_add(&k->sets, "delivery.mode=exactly-once");
         fx_sets_add(&k->sets, "eos.checkpoint.topic=%s", topic);
         fx_sets_add(&k->sets, "eos.transactional.id=%s", tid);
@@ -823,16 +833,26 @@ void fx_mock_workload(struct rd_kafka_mock_cluster_s *mock, const fx_case_t *k, 
         fx_mock_workload_topics(mock, wc, spread);
 }
 
+char *fx_mock_topic(struct rd_kafka_mock_cluster_s *mock, int leader, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        char *topic = fx_vfmt(fmt, ap);
+        va_end(ap);
+        rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mock, topic, 1, 1);
+        if (!e && leader > 0)
+                e = rd_kafka_mock_partition_set_leader(mock, topic, 0, leader);
+        if (e)
+                tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
+        return topic;
+}
+
 void fx_mock_workload_topics(struct rd_kafka_mock_cluster_s *mock, const h_workload_conf_t *wc,
                              bool spread)
 {
         for (int t = 0; t < H_WORKLOAD_TYPES; t++) {
                 char topic[256];
                 h_workload_topic(wc, t, topic, sizeof(topic));
-                rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mock, topic, 1, 1);
-                if (!e && spread)
-                        e = rd_kafka_mock_partition_set_leader(mock, topic, 0, t + 1);
-                if (e)
-                        tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
+                free(fx_mock_topic(mock, spread ? t + 1 : 0, "%s", topic));
         }
 }

@@ -187,8 +187,7 @@ void fx_case_open(fx_case_t *k, const char *name, const char *tag);
 static __attribute__((unused)) h_relay_t *fx_case_relay(const fx_case_t *k, const char *what)
 {
         h_relay_t *r = h_relay_start(k->sets.v);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "%s", what))
-                h_relay_diag_log(r);
+        ok(h_relay_streams(r, 60000), "%s", what);
         return r;
 }
 
@@ -196,13 +195,20 @@ static __attribute__((unused)) h_relay_t *fx_case_relay(const fx_case_t *k, cons
  *  its log shown otherwise. Returns the exit code. */
 static __attribute__((unused)) int fx_stop_relay(h_relay_t *r, const char *what)
 {
-        h_relay_signal(r, SIGTERM);
-        int rc = h_relay_wait(r, 60000);
+        int rc = h_relay_stop(r, 60000);
         is_int(rc, 0, "%s", what);
-        if (rc != 0)
-                h_relay_diag_log(r);
         return rc;
 }
+
+/**
+ * A case with a steady workload in *wc, as the HTTP, EOS and topic tests
+ * stream it: fx_case_open(k, name, tag), two writers over 50 aggregates in
+ * transactions of up to 5 events every pause_ms until stopped, two
+ * partitions a topic; its tables and topics made, and k->sets initialised
+ * for the environment's Kafka. Bails on failure.
+ */
+void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pause_ms,
+                         h_workload_conf_t *wc);
 
 /** Undo fx_case_open and free the settings; with wc, delete its topics too. */
 void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc);
@@ -410,6 +416,14 @@ void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brok
  */
 void fx_mock_eos(fx_case_t *k, struct rd_kafka_mock_cluster_s *mock, int ckpt_leader,
                  int coordinator);
+
+/**
+ * The mock has no CreateTopics: create the topic the format names on it, one
+ * partition, replication factor 1, led by broker `leader` (0: the mock's
+ * choice). Returns the name (caller frees). Bails on failure.
+ */
+char *fx_mock_topic(struct rd_kafka_mock_cluster_s *mock, int leader, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 /**
  * The mock has no CreateTopics: create the workload's topics on it (one

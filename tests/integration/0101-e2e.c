@@ -19,25 +19,21 @@
 
 int main(void)
 {
-        char *db = h_pg_create_db("e2e");
-        char *suffix = h_unique_name("t");
-        char *slot = h_unique_name("slot");
-        PGconn *c = h_pg_connect(db);
-        char set_conn[512], set_kafka[256], set_slot[128], topic[256];
+        h_case_t k;
+        h_case_open(&k, "e2e", "slot", "t", 0, H_CASE_BARE);
+        PGconn *c = k.c;
+        char topic[256];
+        /* The workload's topics are outbox.event.<type>_<suffix>. */
         h_workload_conf_t wc = {
-                .db = db, .suffix = suffix, .writers = 8, .aggregates = 100, .events = EVENTS,
+                .db = k.db, .suffix = k.aggtype, .writers = 8, .aggregates = 100, .events = EVENTS,
                 .max_txn = 50, .rollbacks = true, .deletes = true, .noise = true, .partitions = 4,
         };
 
         h_workload_setup(c, &wc);
-        char *conninfo = h_pg_conninfo(db);
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn, set_kafka, set_slot, "status.interval.ms=1000",
+        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, "status.interval.ms=1000",
                               "outbox.headers=aggregatetype,created_at", NULL};
         h_relay_t *relay = h_relay_start(sets);
-        ok(h_relay_wait_log(relay, "streaming from replication slot", 60000), "relay streams");
+        ok(h_relay_streams(relay, 60000), "relay streams");
 
         int64_t t0 = h_now_ms();
         int committed = 0, rolled_back = 0;
@@ -46,7 +42,7 @@ int main(void)
         is_int(failed, 0, "all writers finished");
         is_int(committed, EVENTS, "writers committed 20000 events");
         ok(rolled_back > 0, "writers rolled back %d events (transactions and savepoints)", rolled_back);
-        char *wal_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        char *wal_after = h_pg_wal_lsn(c);
         char *left = h_pg_value(c, "SELECT count(*) FROM outbox");
         ok(atoi(left) < EVENTS, "some outbox rows were deleted in their own transaction (%s left)", left);
 
@@ -59,11 +55,10 @@ int main(void)
                  EVENTS * 1000.0 / (double)(t_done - t0 > 0 ? t_done - t0 : 1));
 
         /* Every transaction acknowledged, then the idle keepalive position. */
-        ok(h_pg_wait_confirmed(c, slot, wal_after, 15000) >= 0, "slot confirmed past the last commit (%s)",
+        ok(h_pg_wait_confirmed(c, k.slot, wal_after, 15000) >= 0, "slot confirmed past the last commit (%s)",
            wal_after);
 
-        h_relay_signal(relay, SIGTERM);
-        is_int(h_relay_wait(relay, 30000), 0, "SIGTERM: clean exit 0");
+        is_int(h_relay_stop(relay, 30000), 0, "SIGTERM: clean exit 0");
 
         h_verify_t v;
         h_workload_verify(c, &wc, &v);
@@ -112,13 +107,8 @@ int main(void)
         is_int(ts_bad, 0, "message timestamp is the commit time (CreateTime, >= created_at)");
 
         h_relay_free(relay);
-        PQfinish(c);
-        h_pg_drop_db(db);
         free(wal_after);
         free(left);
-        free(conninfo);
-        free(db);
-        free(suffix);
-        free(slot);
+        h_case_close(&k);
         return done_testing();
 }

@@ -125,8 +125,7 @@ fail:
 static h_relay_t *start_relay(const char *const *sets, const char *what)
 {
         h_relay_t *r = h_relay_start(sets);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "%s streams", what))
-                h_relay_diag_log(r);
+        ok(h_relay_streams(r, 60000), "%s streams", what);
         return r;
 }
 
@@ -175,28 +174,21 @@ static void show_relay_logs(const char *label)
 static void run(bool kill9)
 {
         const char *label = kill9 ? "SIGKILL" : "SIGTERM";
-        char *db = h_pg_create_db(kill9 ? "rst_kill" : "rst_term");
-        char *slot = h_unique_name("slot_rst");
-        char *aggtype = h_unique_name(kill9 ? "rstk" : "rstt");
-        char topic[256], set_conn[512], set_kafka[256], set_slot[128];
-        PGconn *c = h_pg_connect(db);
+        h_case_t cs;
+        h_case_open(&cs, kill9 ? "rst_kill" : "rst_term", "slot_rst", kill9 ? "rstk" : "rstt",
+                    PARTITIONS, 0);
+        PGconn *c = cs.c;
+        const char *db = cs.db, *slot = cs.slot, *aggtype = cs.aggtype, *topic = cs.topic;
 
         tap_diag("--- (%s) database %s, slot %s ---", label, db, slot);
-        h_pg_create_outbox(c, "outbox");
         h_pg_exec(c,
                   "CREATE TABLE aggregates (id int PRIMARY KEY, version int NOT NULL DEFAULT 0)");
         h_pg_exec(c, "INSERT INTO aggregates (id) SELECT g FROM generate_series(0, %d) g",
                   AGGREGATES - 1);
-        snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
-        h_kafka_create_topic(topic, PARTITIONS);
 
-        char *conninfo = h_pg_conninfo(db);
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn,
-                              set_kafka,
-                              set_slot,
+        const char *sets[] = {cs.set_conn,
+                              cs.set_kafka,
+                              cs.set_slot,
                               "status.interval.ms=1000",
                               "reconnect.backoff.ms=100",
                               "reconnect.backoff.max.ms=2000",
@@ -427,11 +419,7 @@ static void run(bool kill9)
                 tap_diag("(%s) duplicates after 2 x kill -9: %zu", label, n - (size_t)distinct);
         }
 
-        h_relay_signal(relay, SIGTERM);
-        int rc = h_relay_wait(relay, 60000);
-        is_int(rc, 0, "(%s) last relay: SIGTERM, clean exit 0", label);
-        if (rc != 0)
-                h_relay_diag_log(relay);
+        is_int(h_relay_stop(relay, 60000), 0, "(%s) last relay: SIGTERM, clean exit 0", label);
 
         h_msgs_free(msgs, n);
         for (int i = 0; i < nids; i++)
@@ -439,14 +427,8 @@ static void run(bool kill9)
         free(ids);
         free(seen_count);
         h_relay_free(relay);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        h_kafka_delete_topic(topic);
         free(wal_after);
-        free(conninfo);
-        free(aggtype);
-        free(slot);
-        free(db);
+        h_case_close(&cs);
 }
 
 int main(void)

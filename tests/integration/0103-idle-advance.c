@@ -31,11 +31,6 @@
 #define FIRST_EVENTS       10
 #define NOISE_TXNS         200
 
-
-
-
-
-
 /* Unrelated writes: n one-row transactions over about n * gap_ms. */
 static void write_noise(PGconn *c, int n, int gap_ms)
 {
@@ -56,39 +51,29 @@ static char *insert_event(PGconn *c, const char *aggtype, int i)
 
 int main(void)
 {
-        char *db = h_pg_create_db("idle");
-        char *slot = h_unique_name("slot_idle");
-        char *good_type = h_unique_name("idle");
-        char good_topic[256];
-        char set_conn[512], set_kafka[256], set_slot[128], set_status[64];
-        PGconn *c = h_pg_connect(db);
+        h_case_t k;
+        h_case_open(&k, "idle", "slot_idle", "idle", 1, 0);
+        PGconn *c = k.c;
+        const char *slot = k.slot, *good_type = k.aggtype, *good_topic = k.topic;
+        char set_status[64];
 
-        h_pg_create_outbox(c, "outbox");
         h_pg_exec(c, "CREATE TABLE noise (id bigserial PRIMARY KEY, v text)");
-        snprintf(good_topic, sizeof(good_topic), "outbox.event.%s", good_type);
-        h_kafka_create_topic(good_topic, 1);
-
-        char *conninfo = h_pg_conninfo(db);
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
         snprintf(set_status, sizeof(set_status), "status.interval.ms=%d", STATUS_INTERVAL_MS);
-        const char *sets[] = {set_conn, set_kafka, set_slot, set_status, "shutdown.timeout.ms=2000",
-                              NULL};
+        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_status,
+                              "shutdown.timeout.ms=2000", NULL};
         h_relay_t *relay = h_relay_start(sets);
-        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000), "relay streams"))
-                h_relay_diag_log(relay);
+        ok(h_relay_streams(relay, 60000), "relay streams");
 
         /* --- 1. idle advance ------------------------------------------- */
         for (int i = 0; i < FIRST_EVENTS; i++)
                 free(insert_event(c, good_type, i));
         int64_t got = h_kafka_wait_count(good_topic, FIRST_EVENTS, 60000);
         is_int(got, FIRST_EVENTS, "the %d outbox events are in Kafka", FIRST_EVENTS);
-        char *lsn_events = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        char *lsn_events = h_pg_wal_lsn(c);
 
         int64_t t_noise = h_now_ms();
         write_noise(c, NOISE_TXNS, 15);
-        char *wal_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        char *wal_after = h_pg_wal_lsn(c);
         tap_diag("%d unrelated transactions in %.1f s, WAL %s -> %s", NOISE_TXNS,
                  (h_now_ms() - t_noise) / 1000.0, lsn_events, wal_after);
         int64_t took = h_pg_wait_confirmed(c, slot, wal_after, 10000);
@@ -102,30 +87,27 @@ int main(void)
         else
                 h_relay_diag_log(relay);
 
-        h_relay_signal(relay, SIGTERM);
-        is_int(h_relay_wait(relay, 60000), 0, "first relay: SIGTERM, exit 0");
+        is_int(h_relay_stop(relay, 60000), 0, "first relay: SIGTERM, exit 0");
         h_relay_free(relay);
 
         /* --- 2. an unacknowledged event holds the position back --------- */
         /* A relay whose producer holds messages for two minutes before
          * sending them (linger.ms, below message.timeout.ms): an event it
          * read stays unacknowledged meanwhile. */
-        const char *slow_sets[] = {set_conn,
-                                   set_kafka,
-                                   set_slot,
+        const char *slow_sets[] = {k.set_conn,
+                                   k.set_kafka,
+                                   k.set_slot,
                                    set_status,
                                    "shutdown.timeout.ms=2000",
                                    "kafka.linger.ms=120000",
                                    NULL};
         relay = h_relay_start(slow_sets);
-        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
-                "relay with kafka.linger.ms=120000 streams"))
-                h_relay_diag_log(relay);
-        char *lsn_before = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        ok(h_relay_streams(relay, 60000), "relay with kafka.linger.ms=120000 streams");
+        char *lsn_before = h_pg_wal_lsn(c);
         char *held_id = insert_event(c, good_type, FIRST_EVENTS);
-        char *lsn_held = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        char *lsn_held = h_pg_wal_lsn(c);
         write_noise(c, NOISE_TXNS, 15);
-        char *lsn_noise = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        char *lsn_noise = h_pg_wal_lsn(c);
         /* A negative: give the relay several status intervals to get it wrong. */
         h_sleep_ms(4 * STATUS_INTERVAL_MS);
         is_int(h_kafka_count(good_topic), FIRST_EVENTS,
@@ -139,13 +121,10 @@ int main(void)
            "although later WAL was read (%s < %s)",
            conf2 ? conf2 : "(null)", lsn_held);
 
-        h_relay_signal(relay, SIGTERM);
-        int rc = h_relay_wait(relay, 60000);
-        is_int(rc, 0, "SIGTERM with the event unacknowledged: exit 0 after shutdown.timeout.ms");
+        is_int(h_relay_stop(relay, 60000), 0,
+               "SIGTERM with the event unacknowledged: exit 0 after shutdown.timeout.ms");
         ok(h_relay_wait_log(relay, "not acknowledged by Kafka within shutdown.timeout.ms", 0),
            "the relay says the unacknowledged event will be sent again");
-        if (rc != 0)
-                h_relay_diag_log(relay);
         h_relay_free(relay);
         is_int(h_kafka_count(good_topic), FIRST_EVENTS, "the stopped relay did not send it");
         char *conf3 = h_pg_confirmed_lsn(c, slot);
@@ -157,17 +136,14 @@ int main(void)
 
         /* --- 3. the next relay sends it and moves on -------------------- */
         relay = h_relay_start(sets);
-        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
-                "a relay with the default linger streams"))
-                h_relay_diag_log(relay);
+        ok(h_relay_streams(relay, 60000), "a relay with the default linger streams");
         got = h_kafka_wait_count(good_topic, FIRST_EVENTS + 1, 60000);
         ok(got >= FIRST_EVENTS + 1, "the held event is delivered by the next relay");
         took = h_pg_wait_confirmed(c, slot, lsn_noise, 10000);
         ok(took >= 0, "and the slot is confirmed past the unrelated writes after it (%s)",
            lsn_noise);
         is_int(h_kafka_count(good_topic), FIRST_EVENTS + 1, "Kafka holds every event once");
-        h_relay_signal(relay, SIGTERM);
-        is_int(h_relay_wait(relay, 60000), 0, "SIGTERM, exit 0");
+        is_int(h_relay_stop(relay, 60000), 0, "SIGTERM, exit 0");
         h_relay_free(relay);
 
         /* --- 4. the status interval against the server's timeout -------- */
@@ -180,15 +156,14 @@ int main(void)
         for (size_t i = 0; i < sizeof(wst_cases) / sizeof(wst_cases[0]); i++) {
                 char set_wst[640];
                 snprintf(set_wst, sizeof(set_wst),
-                         "postgres.conninfo=%s options='-c wal_sender_timeout=%s'", conninfo,
+                         "postgres.conninfo=%s options='-c wal_sender_timeout=%s'", k.conninfo,
                          wst_cases[i].wst);
-                const char *wsets[] = {set_wst, set_kafka, set_slot, "status.interval.ms=40000",
+                const char *wsets[] = {set_wst, k.set_kafka, k.set_slot, "status.interval.ms=40000",
                                        NULL};
                 relay = h_relay_start(wsets);
-                if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
-                        "wal_sender_timeout %s (shown \"%s\"): the relay streams", wst_cases[i].wst,
-                        wst_cases[i].shown))
-                        h_relay_diag_log(relay);
+                ok(h_relay_streams(relay, 60000),
+                   "wal_sender_timeout %s (shown \"%s\"): the relay streams", wst_cases[i].wst,
+                   wst_cases[i].shown);
                 bool said = h_relay_wait_log(relay, "status.interval.ms lowered", 0);
                 if (!ok(said == wst_cases[i].lowered, "  status.interval.ms 40000 %s",
                         wst_cases[i].lowered ? "lowered to 10000, half of it"
@@ -197,14 +172,10 @@ int main(void)
                 if (wst_cases[i].lowered)
                         ok(h_relay_wait_log(relay, "lowered from 40000 to 10000", 0),
                            "  by exactly half of 20 s");
-                h_relay_signal(relay, SIGTERM);
-                is_int(h_relay_wait(relay, 60000), 0, "  SIGTERM, exit 0");
+                is_int(h_relay_stop(relay, 60000), 0, "  SIGTERM, exit 0");
                 h_relay_free(relay);
         }
 
-        PQfinish(c);
-        h_pg_drop_db(db);
-        h_kafka_delete_topic(good_topic);
         free(lsn_events);
         free(wal_after);
         free(conf1);
@@ -214,9 +185,6 @@ int main(void)
         free(lsn_held);
         free(lsn_noise);
         free(held_id);
-        free(conninfo);
-        free(good_type);
-        free(slot);
-        free(db);
+        h_case_close(&k);
         return done_testing();
 }

@@ -156,22 +156,14 @@ static int64_t time_log(h_relay_t *r, const char *needle, int timeout_ms)
 
 int main(void)
 {
-        char *db = h_pg_create_db("standby");
-        char *slot = h_unique_name("slot_sb");
-        char *aggtype = h_unique_name("sb");
-        char topic[256], set_conn[512], set_kafka[256], set_slot[128], desc[256];
-        PGconn *c = h_pg_connect(db);
-
-        h_pg_create_outbox(c, "outbox");
-        snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
-        h_kafka_create_topic(topic, 2);
-        char *conninfo = h_pg_conninfo(db);
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn,
-                              set_kafka,
-                              set_slot,
+        h_case_t k;
+        h_case_open(&k, "standby", "slot_sb", "sb", 2, 0);
+        PGconn *c = k.c;
+        const char *slot = k.slot, *aggtype = k.aggtype, *topic = k.topic, *conninfo = k.conninfo;
+        char desc[256];
+        const char *sets[] = {k.set_conn,
+                              k.set_kafka,
+                              k.set_slot,
                               "status.interval.ms=1000",
                               "reconnect.backoff.ms=100",
                               "reconnect.backoff.max.ms=2000",
@@ -326,7 +318,7 @@ int main(void)
         PQclear(hres);
         char set_other[128];
         snprintf(set_other, sizeof(set_other), "slot.name=%s", other);
-        const char *other_sets[] = {set_conn, set_kafka, set_other, NULL};
+        const char *other_sets[] = {k.set_conn, k.set_kafka, set_other, NULL};
         h_relay_t *r5 = h_relay_start(other_sets);
         ok(h_relay_wait_log(r5, "standing by", 30000),
            "a relay stands by while another kind of client holds its slot");
@@ -340,11 +332,7 @@ int main(void)
         h_pg_exec(c, "SELECT pg_drop_replication_slot('%s')", other);
         free(other);
 
-        h_relay_signal(active, SIGTERM);
-        rc = h_relay_wait(active, 60000);
-        is_int(rc, 0, "last relay: SIGTERM, exit 0");
-        if (rc != 0)
-                h_relay_diag_log(active);
+        is_int(h_relay_stop(active, 60000), 0, "last relay: SIGTERM, exit 0");
 
         h_msgs_free(msgs, n);
         for (int i = 0; i < nids; i++)
@@ -352,12 +340,6 @@ int main(void)
         free(ids);
         free(seen);
         h_relay_free(active);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        h_kafka_delete_topic(topic);
-        free(conninfo);
-        free(aggtype);
-        free(slot);
-        free(db);
+        h_case_close(&k);
         return done_testing();
 }

@@ -119,74 +119,62 @@ static long slot_stat(PGconn *c, const char *slot, const char *column)
 
 int main(void)
 {
-        char *db = h_pg_create_db("bigtxn");
-        char *slot = h_unique_name("slot");
-        char *aggtype = h_unique_name("big");
-        PGconn *c = h_pg_connect(db);
-        char topic[256], set_conn[640], set_kafka[256], set_slot[128];
-
-        h_pg_create_outbox(c, "outbox");
-        snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
-        h_kafka_create_topic(topic, 4);
+        h_case_t k;
+        h_case_open(&k, "bigtxn", "slot", "big", 4, 0);
+        PGconn *c = k.c;
+        const char *topic = k.topic;
         char *vnum = h_pg_value(c, "SHOW server_version_num");
         int version = atoi(vnum);
         int want_proto = version >= 160000 ? 4 : version >= 150000 ? 3 : 2;
         tap_diag("PostgreSQL %d.%d", version / 10000, version % 10000);
 
-        char *conninfo = h_pg_conninfo(db);
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        const char *sets[] = {set_conn, set_kafka, set_slot, "status.interval.ms=1000", NULL};
+        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, "status.interval.ms=1000", NULL};
 
         /* 1. the protocol version the walsender was asked for */
         h_relay_t *relay = h_relay_start(sets);
-        ok(h_relay_wait_log(relay, "streaming from replication slot", 60000), "relay streams");
+        ok(h_relay_streams(relay, 60000), "relay streams");
         char *cmd = h_pg_value(c,
                                "SELECT query FROM pg_stat_activity WHERE backend_type = 'walsender' "
                                "AND query LIKE 'START_REPLICATION SLOT %%%s%%'",
-                               slot);
+                               k.slot);
         char want[64];
         snprintf(want, sizeof(want), "proto_version '%d'", want_proto);
         ok(cmd && strstr(cmd, want), "PostgreSQL %d was asked for pgoutput %s (%s)", version / 10000,
            want, cmd ? cmd : "no walsender");
 
         /* 2. one 200 000-row transaction */
-        insert_txn(c, aggtype, 1, BIG);
-        char *wal_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
+        insert_txn(c, k.aggtype, 1, BIG);
         int64_t t0 = h_now_ms();
-        is_int(h_kafka_wait_count(topic, BIG, 300000), BIG, "the 200 000-row transaction reached Kafka");
-        tap_diag("200 000-row transaction in Kafka %.1f s after its commit",
+        h_relayed_t rl;
+        h_wait_relayed(c, k.slot, topic, BIG, 300000, &rl);
+        is_int(rl.in_kafka, BIG, "the 200 000-row transaction reached Kafka");
+        tap_diag("200 000-row transaction in Kafka and confirmed %.1f s after its commit",
                  (double)(h_now_ms() - t0) / 1000.0);
-        ok(h_pg_wait_confirmed(c, slot, wal_after, 30000) >= 0, "slot confirmed past the commit (%s)",
-           wal_after);
-        h_relay_signal(relay, SIGTERM);
-        is_int(h_relay_wait(relay, 30000), 0, "SIGTERM: clean exit 0");
+        ok(rl.confirmed, "slot confirmed past the commit (%s)", rl.lsn);
+        h_relayed_free(&rl);
+        is_int(h_relay_stop(relay, 30000), 0, "SIGTERM: clean exit 0");
         h_relay_free(relay);
 
-        check_t k;
-        check_topic(topic, 1, BIG, &k);
-        report("200 000-row transaction", &k, BIG);
+        check_t ck;
+        check_topic(topic, 1, BIG, &ck);
+        report("200 000-row transaction", &ck, BIG);
 
         /* 3. a transaction that spills to disk */
         /* In the conninfo's options: the relay adds its own session
          * settings after the user's, and must keep these. */
-        snprintf(set_conn, sizeof(set_conn),
-                 "postgres.conninfo=%s options='-c logical_decoding_work_mem=64kB'", conninfo);
+        snprintf(k.set_conn, sizeof(k.set_conn),
+                 "postgres.conninfo=%s options='-c logical_decoding_work_mem=64kB'", k.conninfo);
         /* A slot of its own, so the 200 000-row transaction's statistics
          * (it may spill too, and they may arrive late) do not count. */
         char *slot2 = h_unique_name("slot");
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot2);
+        snprintf(k.set_slot, sizeof(k.set_slot), "slot.name=%s", slot2);
         relay = h_relay_start(sets);
-        ok(h_relay_wait_log(relay, "streaming from replication slot", 60000),
-           "relay streams with logical_decoding_work_mem = 64kB");
-        insert_txn(c, aggtype, BIG + 1, SPILL);
-        free(wal_after);
-        wal_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
-        is_int(h_kafka_wait_count(topic, BIG + SPILL, 120000), BIG + SPILL,
-               "the spilled transaction reached Kafka");
-        ok(h_pg_wait_confirmed(c, slot2, wal_after, 30000) >= 0, "slot confirmed past the commit (%s)",
-           wal_after);
+        ok(h_relay_streams(relay, 60000), "relay streams with logical_decoding_work_mem = 64kB");
+        insert_txn(c, k.aggtype, BIG + 1, SPILL);
+        h_wait_relayed(c, slot2, topic, BIG + SPILL, 120000, &rl);
+        is_int(rl.in_kafka, BIG + SPILL, "the spilled transaction reached Kafka");
+        ok(rl.confirmed, "slot confirmed past the commit (%s)", rl.lsn);
+        h_relayed_free(&rl);
         /* Replication slot statistics reach the view a little after the
          * walsender decoded the transaction (on 14, through the stats
          * collector): wait for them, bounded. */
@@ -197,23 +185,15 @@ int main(void)
         }
         ok(spilled > 0, "the server spilled the transaction to disk (spill_txns %ld, spill_bytes %ld)",
            spilled, slot_stat(c, slot2, "spill_bytes"));
-        h_relay_signal(relay, SIGTERM);
-        is_int(h_relay_wait(relay, 30000), 0, "SIGTERM: clean exit 0");
+        is_int(h_relay_stop(relay, 30000), 0, "SIGTERM: clean exit 0");
         h_relay_free(relay);
 
-        check_topic(topic, BIG + 1, SPILL, &k);
-        report("spilled transaction", &k, SPILL);
+        check_topic(topic, BIG + 1, SPILL, &ck);
+        report("spilled transaction", &ck, SPILL);
 
-        h_kafka_delete_topic(topic);
-        PQfinish(c);
-        h_pg_drop_db(db);
         free(cmd);
         free(vnum);
-        free(wal_after);
-        free(conninfo);
-        free(aggtype);
         free(slot2);
-        free(slot);
-        free(db);
+        h_case_close(&k);
         return done_testing();
 }

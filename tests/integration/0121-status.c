@@ -112,45 +112,27 @@ static void standby_case(void)
 
 int main(void)
 {
-        char *db = h_pg_create_db("status");
-        char *slot = h_unique_name("slot_status");
-        char *aggtype = h_unique_name("st");
-        char set_conn[512], set_slot[128], set_kafka[256], topic[256];
-        PGconn *c = h_pg_connect(db);
-
-        h_pg_create_outbox(c, "outbox");
-        h_pg_exec_file(c, "002_publication.sql");
-        snprintf(topic, sizeof(topic), "outbox.event.%s", aggtype);
-        h_kafka_create_topic(topic, 1);
-        char *ci = h_pg_conninfo(db);
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        const char *relay_sets[] = {set_conn, set_kafka, set_slot, "status.interval.ms=1000", NULL};
+        h_case_t k;
+        h_case_open(&k, "status", "slot_status", "st", 1, H_CASE_PUBLICATION);
+        PGconn *c = k.c;
+        const char *slot = k.slot;
+        const char *relay_sets[] = {k.set_conn, k.set_kafka, k.set_slot, "status.interval.ms=1000",
+                                    NULL};
         /* status needs no Kafka address. */
-        const char *sets[] = {set_conn, set_slot, NULL};
+        const char *sets[] = {k.set_conn, k.set_slot, NULL};
 
         h_relay_t *r = h_relay_start(relay_sets);
-        if (!ok(h_relay_wait_log(r, "streaming from replication slot", 30000), "the relay streams"))
-                h_relay_diag_log(r);
-        h_pg_exec(c,
-                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-                  "(gen_random_uuid(), '%s', 'a-1', 'T', '{}')",
-                  aggtype);
-        is_int(h_kafka_wait_count(topic, 1, 30000), 1, "the event is in Kafka");
+        ok(h_relay_streams(r, 30000), "the relay streams");
+        h_outbox_insert(c, k.aggtype, "a-1");
+        is_int(h_kafka_wait_count(k.topic, 1, 30000), 1, "the event is in Kafka");
 
         /* While it streams: the positions lie between two reads of the slot. */
-        char *conf0 = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE "
-                                    "slot_name = '%s'", slot);
-        char *rest0 = h_pg_value(c, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
-                                 slot);
+        char *conf0 = h_pg_slot_column(c, slot, "confirmed_flush_lsn");
+        char *rest0 = h_pg_slot_column(c, slot, "restart_lsn");
         json_t *doc = status_json("streaming", sets, 0);
-        char *conf1 = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE "
-                                    "slot_name = '%s'", slot);
-        char *rest1 = h_pg_value(c, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
-                                 slot);
-        char *pid = h_pg_value(c, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '%s'",
-                               slot);
+        char *conf1 = h_pg_slot_column(c, slot, "confirmed_flush_lsn");
+        char *rest1 = h_pg_slot_column(c, slot, "restart_lsn");
+        char *pid = h_pg_slot_column(c, slot, "active_pid");
         if (doc && conf0 && conf1 && rest0 && rest1 && pid) {
                 const char *conf = jstr(doc, "confirmed_flush_lsn");
                 const char *rest = jstr(doc, "restart_lsn");
@@ -186,23 +168,13 @@ int main(void)
         json_decref(doc);
 
         /* Stopped: nothing moves the slot; exact equality. */
-        h_relay_signal(r, SIGTERM);
-        is_int(h_relay_wait(r, 30000), 0, "the relay stops cleanly");
+        is_int(h_relay_stop(r, 30000), 0, "the relay stops cleanly");
         h_relay_free(r);
-        /* The walsender may take a moment to release the slot after the relay exited. */
-        for (int i = 0; i < 100; i++) {
-                char *a = h_pg_value(c, "SELECT active FROM pg_replication_slots WHERE slot_name = '%s'",
-                                     slot);
-                bool active = a && strcmp(a, "t") == 0;
-                free(a);
-                if (!active)
-                        break;
-                h_sleep_ms(100);
-        }
-        char *conf2 = h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE "
-                                    "slot_name = '%s'", slot);
-        char *rest2 = h_pg_value(c, "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
-                                 slot);
+        /* The walsender may take a moment to release the slot after the relay
+         * exited; if it does not, the exact comparisons below say so. */
+        h_pg_wait_slot_active(c, slot, false, 10000);
+        char *conf2 = h_pg_slot_column(c, slot, "confirmed_flush_lsn");
+        char *rest2 = h_pg_slot_column(c, slot, "restart_lsn");
         doc = status_json("stopped", sets, 0);
         if (doc && conf2 && rest2) {
                 is_str(jstr(doc, "confirmed_flush_lsn"), conf2,
@@ -232,13 +204,11 @@ int main(void)
                 char *port = h_pg_value(c, "SHOW port");
                 char set_sock[512];
                 snprintf(set_sock, sizeof(set_sock), "postgres.conninfo=host=%s port=%s dbname=%s "
-                         "user=postgres", sock ? sock : "", port ? port : "", db);
-                const char *sock_relay[] = {set_sock, set_kafka, set_slot, NULL};
-                const char *sock_status[] = {set_sock, set_slot, NULL};
+                         "user=postgres", sock ? sock : "", port ? port : "", k.db);
+                const char *sock_relay[] = {set_sock, k.set_kafka, k.set_slot, NULL};
+                const char *sock_status[] = {set_sock, k.set_slot, NULL};
                 r = h_relay_start(sock_relay);
-                if (!ok(h_relay_wait_log(r, "streaming from replication slot", 30000),
-                        "unix socket: the relay streams"))
-                        h_relay_diag_log(r);
+                ok(h_relay_streams(r, 30000), "unix socket: the relay streams");
                 doc = status_json("unix socket", sock_status, 0);
                 ok(doc && json_is_true(json_object_get(doc, "active")) &&
                            json_is_null(json_object_get(doc, "client_addr")) &&
@@ -253,15 +223,14 @@ int main(void)
                    "unix socket: the text says the client is on a Unix socket");
                 free(out);
                 free(log);
-                h_relay_signal(r, SIGTERM);
-                is_int(h_relay_wait(r, 30000), 0, "unix socket: the relay stops cleanly");
+                is_int(h_relay_stop(r, 30000), 0, "unix socket: the relay stops cleanly");
                 h_relay_free(r);
                 free(sock);
                 free(port);
         }
 
         /* A slot that does not exist. */
-        const char *missing[] = {set_conn, "slot.name=no_such_slot_here", NULL};
+        const char *missing[] = {k.set_conn, "slot.name=no_such_slot_here", NULL};
         rc = h_relay_run_cmd("status", NULL, missing, RUN_BOUND_MS, &out, &log);
         is_int(rc, 5, "missing slot: exit 5");
         ok(strstr(out, "\"no_such_slot_here\" does not exist") != NULL,
@@ -278,12 +247,6 @@ int main(void)
         free(rest1);
         free(rest2);
         free(pid);
-        PQfinish(c);
-        h_pg_drop_db(db);
-        h_kafka_delete_topic(topic);
-        free(ci);
-        free(aggtype);
-        free(slot);
-        free(db);
+        h_case_close(&k);
         return done_testing();
 }

@@ -56,22 +56,18 @@ static const h_msg_t *by_id(const h_msg_t *msgs, size_t n, const char *id)
 
 int main(void)
 {
-        char *db = h_pg_create_db("router");
-        char *slot = h_unique_name("slot");
-        char *agg = h_unique_name("r");
-        PGconn *c = h_pg_connect(db);
-        char *conninfo = h_pg_conninfo(db);
-        char set_conn[512], set_kafka[256], set_slot[128], topic_a[256];
+        /* Its topics are named by the router, not outbox.event.<aggtype>. */
+        h_case_t k;
+        h_case_open(&k, "router", "slot", "r", 0, 0);
+        PGconn *c = k.c;
+        const char *agg = k.aggtype;
+        char topic_a[256];
 
-        h_pg_create_outbox(c, "outbox");
         h_pg_exec(c, "ALTER TABLE outbox ADD COLUMN tracingspancontext text");
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", conninfo);
-        snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
         snprintf(topic_a, sizeof(topic_a), "%s-events.v2", agg);
-        const char *sets[] = {set_conn,
-                              set_kafka,
-                              set_slot,
+        const char *sets[] = {k.set_conn,
+                              k.set_kafka,
+                              k.set_slot,
                               "status.interval.ms=1000",
                               "format.profile=connect-string",
                               "route.by.field=aggregatetype",
@@ -81,8 +77,7 @@ int main(void)
                               "table.op.invalid.behavior=fatal",
                               NULL};
         h_relay_t *relay = h_relay_start(sets);
-        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000), "relay streams"))
-                h_relay_diag_log(relay);
+        ok(h_relay_streams(relay, 60000), "relay streams");
         char *pub = h_pg_value(c, "SELECT pubinsert::text || pubupdate::text || pubdelete::text FROM "
                                   "pg_publication WHERE pubname = 'outbox_pub'");
         is_str(pub, "truetruefalse", "fatal: the relay's publication publishes inserts and updates, "
@@ -148,8 +143,7 @@ int main(void)
         ok(log && strstr(log, "WARNING") && strstr(log, "UPDATE of the outbox row with id \"" E1 "\""),
            "the warning names the row");
         free(log);
-        h_relay_signal(relay, SIGTERM);
-        is_int(h_relay_wait(relay, 30000), 0, "SIGTERM: clean exit");
+        is_int(h_relay_stop(relay, 30000), 0, "SIGTERM: clean exit");
         h_relay_free(relay);
 
         /* error with a publication that does not publish updates. */
@@ -157,7 +151,7 @@ int main(void)
         char *slot2 = h_unique_name("slot");
         char set_slot2[128];
         snprintf(set_slot2, sizeof(set_slot2), "slot.name=%s", slot2);
-        const char *sets2[] = {set_conn, set_kafka, set_slot2, "publication.name=pub_ins",
+        const char *sets2[] = {k.set_conn, k.set_kafka, set_slot2, "publication.name=pub_ins",
                                "table.op.invalid.behavior=error", NULL};
         char *out = NULL;
         rc = h_relay_run_cmd(NULL, NULL, sets2, 60000, &out, &log);
@@ -180,11 +174,10 @@ int main(void)
         snprintf(topic_ts, sizeof(topic_ts), "outbox.event.%s", agg3);
         static const char *const hour[] = {"message.timestamp.before.max.ms", "3600000", NULL};
         h_kafka_create_topic_config(topic_ts, 1, hour);
-        const char *sets3[] = {set_conn, set_kafka, set_slot3, "format.profile=debezium-server",
+        const char *sets3[] = {k.set_conn, k.set_kafka, set_slot3, "format.profile=debezium-server",
                                "table.field.event.timestamp=created_at", "errors.policy=stop", NULL};
         relay = h_relay_start(sets3);
-        if (!ok(h_relay_wait_log(relay, "streaming from replication slot", 60000), "(d) relay streams"))
-                h_relay_diag_log(relay);
+        ok(h_relay_streams(relay, 60000), "(d) relay streams");
         h_pg_exec(c,
                   "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at) "
                   "VALUES ('" E5 "', '%s', 'order-5', 'Created', '{}', '2001-02-03 04:05:06+00')",
@@ -200,21 +193,13 @@ int main(void)
         h_relay_free(relay);
         is_int(h_kafka_count(topic_ts), 0, "(d) nothing reached the topic");
 
-        h_pg_exec(c,
-                  "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
-                  "slot_name IN ('%s', '%s', '%s')",
-                  slot, slot2, slot3);
+        /* h_case_close() drops the three slots with the database. */
         h_kafka_delete_topic(topic_ts);
-        free(slot3);
-        free(agg3);
-        PQfinish(c);
-        h_pg_drop_db(db);
         h_kafka_delete_topic(topic_a);
         h_kafka_delete_topic(agg);
-        free(conninfo);
-        free(db);
-        free(slot);
+        free(slot3);
+        free(agg3);
         free(slot2);
-        free(agg);
+        h_case_close(&k);
         return done_testing();
 }

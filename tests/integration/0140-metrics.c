@@ -92,13 +92,8 @@ int main(void)
                 tap_bail("mkdtemp failed");
 
         fx_case_t fc;
-        fx_case_open(&fc, "metrics", "mx");
-        h_workload_conf_t wc = {
-                .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
-                .max_txn = 5, .pause_ms = 10, .partitions = 2,
-        };
-        h_workload_setup(fc.c, &wc);
-        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        h_workload_conf_t wc;
+        fx_steady_case_open(&fc, "metrics", "mx", 10, &wc);
         fx_sets_add(&fc.sets, "http.listen=127.0.0.1:%d", port);
         fx_sets_add(&fc.sets, "kafka.statistics.interval.ms=1000");
         h_relay_t *r = fx_case_relay(&fc, "relay streams with http.listen on");

@@ -212,13 +212,8 @@ int main(void)
         }
 
         fx_case_t fc;
-        fx_case_open(&fc, "hostile", "hh");
-        h_workload_conf_t wc = {
-                .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
-                .max_txn = 5, .pause_ms = 10, .partitions = 2,
-        };
-        h_workload_setup(fc.c, &wc);
-        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        h_workload_conf_t wc;
+        fx_steady_case_open(&fc, "hostile", "hh", 10, &wc);
         fx_sets_add(&fc.sets, "http.listen=127.0.0.1:%d", port);
         h_relay_t *r = fx_case_relay(&fc, "relay streams with http.listen on");
         fx_writers_t *ws = fx_writers_start(&wc);

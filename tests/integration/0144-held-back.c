@@ -42,12 +42,9 @@ int main(void)
         int port = h_http_port(5);
         const char *bootstraps = fx_mock_start(1, &mock);
         fx_case_t fc;
-        char topic[300];
         fx_case_open(&fc, "heldback", "hb");
-        snprintf(topic, sizeof(topic), "outbox.event.%s", fc.suffix);
-        if (rd_kafka_mock_topic_create(mock, topic, 1, 1) ||
-            rd_kafka_mock_topic_create(mock, "outbox.dlq", 1, 1))
-                tap_bail("could not create the mock topics");
+        char *topic = fx_mock_topic(mock, 0, "outbox.event.%s", fc.suffix);
+        free(fx_mock_topic(mock, 0, "outbox.dlq"));
         h_pg_create_outbox(fc.c, "outbox");
         fx_sets_init(&fc.sets, fc.db, fc.slot, bootstraps);
         fx_sets_add(&fc.sets, "http.listen=127.0.0.1:%d", port);
@@ -79,6 +76,7 @@ int main(void)
 
         fx_stop_relay(r, "relay stops cleanly");
         h_relay_free(r);
+        free(topic);
         fx_case_close(&fc, NULL);
         return done_testing();
 }

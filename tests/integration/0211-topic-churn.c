@@ -465,12 +465,8 @@ int main(void)
                  EVENTS_PER_TOPIC);
 
         fx_case_t fc;
-        fx_case_open(&fc, "topicchurn", "tc");
-        h_workload_conf_t wc = {
-                .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
-                .max_txn = 5, .pause_ms = 20, .partitions = 2,
-        };
-        h_workload_setup(fc.c, &wc);
+        h_workload_conf_t wc;
+        fx_steady_case_open(&fc, "topicchurn", "tc", 20, &wc);
         h_pg_exec(fc.c, "CREATE TABLE churn_aggs (id text PRIMARY KEY, "
                         "version int NOT NULL DEFAULT 0)");
         h_pg_exec(fc.c, "INSERT INTO churn_aggs (id) SELECT 'c' || t || '-' || k "
@@ -478,7 +474,6 @@ int main(void)
                   topics - 1, AGGS_PER_TOPIC - 1);
 
         char *dlq = fx_fmt("dlq_%s", fc.suffix);
-        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
         fx_sets_add(&fc.sets, "errors.dlq.topic=%s", dlq);
         /* librdkafka's idempotence and batch log: counted (retriable produce
          * errors, "implicitly acked by subsequent batch success") and shown

@@ -41,13 +41,8 @@ int main(void)
 {
         int port = h_http_port(20);
         fx_case_t fc;
-        fx_case_open(&fc, "eosmetrics", "em");
-        h_workload_conf_t wc = {
-                .db = fc.db, .suffix = fc.suffix, .writers = 2, .aggregates = 50, .events = 0,
-                .max_txn = 5, .pause_ms = 10, .partitions = 2,
-        };
-        h_workload_setup(fc.c, &wc);
-        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
+        h_workload_conf_t wc;
+        fx_steady_case_open(&fc, "eosmetrics", "em", 10, &wc);
         char *ck_topic = fx_fmt("outbox.relay.checkpoints_%s", fc.suffix);
         fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
         fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);

@@ -33,12 +33,8 @@ int main(void)
         rd_kafka_mock_cluster_t *mock;
         fx_case_t fc;
         fx_mock_case_open(&fc, "toolarge", "tl", 1, &mock);
-        char *topic = fx_fmt("outbox.event.tl_%s", fc.suffix);
-        char *dlq = fx_fmt("dlq_%s", fc.suffix);
-        /* The mock has no CreateTopics. */
-        if (rd_kafka_mock_topic_create(mock, topic, 1, 1) ||
-            rd_kafka_mock_topic_create(mock, dlq, 1, 1))
-                tap_bail("could not create the mock topics");
+        char *topic = fx_mock_topic(mock, 0, "outbox.event.tl_%s", fc.suffix);
+        char *dlq = fx_mock_topic(mock, 0, "dlq_%s", fc.suffix);
 
         fx_sets_add(&fc.sets, "errors.dlq.topic=%s", dlq);
         fx_sets_add(&fc.sets, "%s", "errors.retries=3");

@@ -50,12 +50,8 @@ int main(void)
 
         fx_case_t fc;
         fx_mock_case_open(&fc, "limittimeout", "lt", 1, &mock);
-        for (int i = 0; i < NTOPICS; i++) {
-                topics[i] = fx_fmt("outbox.event.t%d_%s", i, fc.suffix);
-                /* The mock has no CreateTopics. */
-                if (rd_kafka_mock_topic_create(mock, topics[i], 1, 1))
-                        tap_bail("could not create the mock topic %s", topics[i]);
-        }
+        for (int i = 0; i < NTOPICS; i++)
+                topics[i] = fx_mock_topic(mock, 0, "outbox.event.t%d_%s", i, fc.suffix);
         h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         /* One transaction, one event to each topic. */

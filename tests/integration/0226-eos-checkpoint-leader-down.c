@@ -31,6 +31,7 @@ int main(void)
         rd_kafka_mock_cluster_t *mock;
         fx_case_t fc;
         fx_mock_case_open(&fc, "eosleader", "el", 2, &mock);
+        /* The checkpoint topic led by broker 2, the transactions by broker 1. */
         fx_mock_eos(&fc, mock, 2, 1);
         rd_kafka_mock_broker_set_down(mock, 2);
 

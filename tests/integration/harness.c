@@ -335,10 +335,15 @@ char *h_pg_value(PGconn *c, const char *fmt, ...)
         return val;
 }
 
+char *h_pg_slot_column(PGconn *c, const char *slot, const char *column)
+{
+        return h_pg_value(c, "SELECT %s FROM pg_replication_slots WHERE slot_name = '%s'", column,
+                          slot);
+}
+
 char *h_pg_confirmed_lsn(PGconn *c, const char *slot)
 {
-        return h_pg_value(c, "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '%s'",
-                          slot);
+        return h_pg_slot_column(c, slot, "confirmed_flush_lsn");
 }
 
 bool h_pg_lsn_ge(PGconn *c, const char *a, const char *b)
@@ -1340,6 +1345,121 @@ void h_relay_free(h_relay_t *r)
         free(r->log_path);
         free(r->out_path);
         free(r);
+}
+
+int h_relay_stop(h_relay_t *r, int timeout_ms)
+{
+        h_relay_signal(r, SIGTERM);
+        int rc = h_relay_wait(r, timeout_ms);
+        if (rc != 0)
+                h_relay_diag_log(r);
+        return rc;
+}
+
+bool h_relay_streams(h_relay_t *r, int timeout_ms)
+{
+        if (h_relay_wait_log(r, "streaming from replication slot", timeout_ms))
+                return true;
+        h_relay_diag_log(r);
+        return false;
+}
+
+/* --- one test's outbox ----------------------------------------------------- */
+
+void h_case_names(h_case_t *k, const char *slot_prefix, const char *agg_prefix, int partitions)
+{
+        memset(k, 0, sizeof(*k));
+        k->slot = h_unique_name(slot_prefix);
+        k->aggtype = h_unique_name(agg_prefix);
+        snprintf(k->topic, sizeof(k->topic), "outbox.event.%s", k->aggtype);
+        snprintf(k->set_kafka, sizeof(k->set_kafka), "kafka.bootstrap.servers=%s",
+                 h_kafka_bootstrap());
+        snprintf(k->set_slot, sizeof(k->set_slot), "slot.name=%s", k->slot);
+        k->partitions = partitions;
+        if (partitions > 0)
+                h_kafka_create_topic(k->topic, partitions);
+}
+
+void h_case_open(h_case_t *k, const char *db_prefix, const char *slot_prefix,
+                 const char *agg_prefix, int partitions, unsigned flags)
+{
+        h_case_names(k, slot_prefix, agg_prefix, partitions);
+        k->db = h_pg_create_db(db_prefix);
+        k->conninfo = h_pg_conninfo(k->db);
+        snprintf(k->set_conn, sizeof(k->set_conn), "postgres.conninfo=%s", k->conninfo);
+        k->c = h_pg_connect(k->db);
+        if (!(flags & H_CASE_BARE))
+                h_pg_create_outbox(k->c, "outbox");
+        if (flags & H_CASE_PUBLICATION)
+                h_pg_exec_file(k->c, "002_publication.sql");
+}
+
+void h_case_close(h_case_t *k)
+{
+        PQfinish(k->c);
+        if (k->db)
+                h_pg_drop_db(k->db);
+        if (k->partitions > 0)
+                h_kafka_delete_topic(k->topic);
+        free(k->db);
+        free(k->slot);
+        free(k->aggtype);
+        free(k->conninfo);
+        memset(k, 0, sizeof(*k));
+}
+
+void h_outbox_insert(PGconn *c, const char *aggtype, const char *aggregateid)
+{
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s', '%s', 'T', '{}')",
+                  aggtype, aggregateid);
+}
+
+char *h_pg_wal_lsn(PGconn *c)
+{
+        return h_pg_value(c, "SELECT pg_current_wal_lsn()");
+}
+
+void h_wait_relayed(PGconn *c, const char *slot, const char *topic, int64_t n, int timeout_ms,
+                    h_relayed_t *out)
+{
+        out->lsn = h_pg_wal_lsn(c);
+        out->in_kafka = h_kafka_wait_count(topic, n, timeout_ms);
+        out->confirmed = out->lsn && h_pg_wait_confirmed(c, slot, out->lsn, timeout_ms) >= 0;
+}
+
+void h_relayed_free(h_relayed_t *r)
+{
+        free(r->lsn);
+        r->lsn = NULL;
+}
+
+size_t h_kafka_count_keys(const char *topic, const char *const *keys)
+{
+        h_msg_t *msgs = NULL;
+        size_t n = h_kafka_consume_all(topic, &msgs), found = 0;
+        for (size_t i = 0; i < n; i++)
+                for (const char *const *k = keys; msgs[i].key && *k; k++)
+                        if (strcmp(msgs[i].key, *k) == 0) {
+                                found++;
+                                break;
+                        }
+        h_msgs_free(msgs, n);
+        return found;
+}
+
+bool h_pg_wait_slot_active(PGconn *c, const char *slot, bool active, int timeout_ms)
+{
+        for (int64_t end = h_now_ms() + timeout_ms;; h_sleep_ms(100)) {
+                char *a = h_pg_slot_column(c, slot, "active");
+                bool on = a && strcmp(a, "t") == 0;
+                free(a);
+                if (on == active)
+                        return true;
+                if (h_now_ms() >= end)
+                        return false;
+        }
 }
 
 /* --- the Debezium side (tests/bench/debezium) ---------------------------- */

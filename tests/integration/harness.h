@@ -106,6 +106,10 @@ int h_pg_try(PGconn *c, char *err, size_t errlen, const char *fmt, ...)
 /** First column of the first row as a malloc'd string, NULL for SQL NULL or no row; bails on error. */
 char *h_pg_value(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/** column of slot's row in pg_replication_slots as text (caller frees; NULL
+ *  for SQL NULL or when the slot does not exist). */
+char *h_pg_slot_column(PGconn *c, const char *slot, const char *column);
+
 /** slot's confirmed_flush_lsn (caller frees; NULL when the slot does not exist). */
 char *h_pg_confirmed_lsn(PGconn *c, const char *slot);
 
@@ -288,6 +292,92 @@ void h_relay_diag_log(const h_relay_t *r);
 
 /** SIGKILL if still running, reap, remove the log; accepts NULL. */
 void h_relay_free(h_relay_t *r);
+
+/** SIGTERM, then wait up to timeout_ms: the exit code (as h_relay_wait()),
+ *  the log shown as diagnostics unless it is 0. Does not free r. */
+int h_relay_stop(h_relay_t *r, int timeout_ms);
+
+/** Wait up to timeout_ms until r says it streams from its slot; false, with
+ *  its log shown as diagnostics, when it did not (exited, or the time ran out). */
+bool h_relay_streams(h_relay_t *r, int timeout_ms);
+
+/* --- one test's outbox ----------------------------------------------------- */
+
+/*
+ * What most integration tests begin with, each name unique to the process
+ * and call, so that tests running side by side share none: a database of
+ * the test's own with the outbox table (and the publication of
+ * sql/002_publication.sql when asked), a slot name, an aggregate type, its
+ * topic outbox.event.<aggtype> (made on Kafka when asked), and the relay's
+ * settings for them. Bails when any of it cannot be made.
+ */
+typedef struct {
+        char *db;       /* NULL for a case on a server of the test's own (h_case_names()) */
+        char *slot;
+        char *aggtype;
+        char *conninfo; /* of db, NULL without one */
+        PGconn *c;      /* connected to db; NULL without one (the test may set it) */
+        char topic[256]; /* outbox.event.<aggtype> */
+        int partitions;  /* the topic's, 0 when the case did not make it (nor deletes it) */
+        char set_conn[640]; /* "postgres.conninfo=<conninfo>"; "" without db */
+        char set_kafka[256];
+        char set_slot[192];
+} h_case_t;
+
+enum {
+        H_CASE_PUBLICATION = 1 << 0, /* run sql/002_publication.sql in db */
+        H_CASE_BARE = 1 << 1,        /* no outbox table (the workload makes its tables) */
+};
+
+/**
+ * Names only: slot (prefix slot_prefix), aggregate type (agg_prefix) and
+ * topic; the topic made with `partitions` partitions (0: not made); no
+ * database (k->db, k->c NULL, set_conn empty).
+ */
+void h_case_names(h_case_t *k, const char *slot_prefix, const char *agg_prefix, int partitions);
+
+/** h_case_names(), and a database of prefix db_prefix with the outbox table
+ *  (flags: H_CASE_PUBLICATION), connected, and its conninfo. */
+void h_case_open(h_case_t *k, const char *db_prefix, const char *slot_prefix,
+                 const char *agg_prefix, int partitions, unsigned flags);
+
+/** Close k->c, drop the database (and its slots), delete the topic when the
+ *  case made it, and free the names; accepts a case h_case_names() alone made. */
+void h_case_close(h_case_t *k);
+
+/** Insert one outbox event of the test's aggregate type: aggregate id
+ *  aggregateid (the message key), type "T", payload {}. */
+void h_outbox_insert(PGconn *c, const char *aggtype, const char *aggregateid);
+
+/** The server's pg_current_wal_lsn() (caller frees). */
+char *h_pg_wal_lsn(PGconn *c);
+
+/** What a relay has done with events written before `lsn`: Kafka's count
+ *  in the topic and whether the slot got confirmed past lsn. */
+typedef struct {
+        char *lsn;        /* the WAL end when the wait began (owned; h_relayed_free()) */
+        int64_t in_kafka; /* the last h_kafka_count() of the topic */
+        bool confirmed;   /* the slot's confirmed_flush_lsn reached lsn */
+} h_relayed_t;
+
+/**
+ * After a test's writes: take the server's WAL end, wait up to timeout_ms
+ * until Kafka holds n messages in topic, then up to timeout_ms until slot
+ * is confirmed past that WAL end. Both outcomes are for the test to assert.
+ */
+void h_wait_relayed(PGconn *c, const char *slot, const char *topic, int64_t n, int timeout_ms,
+                    h_relayed_t *out);
+
+void h_relayed_free(h_relayed_t *r);
+
+/** How many messages of topic (read from the start) have one of keys
+ *  (NULL-terminated) as their key. */
+size_t h_kafka_count_keys(const char *topic, const char *const *keys);
+
+/** Wait up to timeout_ms until pg_replication_slots says slot is active
+ *  (a walsender streams from it) or, with active false, that it is not;
+ *  whether it did. */
+bool h_pg_wait_slot_active(PGconn *c, const char *slot, bool active, int timeout_ms);
 
 /* --- the Debezium side (tests/bench/debezium) ---------------------------- */
 

@@ -33,6 +33,34 @@ static char *page_of(relay_metrics_t *m)
         return p;
 }
 
+/* Publish s, then render: the page as a scrape sees it (caller frees). */
+static char *published_page(relay_metrics_t *m, const relay_metrics_sample_t *s)
+{
+        relay_metrics_publish(m, s);
+        return page_of(m);
+}
+
+/* How many times needle stands on the page. */
+static int occurrences(const char *page, const char *needle)
+{
+        int n = 0;
+        for (const char *q = page; (q = strstr(q, needle)) != NULL; q++)
+                n++;
+        return n;
+}
+
+/* Kafka acknowledged events of 10 bytes to topics t000 .. t<n-1>: i % cycle + 1
+ * events to topic i. */
+static void ack_numbered_topics(relay_metrics_t *m, int n, int cycle)
+{
+        char topic[64];
+        for (int i = 0; i < n; i++) {
+                snprintf(topic, sizeof(topic), "t%03d", i);
+                for (int k = 0; k <= i % cycle; k++)
+                        relay_metrics_acked(m, topic, 10);
+        }
+}
+
 static int64_t pg_now_us(void)
 {
         struct timespec ts;
@@ -51,18 +79,12 @@ static void test_topics(void)
 {
         relay_metrics_t *m = relay_metrics_new();
         relay_metrics_sample_t s = {0};
-        char topic[64];
-        for (int i = 0; i < 120; i++) {
-                snprintf(topic, sizeof(topic), "t%03d", i);
-                for (int k = 0; k <= i % 3; k++)
-                        relay_metrics_acked(m, topic, 10);
-        }
+        ack_numbered_topics(m, 120, 3);
         char *p = page_of(m);
         ok(sample(p, "outbox_relay_events_total{topic=\"t000\"}") == -1,
            "nothing on the page before a publication");
         free(p);
-        relay_metrics_publish(m, &s);
-        p = page_of(m);
+        p = published_page(m, &s);
         is_int(sample(p, "outbox_relay_events_total{topic=\"t000\"}"), 1, "t000: 1 event");
         is_int(sample(p, "outbox_relay_events_total{topic=\"t002\"}"), 3, "t002: 3 events");
         is_int(sample(p, "outbox_relay_event_bytes_total{topic=\"t002\"}"), 30, "t002: 30 bytes");
@@ -74,10 +96,8 @@ static void test_topics(void)
                 other += i % 3 + 1;
         is_int(sample(p, "outbox_relay_events_total{topic=\"other\"}"), other,
                "topics past the 100th count as other (%d)", other);
-        int labels = 0;
-        for (const char *q = p; (q = strstr(q, "outbox_relay_events_total{")) != NULL; q++)
-                labels++;
-        is_int(labels, 101, "101 label values: 100 topics and other");
+        is_int(occurrences(p, "outbox_relay_events_total{"), 101,
+               "101 label values: 100 topics and other");
         free(p);
         relay_metrics_free(m);
 }
@@ -90,8 +110,7 @@ static void test_latency_and_lag(void)
         relay_metrics_commit(m, 100, now - 2000000); /* committed 2 s ago */
         relay_metrics_commit(m, 200, now - 1000);
         relay_metrics_turn(m, mono_ms(), 150);
-        relay_metrics_publish(m, &s);
-        char *p = page_of(m);
+        char *p = published_page(m, &s);
         is_int(sample(p, "outbox_relay_commit_to_ack_seconds_count"), 1, "one transaction confirmed");
         is_int(sample(p, "outbox_relay_commit_to_ack_seconds_bucket{le=\"1\"}"), 0,
                "not within 1 s");
@@ -106,8 +125,7 @@ static void test_latency_and_lag(void)
 
         relay_metrics_session_end(m, RELAY_EKAFKA);
         relay_metrics_session_end(m, RELAY_EBUSY);
-        relay_metrics_publish(m, &s);
-        p = page_of(m);
+        p = published_page(m, &s);
         is_int(sample(p, "outbox_relay_session_ends_total{cause=\"kafka\"}"), 1, "kafka cause");
         is_int(sample(p, "outbox_relay_session_ends_total{cause=\"standby\"}"), 1, "standby cause");
         is_int(sample(p, "outbox_relay_inflight_transactions"), 0,
@@ -181,19 +199,11 @@ static void test_topic_named_other(void)
 {
         relay_metrics_t *m = relay_metrics_new();
         relay_metrics_sample_t s = {0};
-        char topic[64];
         relay_metrics_acked(m, "other", 10);
-        for (int i = 0; i < 110; i++) {
-                snprintf(topic, sizeof(topic), "t%03d", i);
-                relay_metrics_acked(m, topic, 10);
-        }
-        relay_metrics_publish(m, &s);
-        char *p = page_of(m);
-        int n = 0;
-        for (const char *q = p; (q = strstr(q, "outbox_relay_events_total{topic=\"other\"}")) != NULL;
-             q++)
-                n++;
-        is_int(n, 1, "one outbox_relay_events_total{topic=\"other\"} series");
+        ack_numbered_topics(m, 110, 1);
+        char *p = published_page(m, &s);
+        is_int(occurrences(p, "outbox_relay_events_total{topic=\"other\"}"), 1,
+               "one outbox_relay_events_total{topic=\"other\"} series");
         is_int(sample(p, "outbox_relay_events_total{topic=\"other\"}"), 11,
                "it counts the topic named other and the 10 past the 100th");
         free(p);
@@ -207,8 +217,7 @@ static void test_session_end_gauges(void)
         relay_metrics_t *m = relay_metrics_new();
         relay_metrics_sample_t s = {.received = 500, .confirmed = 400, .inflight_events = 7,
                                     .held_back = true};
-        relay_metrics_publish(m, &s);
-        char *p = page_of(m);
+        char *p = published_page(m, &s);
         is_int(sample(p, "outbox_relay_inflight_events"), 7, "7 events in flight while streaming");
         is_int(sample(p, "outbox_relay_held_back"), 1, "one held back");
         free(p);
@@ -241,8 +250,7 @@ static void test_many_in_flight(void)
                         relay_metrics_commit(m, lsn += 100, now);
                 confirmed = lsn - 1000 * 100;
                 relay_metrics_turn(m, t++, confirmed);
-                relay_metrics_publish(m, &s);
-                p = page_of(m);
+                p = published_page(m, &s);
                 double n = sample(p, "outbox_relay_inflight_transactions");
                 free(p);
                 if (n != 1000) {
@@ -252,8 +260,7 @@ static void test_many_in_flight(void)
         }
         ok(right, "1000 transactions in flight after each round of 20 000 received");
         relay_metrics_turn(m, t++, lsn);
-        relay_metrics_publish(m, &s);
-        p = page_of(m);
+        p = published_page(m, &s);
         is_int(sample(p, "outbox_relay_inflight_transactions"), 0, "none once all are confirmed");
         is_int(sample(p, "outbox_relay_commit_to_ack_seconds_count"), 100000,
                "each of the 100 000 confirmed transactions observed (%.0f)",
