@@ -289,7 +289,15 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
         if (!force && !pg->reply_pending && since < pg->status_interval_ms &&
             !(confirmed > pg->sent_flush && since >= CONFIRM_MIN_GAP_MS))
                 return 0;
-        int rc = relay_repl_send_status(s->repl, pg->received, confirmed, false, err, errlen);
+        /* Write is everything the server sent: a keepalive that came while
+         * events were in flight did not raise received, yet its WAL end is
+         * what the idle advance above confirms, and flush must not pass
+         * write. Never confirm past it (the encoder lowers it the same way;
+         * here so that sent_flush says what was sent). */
+        relay_lsn_t write = pg->received > pg->keepalive_end ? pg->received : pg->keepalive_end;
+        if (confirmed > write)
+                confirmed = write;
+        int rc = relay_repl_send_status(s->repl, write, confirmed, false, err, errlen);
         if (rc)
                 return rc;
         if (confirmed != pg->sent_flush)

@@ -199,7 +199,7 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
 
 /**
  * @brief Queue and try to send a standby status update (write = received,
- *        flush = apply = confirmed).
+ *        flush = apply = confirmed, lowered to received if above it).
  * @returns 0 or RELAY_EIO.
  */
 int relay_repl_send_status(relay_repl_t *r, relay_lsn_t received, relay_lsn_t confirmed,
