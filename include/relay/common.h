@@ -51,7 +51,10 @@ typedef uint64_t relay_lsn_t;
          * topic): the error policy decides */                                                 \
         X(RELAY_EREJECTED, -11, "event rejected by Kafka")                                     \
         /* another producer took over our transactional.id: stop */                            \
-        X(RELAY_EFENCED, -12, "fenced by another producer with the same transactional.id")
+        X(RELAY_EFENCED, -12, "fenced by another producer with the same transactional.id")   \
+        /* a wait ended because a stop was asked for (SIGTERM, SIGINT): a clean stop,         \
+         * not an error */                                                                     \
+        X(RELAY_ESTOPPED, -13, "stopped on request")
 
 enum {
 #define RELAY_RETURN_CODE_ENUM(name, value, what) name = value,
