@@ -339,29 +339,48 @@ static int64_t parse_pg_duration_ms(const char *s)
         "-c bytea_output=hex"
 
 /*
- * The server options to connect with: the user's own (the conninfo's
- * "options", else PGOPTIONS), then the relay's, which come last and so win
- * for the settings the relay depends on. Passing only the relay's would
- * silently drop the user's (e.g. -c logical_decoding_work_mem=...). Caller
- * frees; NULL when out of memory.
+ * The server options to connect with: the user's own, then the relay's,
+ * which come last and so win for the settings the relay depends on.
+ * Passing only the relay's would silently drop the user's (e.g. -c
+ * logical_decoding_work_mem=...).
+ *
+ * The user's are what libpq would send: the conninfo's "options", else
+ * those of its service (service= or PGSERVICE, from the service file),
+ * else PGOPTIONS. PQconninfoParse() reads the conninfo string alone and
+ * PQconndefaults() sees no service= in it: libpq resolves all of it only
+ * for a connection object, whose parameters PQconninfo() returns. So a
+ * connection object is made with an sslmode libpq refuses, which fails
+ * it after the parameters are resolved and before anything is connected
+ * (no server sees it, as it would with the user's sslmode). A conninfo or
+ * service libpq refuses gives no options here; the connection proper then
+ * fails with libpq's message. Caller frees; NULL when out of memory.
  */
 char *relay_repl_session_options(const char *conninfo)
 {
+        /* After the expanded conninfo, so its sslmode does not count. */
+        const char *keys[] = {"dbname", "sslmode", NULL};
+        const char *vals[] = {conninfo, "resolve-only", NULL};
         const char *user = NULL;
-        PQconninfoOption *parsed = NULL;
-        char *out;
+        PQconninfoOption *eff = NULL;
+        char *out = NULL;
 
-        if (conninfo && *conninfo && (parsed = PQconninfoParse(conninfo, NULL))) {
-                for (PQconninfoOption *o = parsed; o->keyword; o++)
-                        if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
-                                user = o->val;
+        /* As relay_repl_connect(): an empty conninfo leaves all to PG* variables. */
+        PGconn *probe = conninfo && *conninfo ? PQconnectStartParams(keys, vals, 1)
+                                              : PQconnectStartParams(keys + 1, vals + 1, 0);
+        if (!probe)
+                return NULL;
+        if (!(eff = PQconninfo(probe))) {
+                PQfinish(probe);
+                return NULL;
         }
-        if (!user)
-                user = getenv("PGOPTIONS");
+        for (PQconninfoOption *o = eff; o->keyword; o++)
+                if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
+                        user = o->val;
         size_t n = (user ? strlen(user) + 1 : 0) + sizeof(RELAY_SESSION_OPTIONS);
         if ((out = malloc(n)))
                 snprintf(out, n, "%s%s%s", user ? user : "", user ? " " : "", RELAY_SESSION_OPTIONS);
-        PQconninfoFree(parsed);
+        PQconninfoFree(eff);
+        PQfinish(probe);
         return out;
 }
 

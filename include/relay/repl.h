@@ -37,8 +37,11 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
 /**
  * @brief The server options ("options" connection parameter) for a
  *        connection whose values the relay reads as text: the user's own
- *        (conninfo's options, else PGOPTIONS), then the relay's date, time
- *        zone, float and bytea formats, which win.
+ *        (as libpq resolves them: conninfo's options, else its service's
+ *        from the service file, else PGOPTIONS), then the relay's date,
+ *        time zone, float and bytea formats, which win.
+ * @remark Resolves the service with a libpq connection object that fails
+ *         before it connects: no server is contacted.
  * @returns a string the caller frees, or NULL when out of memory.
  */
 char *relay_repl_session_options(const char *conninfo);

@@ -514,6 +514,8 @@ int main(void)
         unsetenv("PGAPPNAME");
         unsetenv("PGOPTIONS");
         unsetenv("PGREPLICATION");
+        unsetenv("PGSERVICE");
+        unsetenv("PGSERVICEFILE");
 
         test_startup("keyword list", settings(""), "outbox-relay", RELAY_OPTIONS);
         test_startup("keyword list with application_name and options",
@@ -532,6 +534,32 @@ int main(void)
                  dir + strlen("/tmp/"));
         test_startup("URI with application_name and options", settings_ci(uri), "orders_relay",
                      "-c work_mem=8MB " RELAY_OPTIONS);
+
+        /* A service's options, as libpq resolves them: below the
+         * conninfo's own, above PGOPTIONS. */
+        char svcfile[160];
+        snprintf(svcfile, sizeof(svcfile), "%s/pg_service.conf", dir);
+        FILE *f = fopen(svcfile, "w");
+        if (!f)
+                tap_bail("%s: %s", svcfile, strerror(errno));
+        fprintf(f, "[fake]\noptions=-c work_mem=3MB\n");
+        fclose(f);
+        setenv("PGSERVICEFILE", svcfile, 1);
+        setenv("PGOPTIONS", "-c work_mem=1MB", 1);
+        test_startup("service= with options in the service file", settings("service=fake"),
+                     "outbox-relay", "-c work_mem=3MB " RELAY_OPTIONS);
+        test_startup("service= and options in the conninfo",
+                     settings("service=fake options='-c work_mem=8MB'"), "outbox-relay",
+                     "-c work_mem=8MB " RELAY_OPTIONS);
+        setenv("PGSERVICE", "fake", 1);
+        test_startup("PGSERVICE with options in the service file", settings(""), "outbox-relay",
+                     "-c work_mem=3MB " RELAY_OPTIONS);
+        unsetenv("PGSERVICE");
+        test_startup("PGOPTIONS without a service", settings(""), "outbox-relay",
+                     "-c work_mem=1MB " RELAY_OPTIONS);
+        unsetenv("PGOPTIONS");
+        unsetenv("PGSERVICEFILE");
+        unlink(svcfile);
 
         relay_settings_t *set = settings("");
         test_identify(set);
