@@ -1118,6 +1118,28 @@ static bool slot_invalidated(relay_repl_t *r)
         return lost;
 }
 
+/*
+ * Whether the slot exists, asked on the replication connection: 1 yes, 0
+ * no, -1 when the question failed. An undefined object (42704) from the
+ * walsender is the slot or the publication; the server's message names
+ * which, but in the server's lc_messages language, so the relay asks.
+ */
+static int slot_exists(relay_repl_t *r)
+{
+        char qerr[RELAY_ERRBUF];
+        PGresult *res;
+        int found = -1;
+
+        if (queryf(r, &res, qerr, sizeof(qerr),
+                   "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE slot_name = %L",
+                   r->slot) != 0)
+                return -1;
+        if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+                found = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+        PQclear(res);
+        return found;
+}
+
 int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
 {
         char lsn[RELAY_LSN_BUFSZ], proto[16];
@@ -1147,9 +1169,11 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
                                     "could not start replication on slot \"%.64s\"", r->slot);
                 if (sqlstate_is(res, "55006"))
                         rc = RELAY_EBUSY;
+                /* START looks up the slot only: pgoutput reads the
+                 * publication at the first change. Unless the slot is
+                 * there, as when the answer was lost with the connection. */
                 else if ((sqlstate_is(res, "55000") && slot_invalidated(r)) ||
-                         (sqlstate_is(res, "42704") &&
-                          strstr(PQresultErrorMessage(res), "replication slot")))
+                         (sqlstate_is(res, "42704") && slot_exists(r) != 1))
                         rc = slot_lost(err, errlen);
                 PQclear(res);
                 return rc;
@@ -1205,12 +1229,17 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
         }
         /* -1: the server ended the COPY; its result says why. */
         int rc = RELAY_EIO;
+        bool undefined = false;
         PGresult *res = PQgetResult(r->conn);
         if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
                 result_error(err, errlen, "replication stream ended", res, r->conn);
-                if (sqlstate_is(res, "42704") && strstr(PQresultErrorMessage(res), "publication"))
+                /* Mid-stream the undefined object is the publication,
+                 * which pgoutput looks up as of each change, unless the
+                 * slot itself is gone. The query waits for the command's
+                 * end: slot_exists() follows the drain below. */
+                if ((undefined = sqlstate_is(res, "42704")))
                         rc = publication_gone(r, res, err, errlen);
-                else if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
+                else if (sqlstate_is(res, "55000"))
                         rc = slot_lost(err, errlen);
         } else {
                 relay_err_set(err, errlen, "replication stream ended by the server");
@@ -1224,6 +1253,11 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
                 res = PQgetResult(r->conn);
         }
         PQclear(res);
+        if (undefined && !res && slot_exists(r) == 0) {
+                relay_err_set(err, errlen, "replication stream ended: replication slot \"%.64s\" "
+                              "does not exist", r->slot);
+                rc = slot_lost(err, errlen);
+        }
         return rc;
 }
 
