@@ -105,8 +105,11 @@ typedef struct {
 } exit_doc_t;
 
 static const exit_doc_t exits[] = {
-        {0, "clean stop after SIGTERM or SIGINT"},
-        {1, "fatal replication stream or protocol error, or a second stop signal"},
+        {0, "clean stop after SIGTERM or SIGINT (events Kafka did not acknowledge within "
+            "shutdown.timeout.ms are not confirmed and are sent again on the next start)"},
+        {1, "fatal replication stream or protocol error, an error of Kafka or of the connection "
+            "after a stop signal (also in the final flush of what was in flight), or a second stop "
+            "signal"},
         {2, "bad command line or configuration"},
         {3, "server or broker setup error (version, wal_level, privilege, missing table or "
             "publication, unreachable at start; an exactly-once checkpoint beyond the server's "

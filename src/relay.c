@@ -124,14 +124,17 @@ void relay_install_signals(void)
 }
 
 /* A session that streamed until asked to stop, or until an event stopped
- * it: drain it, say what it did; the exit code. */
+ * it: drain it, say what it did; the exit code. A drain that failed (a
+ * delivery, the producer, a Kafka transaction) is no clean stop: its
+ * error's exit code, as if the session had ended with it. */
 static int finish(relay_session_t *s, relay_process_t *proc, int rc, const char *err)
 {
+        char derr[RELAY_ERRBUF];
         relay_notify_stopping();
         relay_metrics_state(relay_process_metrics(proc), RELAY_STATE_STOPPING);
         if (rc == RELAY_EMAP)
                 relay_log_error("%s", err);
-        relay_session_drain(s);
+        int drc = relay_session_drain(s, derr, sizeof(derr));
         relay_session_counts_t n = relay_session_counts(s);
         relay_log_info("stopped after relaying %llu events in %llu transactions (%llu "
                        "dead-lettered, %llu skipped)",
@@ -141,7 +144,15 @@ static int finish(relay_session_t *s, relay_process_t *proc, int rc, const char 
                 relay_log_warning("%llu delivery reports came without an offset and were sent "
                                   "again from the slot",
                                   (unsigned long long)relay_process_implicit_acks(proc));
-        return rc ? RELAY_EXIT_EVENT : RELAY_EXIT_OK;
+        if (rc)
+                return RELAY_EXIT_EVENT;
+        if (drc) {
+                int code;
+                classify(drc, &code);
+                relay_log_fatal("%s", derr);
+                return code;
+        }
+        return RELAY_EXIT_OK;
 }
 
 int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
@@ -227,12 +238,20 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         relay_session_free(s);
                 }
                 relay_metrics_session_end(metrics, rc);
-                if (drained || stop_requested)
+                if (drained)
+                        break;
+                int code;
+                outcome_t outcome = classify(rc, &code);
+                /* A stop ends the session cleanly (rc 0 or RELAY_ESTOPPED), or
+                 * the wait of a standby; any other error after it still is
+                 * one: its message and exit code, not a retry. */
+                if (stop_requested &&
+                    (rc == 0 || rc == RELAY_ESTOPPED || outcome == OUTCOME_STANDBY))
                         break;
                 if (err[0] == '\0') /* every failure should say why; never log an empty line */
                         relay_err_set(err, sizeof(err), "%s", relay_strerror(rc));
-                int code;
-                outcome_t outcome = classify(rc, &code);
+                if (stop_requested)
+                        outcome = OUTCOME_FATAL;
                 relay_metrics_state(metrics, outcome == OUTCOME_STANDBY ? RELAY_STATE_STANDBY
                                                                         : RELAY_STATE_BACKOFF);
                 switch (outcome) {

@@ -329,29 +329,48 @@ static int64_t parse_pg_duration_ms(const char *s)
         "-c bytea_output=hex"
 
 /*
- * The server options to connect with: the user's own (the conninfo's
- * "options", else PGOPTIONS), then the relay's, which come last and so win
- * for the settings the relay depends on. Passing only the relay's would
- * silently drop the user's (e.g. -c logical_decoding_work_mem=...). Caller
- * frees; NULL when out of memory.
+ * The server options to connect with: the user's own, then the relay's,
+ * which come last and so win for the settings the relay depends on.
+ * Passing only the relay's would silently drop the user's (e.g. -c
+ * logical_decoding_work_mem=...).
+ *
+ * The user's are what libpq would send: the conninfo's "options", else
+ * those of its service (service= or PGSERVICE, from the service file),
+ * else PGOPTIONS. PQconninfoParse() reads the conninfo string alone and
+ * PQconndefaults() sees no service= in it: libpq resolves all of it only
+ * for a connection object, whose parameters PQconninfo() returns. So a
+ * connection object is made with an sslmode libpq refuses, which fails
+ * it after the parameters are resolved and before anything is connected
+ * (no server sees it, as it would with the user's sslmode). A conninfo or
+ * service libpq refuses gives no options here; the connection proper then
+ * fails with libpq's message. Caller frees; NULL when out of memory.
  */
 char *relay_repl_session_options(const char *conninfo)
 {
+        /* After the expanded conninfo, so its sslmode does not count. */
+        const char *keys[] = {"dbname", "sslmode", NULL};
+        const char *vals[] = {conninfo, "resolve-only", NULL};
         const char *user = NULL;
-        PQconninfoOption *parsed = NULL;
-        char *out;
+        PQconninfoOption *eff = NULL;
+        char *out = NULL;
 
-        if (conninfo && *conninfo && (parsed = PQconninfoParse(conninfo, NULL))) {
-                for (PQconninfoOption *o = parsed; o->keyword; o++)
-                        if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
-                                user = o->val;
+        /* As relay_repl_connect(): an empty conninfo leaves all to PG* variables. */
+        PGconn *probe = conninfo && *conninfo ? PQconnectStartParams(keys, vals, 1)
+                                              : PQconnectStartParams(keys + 1, vals + 1, 0);
+        if (!probe)
+                return NULL;
+        if (!(eff = PQconninfo(probe))) {
+                PQfinish(probe);
+                return NULL;
         }
-        if (!user)
-                user = getenv("PGOPTIONS");
+        for (PQconninfoOption *o = eff; o->keyword; o++)
+                if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
+                        user = o->val;
         size_t n = (user ? strlen(user) + 1 : 0) + sizeof(RELAY_SESSION_OPTIONS);
         if ((out = malloc(n)))
                 snprintf(out, n, "%s%s%s", user ? user : "", user ? " " : "", RELAY_SESSION_OPTIONS);
-        PQconninfoFree(parsed);
+        PQconninfoFree(eff);
+        PQfinish(probe);
         return out;
 }
 
@@ -1089,6 +1108,28 @@ static bool slot_invalidated(relay_repl_t *r)
         return lost;
 }
 
+/*
+ * Whether the slot exists, asked on the replication connection: 1 yes, 0
+ * no, -1 when the question failed. An undefined object (42704) from the
+ * walsender is the slot or the publication; the server's message names
+ * which, but in the server's lc_messages language, so the relay asks.
+ */
+static int slot_exists(relay_repl_t *r)
+{
+        char qerr[RELAY_ERRBUF];
+        PGresult *res;
+        int found = -1;
+
+        if (queryf(r, &res, qerr, sizeof(qerr),
+                   "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE slot_name = %L",
+                   r->slot) != 0)
+                return -1;
+        if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+                found = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+        PQclear(res);
+        return found;
+}
+
 int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
 {
         char lsn[RELAY_LSN_BUFSZ], proto[16];
@@ -1118,9 +1159,11 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
                                     "could not start replication on slot \"%.64s\"", r->slot);
                 if (sqlstate_is(res, "55006"))
                         rc = RELAY_EBUSY;
+                /* START looks up the slot only: pgoutput reads the
+                 * publication at the first change. Unless the slot is
+                 * there, as when the answer was lost with the connection. */
                 else if ((sqlstate_is(res, "55000") && slot_invalidated(r)) ||
-                         (sqlstate_is(res, "42704") &&
-                          strstr(PQresultErrorMessage(res), "replication slot")))
+                         (sqlstate_is(res, "42704") && slot_exists(r) != 1))
                         rc = slot_lost(err, errlen);
                 PQclear(res);
                 return rc;
@@ -1176,12 +1219,17 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
         }
         /* -1: the server ended the COPY; its result says why. */
         int rc = RELAY_EIO;
+        bool undefined = false;
         PGresult *res = PQgetResult(r->conn);
         if (res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
                 result_error(err, errlen, "replication stream ended", res, r->conn);
-                if (sqlstate_is(res, "42704") && strstr(PQresultErrorMessage(res), "publication"))
+                /* Mid-stream the undefined object is the publication,
+                 * which pgoutput looks up as of each change, unless the
+                 * slot itself is gone. The query waits for the command's
+                 * end: slot_exists() follows the drain below. */
+                if ((undefined = sqlstate_is(res, "42704")))
                         rc = publication_gone(r, res, err, errlen);
-                else if (sqlstate_is(res, "55000") || sqlstate_is(res, "42704"))
+                else if (sqlstate_is(res, "55000"))
                         rc = slot_lost(err, errlen);
         } else {
                 relay_err_set(err, errlen, "replication stream ended by the server");
@@ -1195,6 +1243,11 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
                 res = PQgetResult(r->conn);
         }
         PQclear(res);
+        if (undefined && !res && slot_exists(r) == 0) {
+                relay_err_set(err, errlen, "replication stream ended: replication slot \"%.64s\" "
+                              "does not exist", r->slot);
+                rc = slot_lost(err, errlen);
+        }
         return rc;
 }
 

@@ -291,7 +291,15 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
         if (!force && !pg->reply_pending && since < pg->status_interval_ms &&
             !(confirmed > pg->sent_flush && since >= CONFIRM_MIN_GAP_MS))
                 return 0;
-        int rc = relay_repl_send_status(s->repl, pg->received, confirmed, false, err, errlen);
+        /* Write is everything the server sent: a keepalive that came while
+         * events were in flight did not raise received, yet its WAL end is
+         * what the idle advance above confirms, and flush must not pass
+         * write. Never confirm past it (the encoder lowers it the same way;
+         * here so that sent_flush says what was sent). */
+        relay_lsn_t write = pg->received > pg->keepalive_end ? pg->received : pg->keepalive_end;
+        if (confirmed > write)
+                confirmed = write;
+        int rc = relay_repl_send_status(s->repl, write, confirmed, false, err, errlen);
         if (rc)
                 return rc;
         if (confirmed != pg->sent_flush)
@@ -377,8 +385,12 @@ static int session_waiting(void *ctx, char *err, size_t errlen)
         relay_session_t *s = ctx;
         relay_notify_watchdog();
         relay_metrics_alive(s->proc->metrics, relay_now_ms());
-        if (*s->stop)
-                return relay_err(err, errlen, RELAY_EIO, "stopped while waiting");
+        if (*s->stop) {
+                /* A command the stop cancels fails with the server's
+                 * "canceling statement": relay_session_open() knows why. */
+                s->stop_cancelled = true;
+                return relay_err(err, errlen, RELAY_ESTOPPED, "stopped while waiting");
+        }
         return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
 }
 
@@ -628,11 +640,14 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
 }
 
 /* Wait for Kafka to acknowledge what is in flight (up to the shutdown
- * timeout), confirm it, and end the stream. */
-void relay_session_drain(relay_session_t *s)
+ * timeout), confirm it, and end the stream. A delivery that failed, a
+ * producer that died or a Kafka transaction that did not commit meanwhile
+ * is returned, not logged: the stop was not clean, whatever asked for it. */
+int relay_session_drain(relay_session_t *s, char *ferr, size_t ferrlen)
 {
         char err[RELAY_ERRBUF];
         int64_t deadline = relay_now_ms() + s->set->shutdown_timeout_ms;
+        int frc = 0;
         if (s->eos.open) {
                 /* Between transactions (a stop): commit what is open. Inside
                  * one (stopped before an event): never commit half of it. */
@@ -644,8 +659,12 @@ void relay_session_drain(relay_session_t *s)
                 if (rc) {
                         char aerr[RELAY_ERRBUF];
                         s->eos.spoilt = true;
-                        if (rc != RELAY_EKAFKA || !relay_acktrack_in_txn(s->ack))
-                                relay_log_warning("%s", err);
+                        /* Inside a transaction it is the event that stopped
+                         * the session (the caller's error), no failure of its own. */
+                        if (rc != RELAY_EKAFKA || !relay_acktrack_in_txn(s->ack)) {
+                                relay_err_set(ferr, ferrlen, "%s", err);
+                                frc = rc;
+                        }
                         if (s->eos.open &&
                             relay_producer_txn_abort(s->prod, 5000, aerr, sizeof(aerr)) != 0)
                                 relay_log_warning("%s", aerr);
@@ -662,6 +681,12 @@ void relay_session_drain(relay_session_t *s)
                 if (relay_session_status(s, false, err, sizeof(err)) != 0)
                         break;
         }
+        /* The first failure is the one to report. */
+        int krc = relay_session_kafka_check(s, err, sizeof(err));
+        if (krc && frc == 0) {
+                relay_err_set(ferr, ferrlen, "%s", err);
+                frc = krc;
+        }
         size_t left = relay_producer_outq_len(s->prod);
         if (left > 0)
                 relay_log_warning("%zu events not acknowledged by Kafka within shutdown.timeout.ms; "
@@ -677,6 +702,7 @@ void relay_session_drain(relay_session_t *s)
                                "stream %lld ms in all (at most %lld ms for one)",
                                (unsigned long long)s->eos.commits, (long long)s->eos.held_ms,
                                (long long)s->eos.max_held_ms);
+        return frc;
 }
 
 /* Stop between transactions, so a clean stop never leaves a half-sent
@@ -915,7 +941,7 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
                 while (rc == RELAY_EAGAIN && !*s->stop && relay_now_ms() < deadline);
                 if (rc && *s->stop) {
                         relay_err_set(err, errlen, "stopped while waiting for Kafka");
-                        return RELAY_EIO;
+                        return RELAY_ESTOPPED;
                 }
                 if (rc == RELAY_ESETUP) {
                         relay_err_set(err, errlen, "could not connect to Kafka at \"%s\": %s",
@@ -1059,7 +1085,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 if (*s->stop) {
                         relay_err_set(err, errlen, "stopped during the backfill; the next start "
                                                    "backfills again");
-                        rc = RELAY_EIO;
+                        rc = RELAY_ESTOPPED;
                         break;
                 }
                 if ((rc = relay_backfill_next(b, &row, err, errlen)) <= 0)
@@ -1096,7 +1122,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 if (*s->stop) {
                         relay_err_set(err, errlen, "stopped during the backfill; the next start "
                                                    "backfills again");
-                        return RELAY_EIO;
+                        return RELAY_ESTOPPED;
                 }
                 if ((rc = relay_session_serve(s, 10, err, errlen)))
                         return rc;
@@ -1214,6 +1240,12 @@ int relay_session_open(relay_session_t **out, const relay_config_t *cfg,
         s->proc = proc;
         s->stop = opts->stop;
         int rc = session_start(s, opts, resume, err, errlen);
+        /* The server's "canceling statement due to user request" answers
+         * our own cancel: the stop that was asked for, no failure. */
+        if (rc && s->stop_cancelled) {
+                relay_err_set(err, errlen, "stopped while waiting for the server");
+                rc = RELAY_ESTOPPED;
+        }
         if (rc) {
                 relay_session_free(s);
                 return rc;

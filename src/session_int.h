@@ -105,6 +105,7 @@ struct relay_session {
         inplace_t inplace;
         bool streaming; /* START_REPLICATION succeeded: status updates may be sent */
 
+        bool stop_cancelled; /* a stop cancelled a command waiting on the server */
         bool dr_failed;
         bool dr_purged; /* the failure recorded is a purge: a later cause replaces it */
         char dr_err[RELAY_ERRBUF];

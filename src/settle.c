@@ -244,7 +244,7 @@ static int backoff(relay_session_t *s, int64_t ms, char *err, size_t errlen)
                         return rc;
         if (*s->stop) {
                 relay_err_set(err, errlen, "stopped while waiting to resend an event");
-                return RELAY_EIO;
+                return RELAY_ESTOPPED;
         }
         return 0;
 }

@@ -48,7 +48,7 @@ void relay_tail_free(relay_tail_t *t)
 static int tail_waiting(void *ctx, char *err, size_t errlen)
 {
         const volatile sig_atomic_t *stop = ctx;
-        return *stop ? relay_err(err, errlen, RELAY_EIO, "stopped while waiting") : 0;
+        return *stop ? relay_err(err, errlen, RELAY_ESTOPPED, "stopped while waiting") : 0;
 }
 
 int relay_tail_open(relay_tail_t **out, const relay_settings_t *set,

@@ -82,12 +82,22 @@ int relay_walproto_parse(const char *buf, size_t len, relay_walmsg_t *out, char 
 /*
  * Standby status update: Byte1 'r', Int64 write, Int64 flush, Int64 apply,
  *                        Int64 clock, Byte1 replyRequested     (34 bytes)
+ *
+ * PostgreSQL expects write >= flush >= apply, and stores a flush as the
+ * slot's confirmed_flush_lsn without checking it against what it sent: a
+ * flush above write would confirm WAL the client never received. So flush
+ * is lowered to write and apply to flush here, the one place every status
+ * update is built.
  */
 size_t relay_walproto_status(char *buf, relay_lsn_t write, relay_lsn_t flush, relay_lsn_t apply,
                              int64_t now, bool reply_requested)
 {
         unsigned char *p = (unsigned char *)buf;
 
+        if (flush > write)
+                flush = write;
+        if (apply > flush)
+                apply = flush;
         p[0] = 'r';
         put_u64(p + 1, write);
         put_u64(p + 9, flush);

@@ -63,7 +63,10 @@ typedef int relay_tick_fn(void *ctx, char *err, size_t errlen);
          * topic): the error policy decides */                                                 \
         X(RELAY_EREJECTED, -11, "event rejected by Kafka")                                     \
         /* another producer took over our transactional.id: stop */                            \
-        X(RELAY_EFENCED, -12, "fenced by another producer with the same transactional.id")
+        X(RELAY_EFENCED, -12, "fenced by another producer with the same transactional.id")   \
+        /* a wait ended because a stop was asked for (SIGTERM, SIGINT): a clean stop,         \
+         * not an error */                                                                     \
+        X(RELAY_ESTOPPED, -13, "stopped on request")
 
 enum {
 #define RELAY_RETURN_CODE_ENUM(name, value, what) name = value,

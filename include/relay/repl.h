@@ -37,8 +37,11 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
 /**
  * @brief The server options ("options" connection parameter) for a
  *        connection whose values the relay reads as text: the user's own
- *        (conninfo's options, else PGOPTIONS), then the relay's date, time
- *        zone, float and bytea formats, which win.
+ *        (as libpq resolves them: conninfo's options, else its service's
+ *        from the service file, else PGOPTIONS), then the relay's date,
+ *        time zone, float and bytea formats, which win.
+ * @remark Resolves the service with a libpq connection object that fails
+ *         before it connects: no server is contacted.
  * @returns a string the caller frees, or NULL when out of memory.
  */
 char *relay_repl_session_options(const char *conninfo);
@@ -198,7 +201,7 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
 
 /**
  * @brief Queue and try to send a standby status update (write = received,
- *        flush = apply = confirmed).
+ *        flush = apply = confirmed, lowered to received if above it).
  * @returns 0 or RELAY_EIO.
  */
 int relay_repl_send_status(relay_repl_t *r, relay_lsn_t received, relay_lsn_t confirmed,

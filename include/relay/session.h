@@ -79,8 +79,12 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen) RELAY_MUS
 /**
  * @brief Wait up to shutdown.timeout.ms for Kafka to acknowledge what is in
  *        flight, confirm it and end the stream (logs what was left).
+ * @returns 0, also when the timeout left events unacknowledged (nothing is
+ *          confirmed past them: they are sent again); else the error that
+ *          ended the drain, in err: a failed delivery, a dead producer, a
+ *          Kafka transaction that could not commit.
  */
-void relay_session_drain(relay_session_t *s);
+int relay_session_drain(relay_session_t *s, char *err, size_t errlen);
 
 /** @brief The flush LSN last confirmed to the server. */
 relay_lsn_t relay_session_confirmed(const relay_session_t *s);

@@ -40,6 +40,9 @@ int relay_walproto_parse(const char *buf, size_t len, relay_walmsg_t *out, char 
 /**
  * @brief Encode a standby status update into buf (RELAY_WALPROTO_STATUS_LEN
  *        bytes). now is microseconds since 2000-01-01 UTC.
+ * @remark write >= flush >= apply on the wire: a flush above write is sent
+ *         as write, an apply above flush as flush (never confirm what was
+ *         not received).
  * @returns the number of bytes written (always RELAY_WALPROTO_STATUS_LEN).
  */
 size_t relay_walproto_status(char *buf, relay_lsn_t write, relay_lsn_t flush, relay_lsn_t apply,

@@ -28,7 +28,7 @@ ENV_DEB_PACKAGES=(
         gnuplot-nox clang libclang-rt-14-dev valgrind
         procps psmisc iproute2 python3 util-linux coreutils unzip xz-utils
         libsystemd-dev systemd man-db bsdextrautils openssl
-        libmicrohttpd-dev prometheus
+        libmicrohttpd-dev prometheus locales
 )
 
 # PostgreSQL major versions tests/env can run. 15 is Debian 12's package;

@@ -13,10 +13,10 @@
 static void test_strerror(void)
 {
         /* Every code of the enum, so a new code without a description fails here. */
-        for (int code = RELAY_OK; code >= RELAY_EFENCED; code--)
+        for (int code = RELAY_OK; code >= RELAY_ESTOPPED; code--)
                 ok(strcmp(relay_strerror(code), "unknown return code") != 0, "code %d: \"%s\"",
                    code, relay_strerror(code));
-        is_str(relay_strerror(RELAY_EFENCED - 1), "unknown return code", "below the last code");
+        is_str(relay_strerror(RELAY_ESTOPPED - 1), "unknown return code", "below the last code");
         is_str(relay_strerror(1), "unknown return code", "positive");
         is_str(relay_strerror(RELAY_EIO), "connection lost or refused", "RELAY_EIO");
 }

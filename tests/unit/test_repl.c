@@ -39,6 +39,10 @@ typedef enum {
         AFTER_NO_PUBLICATION, /* the walsender's error for a publication dropped meanwhile */
         START_SYNCED, /* START_REPLICATION refused (55000): a slot synchronized from the primary */
         START_LOST,   /* START_REPLICATION refused (55000): the slot is invalidated */
+        /* lc_messages = de_DE.UTF-8 (PostgreSQL 15's translations): */
+        AFTER_NO_PUBLICATION_DE, /* the walsender's 42704 for the publication, slot there */
+        START_NO_SLOT_DE,        /* START_REPLICATION refused (42704): the slot is gone */
+        START_UNDEFINED_DE,      /* START_REPLICATION refused (42704), the slot there */
 } script_t;
 
 static char dir[64];
@@ -190,7 +194,21 @@ static void serve(int fd, script_t script)
                 }
                 const char *q = (const char *)body;
                 if (strncmp(q, "START_REPLICATION", 17) == 0 &&
-                    (script == START_SYNCED || script == START_LOST)) {
+                    (script == START_NO_SLOT_DE || script == START_UNDEFINED_DE)) {
+                        /* As PostgreSQL 15 says it with lc_messages = de_DE.UTF-8
+                         * (postgres-15.mo); no English word the relay could match. */
+                        static const char e[] =
+                                "SERROR\0VERROR\0C42704\0"
+                                "MReplikations-Slot \302\273outbox_relay\302\253 existiert nicht\0"
+                                "Fslot.c\0L456\0RReplicationSlotAcquire\0";
+                        msg(fd, 'E', e, sizeof(e));
+                        msg(fd, 'Z', "I", 1);
+                } else if (strncmp(q, "SELECT count(*) FROM pg_catalog.pg_replication_slots", 52) ==
+                           0) {
+                        /* Whether the slot exists. */
+                        one_row(fd, script == START_NO_SLOT_DE ? "0" : "1");
+                } else if (strncmp(q, "START_REPLICATION", 17) == 0 &&
+                           (script == START_SYNCED || script == START_LOST)) {
                         /* As PostgreSQL 17 says them (CreateDecodingContext()). */
                         static const char synced[] =
                                 "SERROR\0VERROR\0C55000\0"
@@ -221,7 +239,21 @@ static void serve(int fd, script_t script)
                         case AFTER_NOTHING:
                         case START_SYNCED:
                         case START_LOST:
+                        case START_NO_SLOT_DE:
+                        case START_UNDEFINED_DE:
                                 _exit(4);
+                        case AFTER_NO_PUBLICATION_DE: {
+                                static const char e[] =
+                                        "SERROR\0VERROR\0C42704\0"
+                                        "MPublikation \302\273outbox_pub\302\253 existiert nicht\0"
+                                        "WSlot \302\273outbox_relay\302\253, Ausgabe-Plugin "
+                                        "\302\273pgoutput\302\253, im Callback change, "
+                                        "zugeh\303\266rige LSN 0/2178858\0"
+                                        "Fpg_publication.c\0L1043\0Rget_publication_oid\0";
+                                msg(fd, 'E', e, sizeof(e));
+                                msg(fd, 'Z', "I", 1);
+                                break;
+                        }
                         case AFTER_COPYDONE:
                                 msg(fd, 'c', NULL, 0);
                                 break;
@@ -463,6 +495,15 @@ static void test_publication_gone(const relay_settings_t *set)
            "publication gone: names the fix for the slot");
         ok(!strstr(err, "slot.recreate"), "publication gone: no slot.recreate, which cannot help");
         tap_diag("%s", err);
+
+        /* The server's message in German: its SQLSTATE and the slot, which
+         * the relay asks about, still say which object is gone. */
+        err[0] = '\0';
+        is_int(stream_end(set, AFTER_NO_PUBLICATION_DE, err, sizeof(err)), RELAY_ESETUP,
+               "publication gone, lc_messages = de_DE: a setup error, not a lost slot");
+        ok(strstr(err, "pg_replication_slot_advance('outbox_relay', pg_current_wal_lsn())"),
+           "publication gone, lc_messages = de_DE: names the fix for the slot");
+        tap_diag("%s", err);
 }
 
 /*
@@ -484,6 +525,10 @@ static void test_start_refused(const relay_settings_t *set)
         } cases[] = {
                 {START_SYNCED, RELAY_ESETUP, "a synchronized slot: a setup error, the server's hint"},
                 {START_LOST, RELAY_ESLOTLOST, "an invalidated slot: lost"},
+                {START_NO_SLOT_DE, RELAY_ESLOTLOST,
+                 "42704 in German, the slot gone (pg_replication_slots): lost"},
+                {START_UNDEFINED_DE, RELAY_ESETUP,
+                 "42704 in German, the slot there: not lost, the server's words"},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 char err[RELAY_ERRBUF] = "";
@@ -494,7 +539,10 @@ static void test_start_refused(const relay_settings_t *set)
                         tap_bail("the scripted server: %s", err);
                 is_int(relay_repl_start(r, 0, err, sizeof(err)), cases[i].want, "%s", cases[i].what);
                 tap_diag("%s", err);
-                if (cases[i].want == RELAY_ESETUP)
+                if (cases[i].script == START_UNDEFINED_DE)
+                        ok(strstr(err, "existiert nicht") && !strstr(err, "slot.recreate"),
+                           "with the server's words and no slot.recreate");
+                else if (cases[i].want == RELAY_ESETUP)
                         ok(strstr(err, "HINT:  Specify another replication slot.") &&
                                    !strstr(err, "slot.recreate"),
                            "with the server's words and no slot.recreate");
@@ -514,6 +562,8 @@ int main(void)
         unsetenv("PGAPPNAME");
         unsetenv("PGOPTIONS");
         unsetenv("PGREPLICATION");
+        unsetenv("PGSERVICE");
+        unsetenv("PGSERVICEFILE");
 
         test_startup("keyword list", settings(""), "outbox-relay", RELAY_OPTIONS);
         test_startup("keyword list with application_name and options",
@@ -532,6 +582,32 @@ int main(void)
                  dir + strlen("/tmp/"));
         test_startup("URI with application_name and options", settings_ci(uri), "orders_relay",
                      "-c work_mem=8MB " RELAY_OPTIONS);
+
+        /* A service's options, as libpq resolves them: below the
+         * conninfo's own, above PGOPTIONS. */
+        char svcfile[160];
+        snprintf(svcfile, sizeof(svcfile), "%s/pg_service.conf", dir);
+        FILE *f = fopen(svcfile, "w");
+        if (!f)
+                tap_bail("%s: %s", svcfile, strerror(errno));
+        fprintf(f, "[fake]\noptions=-c work_mem=3MB\n");
+        fclose(f);
+        setenv("PGSERVICEFILE", svcfile, 1);
+        setenv("PGOPTIONS", "-c work_mem=1MB", 1);
+        test_startup("service= with options in the service file", settings("service=fake"),
+                     "outbox-relay", "-c work_mem=3MB " RELAY_OPTIONS);
+        test_startup("service= and options in the conninfo",
+                     settings("service=fake options='-c work_mem=8MB'"), "outbox-relay",
+                     "-c work_mem=8MB " RELAY_OPTIONS);
+        setenv("PGSERVICE", "fake", 1);
+        test_startup("PGSERVICE with options in the service file", settings(""), "outbox-relay",
+                     "-c work_mem=3MB " RELAY_OPTIONS);
+        unsetenv("PGSERVICE");
+        test_startup("PGOPTIONS without a service", settings(""), "outbox-relay",
+                     "-c work_mem=1MB " RELAY_OPTIONS);
+        unsetenv("PGOPTIONS");
+        unsetenv("PGSERVICEFILE");
+        unlink(svcfile);
 
         relay_settings_t *set = settings("");
         test_identify(set);

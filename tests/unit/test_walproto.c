@@ -106,8 +106,8 @@ static void test_status(void)
         /* clang-format off */
         static const unsigned char want[RELAY_WALPROTO_STATUS_LEN] = {
             'r',  0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x00, 0x00, 0x00,
-            0x16, 0xb3, 0x74, 0xd8, 0x48, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-            0xfe, 0x00, 0x03, 0x04, 0x7a, 0x11, 0x22, 0x33, 0x44, 0x01,
+            0x16, 0xb3, 0x74, 0xd8, 0x48, 0x00, 0x00, 0x00, 0x16, 0xb3, 0x74, 0xd8,
+            0x47, 0x00, 0x03, 0x04, 0x7a, 0x11, 0x22, 0x33, 0x44, 0x01,
         };
         /* clang-format on */
         unsigned char buf[RELAY_WALPROTO_STATUS_LEN + 1];
@@ -115,7 +115,7 @@ static void test_status(void)
 
         memset(buf, 0xaa, sizeof(buf));
         n = relay_walproto_status((char *)buf, UINT64_C(0x0102030405060708), UINT64_C(0x16b374d848),
-                                  UINT64_C(0xfffffffffffffffe), INT64_C(0x0003047a11223344), true);
+                                  UINT64_C(0x16b374d847), INT64_C(0x0003047a11223344), true);
         is_int(n, 34, "status update is 34 bytes");
         for (size_t i = 0; i < sizeof(want); i++)
                 if (!ok(buf[i] == want[i], "status byte %zu is 0x%02x", i, want[i]))
@@ -134,11 +134,47 @@ static void test_status(void)
         ok(1, "zero LSNs and negative clock encode as expected");
 }
 
+static relay_lsn_t get_lsn(const unsigned char *p)
+{
+        relay_lsn_t v = 0;
+        for (int i = 0; i < 8; i++)
+                v = v << 8 | p[i];
+        return v;
+}
+
+/* write >= flush >= apply on the wire, whatever the caller asks for: the
+ * server stores flush as confirmed_flush_lsn unchecked. */
+static void test_status_order(void)
+{
+        static const struct {
+                relay_lsn_t write, flush, apply, want_flush, want_apply;
+        } cases[] = {
+            {0x1978AC0, 0x197A400, 0x197A400, 0x1978AC0, 0x1978AC0}, /* flush above write */
+            {0x300, 0x200, 0x250, 0x200, 0x200},                     /* apply above flush */
+            {0x300, 0x200, 0x100, 0x200, 0x100},                     /* in order: as given */
+            {0, 0x200, 0x200, 0, 0},                                 /* nothing received */
+        };
+        unsigned char buf[RELAY_WALPROTO_STATUS_LEN];
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                relay_walproto_status((char *)buf, cases[i].write, cases[i].flush, cases[i].apply,
+                                      0, false);
+                relay_lsn_t w = get_lsn(buf + 1), f = get_lsn(buf + 9), a = get_lsn(buf + 17);
+                ok(w == cases[i].write && f == cases[i].want_flush && a == cases[i].want_apply,
+                   "asked write " RELAY_LSN_FMT " flush " RELAY_LSN_FMT " apply " RELAY_LSN_FMT
+                   ": sent " RELAY_LSN_FMT " " RELAY_LSN_FMT " " RELAY_LSN_FMT,
+                   RELAY_LSN_ARGS(cases[i].write), RELAY_LSN_ARGS(cases[i].flush),
+                   RELAY_LSN_ARGS(cases[i].apply), RELAY_LSN_ARGS(w), RELAY_LSN_ARGS(f),
+                   RELAY_LSN_ARGS(a));
+        }
+}
+
 int main(void)
 {
         test_xlogdata();
         test_keepalive();
         test_bad_type();
         test_status();
+        test_status_order();
         return done_testing();
 }
