@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -137,6 +138,23 @@ static int parse_connect_json(const char *text, relay_pairs_t *out, char *err, s
         return rc;
 }
 
+/*
+ * v is the word want as Kafka Connect (ConfigDef.parseType) and Debezium
+ * (Configuration.getBoolean, the enums' parse()) read booleans and enum
+ * words: blanks around ignored, any case, so "False" is false to them.
+ */
+static bool is_word(const char *v, const char *want)
+{
+        size_t n = strlen(want);
+        while (isspace((unsigned char)*v))
+                v++;
+        if (strncasecmp(v, want, n) != 0)
+                return false;
+        for (v += n; isspace((unsigned char)*v); v++)
+                ;
+        return *v == '\0';
+}
+
 static void note(char *notes, size_t noteslen, const char *key)
 {
         if (!notes || !noteslen)
@@ -234,7 +252,7 @@ static const struct {
 static const char *router_refusal(const char *opt, const char *v)
 {
         for (size_t i = 0; i < sizeof(router_fixed) / sizeof(router_fixed[0]); i++)
-                if (strcmp(opt, router_fixed[i].opt) == 0 && strcmp(v, router_fixed[i].only) != 0)
+                if (strcmp(opt, router_fixed[i].opt) == 0 && !is_word(v, router_fixed[i].only))
                         return router_fixed[i].why;
         return NULL;
 }
@@ -246,7 +264,7 @@ static int require_all(const relay_pairs_t *p, const char *const *keys, size_t n
 {
         for (size_t i = 0; i < n; i++) {
                 const char *f = relay_pairs_get(p, keys[i]);
-                if (f && strcmp(f, want) != 0)
+                if (f && !is_word(f, want))
                         return refuse(err, errlen, path, keys[i], f, why);
         }
         return 0;
@@ -295,7 +313,7 @@ static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const
                     (i == 1 && strstr(cv, "BinaryDataConverter")))
                         prof = "connect-string";
                 else if (strstr(cv, "JsonConverter"))
-                        prof = sch[i] && strcmp(sch[i], "false") == 0 ? "connect-json"
+                        prof = sch[i] && is_word(sch[i], "false") ? "connect-json"
                                                                        : "connect-json-schema";
                 else
                         return refuse(err, errlen, path, i ? "value.converter" : "key.converter",
@@ -447,7 +465,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         /* The relay starts where the slot says: only with
                          * true (Debezium's default) is that where Debezium
                          * stopped. */
-                        if (strcmp(v, "true") == 0)
+                        if (is_word(v, "true"))
                                 note(notes, noteslen, k);
                         else
                                 rc = refuse(err, errlen, path, k, v,
@@ -459,7 +477,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                             "key (README, Cutover from Debezium)");
                 } else if (strcmp(k, "topic.prefix") == 0) {
                         const char *x = relay_pairs_get(&p, "extended.headers.enabled");
-                        if (!x || strcmp(x, "false") != 0)
+                        if (!x || !is_word(x, "false"))
                                 rc = set(c, "format.debezium.topic_prefix", v, path, k, err,
                                          errlen);
                 } else if (strncmp(k, "producer.", 9) == 0 && !ignored(k)) {

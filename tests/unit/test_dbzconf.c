@@ -205,6 +205,33 @@ int main(void)
                 relay_config_free(c);
                 remove(tmp);
         }
+        /* Booleans as Kafka Connect and Debezium read them: case-insensitive,
+         * blanks around ignored (ConfigDef.parseType, Configuration.getBoolean). */
+        c = load_text("{\"config\": {\"key.converter\": "
+                      "\"org.apache.kafka.connect.json.JsonConverter\", "
+                      "\"key.converter.schemas.enable\": \"FALSE\", \"value.converter\": "
+                      "\"org.apache.kafka.connect.json.JsonConverter\", "
+                      "\"value.converter.schemas.enable\": \"False\"}}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "schemas.enable=False loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "format.profile"), "connect-json",
+               "  schemas.enable=False is JsonConverter without schemas");
+        relay_config_free(c);
+        c = load_text("debezium.source.topic.prefix=shop\n"
+                      "debezium.source.extended.headers.enabled=False\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "extended.headers.enabled=False loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "format.debezium.topic_prefix"), "",
+               "  extended.headers.enabled=False: no context headers");
+        relay_config_free(c);
+        c = load_text("{\"flush.lsn.source\": \"TRUE\", \"transforms\": \"outbox\", "
+                      "\"transforms.outbox.type\": \"io.debezium.transforms.outbox.EventRouter\", "
+                      "\"transforms.outbox.table.json.payload.null.behavior\": \"IGNORE\"}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "flush.lsn.source=TRUE and table.json.payload.null.behavior=IGNORE load: %s",
+               rc ? err : "ok");
+        relay_config_free(c);
+
         /* flush.lsn.source=true (Debezium's default) changes nothing here. */
         {
                 const char *tmp = "/tmp/relay-test-dbzconf.json";
