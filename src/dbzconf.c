@@ -198,6 +198,12 @@ static bool conn_key(const char *k)
         return false;
 }
 
+/* Connector keys the relay maps, with Debezium's defaults. */
+static const rename_t connector_defaults[] = {
+        {"slot.name", "debezium"},
+        {"publication.name", "dbz_publication"},
+};
+
 /* Connector keys with no effect on what the relay sends. */
 static const char *const ignored_prefixes[] = {
         "name",          "tasks.max",     "snapshot.",         "offset.",     "schema.history",
@@ -537,6 +543,19 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                     "it matters)");
                 }
         }
+        /* A key left out is Debezium's default (PostgresConnectorConfig): the
+         * slot Debezium streamed from, whose position the relay takes over.
+         * The relay's own defaults would make a new slot and skip what waits
+         * in Debezium's. */
+        for (size_t i = 0; rc == 0 && i < sizeof(connector_defaults) / sizeof(connector_defaults[0]);
+             i++)
+                if (!relay_pairs_get(&p, connector_defaults[i].from)) {
+                        char origin[600];
+                        snprintf(origin, sizeof(origin), "%s (Debezium's default: %s is not set)",
+                                 path, connector_defaults[i].from);
+                        rc = relay_config_set(c, connector_defaults[i].from,
+                                              connector_defaults[i].to, origin, err, errlen);
+                }
         if (rc == 0 && tracing_other && !tracing_field)
                 rc = set(c, "tracing.span.context.field", "tracingspancontext", path,
                          "tracing.* (the default tracing.span.context.field)", err, errlen);

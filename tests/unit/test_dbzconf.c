@@ -205,6 +205,18 @@ int main(void)
                 relay_config_free(c);
                 remove(tmp);
         }
+        /* Debezium's defaults for the keys a configuration leaves out: the
+         * connector streams from slot "debezium" and publication
+         * "dbz_publication", so the relay, which takes over that slot, must
+         * too (the relay's own defaults would create a new slot and miss
+         * what waits in Debezium's). */
+        c = load("connector.json", notes, sizeof(notes), err, sizeof(err), &rc);
+        is_str(relay_config_get(c, "slot.name"), "debezium",
+               "no slot.name: Debezium's default slot, \"debezium\"");
+        is_str(relay_config_get(c, "publication.name"), "dbz_publication",
+               "no publication.name: Debezium's default publication, \"dbz_publication\"");
+        relay_config_free(c);
+
         /* Booleans as Kafka Connect and Debezium read them: case-insensitive,
          * blanks around ignored (ConfigDef.parseType, Configuration.getBoolean). */
         c = load_text("{\"config\": {\"key.converter\": "
