@@ -366,9 +366,17 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         cap *= 2;
                 }
         }
+        /* A directory opens, then fails to read (EISDIR): not an empty file. */
+        int read_errno = ferror(f) ? errno : 0;
         fclose(f);
         if (!text)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        if (read_errno) {
+                free(text);
+                relay_err_set(err, errlen, "could not read Debezium configuration \"%s\": %s",
+                              path, strerror(read_errno));
+                return RELAY_EINVAL;
+        }
         text[n] = '\0';
         const char *t = text;
         while (isspace((unsigned char)*t))
@@ -381,6 +389,16 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 relay_err_set(err, errlen, "out of memory");
         if (rc)
                 goto done;
+        if (server && p.n == 0) {
+                /* Every key would be ignored: not what its author meant. */
+                rc = relay_err(err, errlen, RELAY_EINVAL,
+                               "%s holds no Debezium Server key (debezium.source.*, "
+                               "debezium.transforms.*, debezium.sink.*, debezium.format.*): give a "
+                               "Debezium Server application.properties, or a Kafka Connect "
+                               "connector as its JSON ({\"name\": ..., \"config\": {...}})",
+                               path);
+                goto done;
+        }
         for (size_t i = 0; i < other.n; i++)
                 note(notes, noteslen, other.k[i]);
 

@@ -244,6 +244,24 @@ int main(void)
                rc ? err : "ok");
         relay_config_free(c);
 
+        /* A file that is no Debezium configuration is refused, not taken as
+         * one without keys: a directory, and a Kafka Connect standalone
+         * connector's .properties (no debezium.* key: read as Debezium
+         * Server's, every key would be ignored). */
+        if (relay_config_new(&c) != 0)
+                tap_bail("relay_config_new");
+        rc = relay_dbzconf_load(c, "/tmp", notes, sizeof(notes), err, sizeof(err));
+        ok(rc == RELAY_EINVAL && strstr(err, "could not read"),
+           "a directory is refused: %s", rc ? err : "loaded");
+        relay_config_free(c);
+        c = load_text("connector.class=io.debezium.connector.postgresql.PostgresConnector\n"
+                      "database.hostname=db\nslot.name=outbox_slot\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        ok(rc == RELAY_EINVAL && strstr(err, "no Debezium Server key") && strstr(err, "JSON"),
+           "a properties file without debezium.* keys is refused, naming the JSON form: %s",
+           rc ? err : "loaded");
+        relay_config_free(c);
+
         /* flush.lsn.source=true (Debezium's default) changes nothing here. */
         {
                 const char *tmp = "/tmp/relay-test-dbzconf.json";
