@@ -265,12 +265,12 @@ static const char *router_refusal(const char *opt, const char *v)
 
 /* Each of the n keys that is set must be want, else it is refused with why. */
 static int require_all(const relay_pairs_t *p, const char *const *keys, size_t n,
-                       const char *want, const char *why, const char *path, char *err,
-                       size_t errlen)
+                       const char *want, bool boolean, const char *why, const char *path,
+                       char *err, size_t errlen)
 {
         for (size_t i = 0; i < n; i++) {
                 const char *f = relay_pairs_get(p, keys[i]);
-                if (f && !is_word(f, want))
+                if (f && !(boolean ? is_word(f, want) : strcmp(f, want) == 0))
                         return refuse(err, errlen, path, keys[i], f, why);
         }
         return 0;
@@ -286,12 +286,13 @@ static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const
                                                       "format.key.schemas.enable",
                                                       "format.value.schemas.enable",
                                                       "format.header.schemas.enable"};
-                int rc = require_all(p, parts, 3, "json",
+                /* DebeziumServer.getFormat() compares the format word exactly. */
+                int rc = require_all(p, parts, 3, "json", false,
                                      "only Debezium Server's default json format has a profile "
                                      "(debezium-server)",
                                      path, err, errlen);
                 if (rc == 0)
-                        rc = require_all(p, schemas, 4, "true",
+                        rc = require_all(p, schemas, 4, "true", true,
                                          "the debezium-server profile writes JsonConverter's "
                                          "default, schemas.enable=true",
                                          path, err, errlen);

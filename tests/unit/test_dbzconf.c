@@ -191,6 +191,7 @@ int main(void)
                 {"{\"plugin.name\": \"decoderbufs\"}", "pgoutput"},
                 {"debezium.source.table.include.list=public.outbox.*\n", "comma-separated"},
                 {"debezium.format.value=avro\n", "json"},
+                {"debezium.format.value=JSON\n", "json"}, /* Debezium Server refuses it too */
                 {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
                 {"{\"flush.lsn.source\": \"false\"}", "confirmed_flush_lsn"},
                 {"debezium.source.slot.name=s\\u12\n", "malformed \\uXXXX"},
