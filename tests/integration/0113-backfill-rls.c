@@ -1,5 +1,5 @@
 /*
- * 0227-backfill-rls.c - snapshot.mode = initial on an outbox table with
+ * 0113-backfill-rls.c - snapshot.mode = initial on an outbox table with
  * row-level security, read by a role that does not bypass it (real
  * PostgreSQL and Kafka).
  *
