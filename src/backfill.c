@@ -173,6 +173,39 @@ out:
         return rc;
 }
 
+/*
+ * The slot streams every row, whatever policies the table has; the backfill
+ * is a SELECT, which a row-level security policy the relay's role is subject
+ * to would filter without a word, and the rows it hides, committed before
+ * the slot, would never be sent. Refused instead (row_security_active():
+ * policies on, and the role neither superuser, BYPASSRLS nor an owner who
+ * is exempt).
+ */
+static int rls_check(relay_backfill_t *b, const char *qtable, char *err, size_t errlen)
+{
+        const relay_table_name_t *t = &b->set->outbox_tables[b->table];
+        const char *params[1] = {qtable};
+        PGresult *res = PQexecParams(b->conn,
+                                     "SELECT pg_catalog.row_security_active($1::pg_catalog.regclass)",
+                                     1, NULL, params, NULL, NULL, 0);
+        int rc = 0;
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+                rc = table_error(b, res, false, err, errlen);
+        else if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+                const char *user = PQuser(b->conn) ? PQuser(b->conn) : "...";
+                relay_err_set(err, errlen,
+                              "table \"%s.%s\" has row-level security that applies to role "
+                              "\"%s\": the backfill would miss the rows its policies hide, which "
+                              "the slot will never send; let the role bypass them (ALTER ROLE %s "
+                              "BYPASSRLS) or disable them (ALTER TABLE %s DISABLE ROW LEVEL "
+                              "SECURITY), then start again",
+                              t->schema, t->name, user, user, qtable);
+                rc = RELAY_ESETUP;
+        }
+        PQclear(res);
+        return rc;
+}
+
 /* DECLARE the cursor; the extended protocol takes one statement only, so
  * the filter cannot smuggle in a second one. */
 static int declare(relay_backfill_t *b, const char *qtable, char *err, size_t errlen)
@@ -222,7 +255,8 @@ static int open_table(relay_backfill_t *b, size_t i, char *err, size_t errlen)
                 rc = RELAY_ENOMEM;
         } else {
                 sprintf(qtable, "%s.%s", qs, qt);
-                if ((rc = describe(b, qtable, err, errlen)) == 0)
+                if ((rc = describe(b, qtable, err, errlen)) == 0 &&
+                    (rc = rls_check(b, qtable, err, errlen)) == 0)
                         rc = declare(b, qtable, err, errlen);
         }
         PQfreemem(qs);

@@ -233,7 +233,8 @@ static const char sql_columns[] =
 
 /* $1 table oid; snapshot.mode = initial reads the table */
 static const char sql_may_select[] =
-        "SELECT has_table_privilege($1::oid, 'SELECT'), quote_ident(current_user)";
+        "SELECT has_table_privilege($1::oid, 'SELECT'), quote_ident(current_user), "
+        "row_security_active($1::oid)";
 
 /* $1 publication */
 static const char sql_publication[] =
@@ -632,8 +633,21 @@ static void pg_snapshot(ctx_t *x)
                      "snapshot.mode = initial reads the outbox table once, and this role may not",
                      "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never", x->tbl->schema,
                      x->tbl->name, PQntuples(res) == 1 ? PQgetvalue(res, 0, 1) : "CURRENT_USER");
+        /* The stream is not filtered by policies; the backfill's SELECT is. */
+        bool rls = may && is_true(res, 0, 2);
+        if (rls) {
+                char fix[512];
+                snprintf(fix, sizeof(fix),
+                         "ALTER ROLE %s BYPASSRLS, or ALTER TABLE %s.%s DISABLE ROW LEVEL SECURITY",
+                         PQgetvalue(res, 0, 1), x->tbl->schema, x->tbl->name);
+                add(x, "snapshot.mode", RELAY_CHECK_FAIL, fix,
+                    "table \"%s.%s\" has row-level security that applies to role %s: the "
+                    "backfill (snapshot.mode = initial) would miss the rows its policies hide, "
+                    "which the slot never sends",
+                    x->tbl->schema, x->tbl->name, PQgetvalue(res, 0, 1));
+        }
         PQclear(res);
-        if (!may)
+        if (!may || rls)
                 return;
         if (!*s->snapshot_filter) {
                 add(x, "snapshot.mode", RELAY_CHECK_OK, NULL,

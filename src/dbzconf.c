@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -137,6 +138,23 @@ static int parse_connect_json(const char *text, relay_pairs_t *out, char *err, s
         return rc;
 }
 
+/*
+ * v is the word want as Kafka Connect (ConfigDef.parseType) and Debezium
+ * (Configuration.getBoolean, the enums' parse()) read booleans and enum
+ * words: blanks around ignored, any case, so "False" is false to them.
+ */
+static bool is_word(const char *v, const char *want)
+{
+        size_t n = strlen(want);
+        while (isspace((unsigned char)*v))
+                v++;
+        if (strncasecmp(v, want, n) != 0)
+                return false;
+        for (v += n; isspace((unsigned char)*v); v++)
+                ;
+        return *v == '\0';
+}
+
 static void note(char *notes, size_t noteslen, const char *key)
 {
         if (!notes || !noteslen)
@@ -179,6 +197,12 @@ static bool conn_key(const char *k)
                         return true;
         return false;
 }
+
+/* Connector keys the relay maps, with Debezium's defaults. */
+static const rename_t connector_defaults[] = {
+        {"slot.name", "debezium"},
+        {"publication.name", "dbz_publication"},
+};
 
 /* Connector keys with no effect on what the relay sends. */
 static const char *const ignored_prefixes[] = {
@@ -234,19 +258,19 @@ static const struct {
 static const char *router_refusal(const char *opt, const char *v)
 {
         for (size_t i = 0; i < sizeof(router_fixed) / sizeof(router_fixed[0]); i++)
-                if (strcmp(opt, router_fixed[i].opt) == 0 && strcmp(v, router_fixed[i].only) != 0)
+                if (strcmp(opt, router_fixed[i].opt) == 0 && !is_word(v, router_fixed[i].only))
                         return router_fixed[i].why;
         return NULL;
 }
 
 /* Each of the n keys that is set must be want, else it is refused with why. */
 static int require_all(const relay_pairs_t *p, const char *const *keys, size_t n,
-                       const char *want, const char *why, const char *path, char *err,
-                       size_t errlen)
+                       const char *want, bool boolean, const char *why, const char *path,
+                       char *err, size_t errlen)
 {
         for (size_t i = 0; i < n; i++) {
                 const char *f = relay_pairs_get(p, keys[i]);
-                if (f && strcmp(f, want) != 0)
+                if (f && !(boolean ? is_word(f, want) : strcmp(f, want) == 0))
                         return refuse(err, errlen, path, keys[i], f, why);
         }
         return 0;
@@ -262,12 +286,13 @@ static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const
                                                       "format.key.schemas.enable",
                                                       "format.value.schemas.enable",
                                                       "format.header.schemas.enable"};
-                int rc = require_all(p, parts, 3, "json",
+                /* DebeziumServer.getFormat() compares the format word exactly. */
+                int rc = require_all(p, parts, 3, "json", false,
                                      "only Debezium Server's default json format has a profile "
                                      "(debezium-server)",
                                      path, err, errlen);
                 if (rc == 0)
-                        rc = require_all(p, schemas, 4, "true",
+                        rc = require_all(p, schemas, 4, "true", true,
                                          "the debezium-server profile writes JsonConverter's "
                                          "default, schemas.enable=true",
                                          path, err, errlen);
@@ -295,7 +320,7 @@ static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const
                     (i == 1 && strstr(cv, "BinaryDataConverter")))
                         prof = "connect-string";
                 else if (strstr(cv, "JsonConverter"))
-                        prof = sch[i] && strcmp(sch[i], "false") == 0 ? "connect-json"
+                        prof = sch[i] && is_word(sch[i], "false") ? "connect-json"
                                                                        : "connect-json-schema";
                 else
                         return refuse(err, errlen, path, i ? "value.converter" : "key.converter",
@@ -342,9 +367,17 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         cap *= 2;
                 }
         }
+        /* A directory opens, then fails to read (EISDIR): not an empty file. */
+        int read_errno = ferror(f) ? errno : 0;
         fclose(f);
         if (!text)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        if (read_errno) {
+                free(text);
+                relay_err_set(err, errlen, "could not read Debezium configuration \"%s\": %s",
+                              path, strerror(read_errno));
+                return RELAY_EINVAL;
+        }
         text[n] = '\0';
         const char *t = text;
         while (isspace((unsigned char)*t))
@@ -357,6 +390,16 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 relay_err_set(err, errlen, "out of memory");
         if (rc)
                 goto done;
+        if (server && p.n == 0) {
+                /* Every key would be ignored: not what its author meant. */
+                rc = relay_err(err, errlen, RELAY_EINVAL,
+                               "%s holds no Debezium Server key (debezium.source.*, "
+                               "debezium.transforms.*, debezium.sink.*, debezium.format.*): give a "
+                               "Debezium Server application.properties, or a Kafka Connect "
+                               "connector as its JSON ({\"name\": ..., \"config\": {...}})",
+                               path);
+                goto done;
+        }
         for (size_t i = 0; i < other.n; i++)
                 note(notes, noteslen, other.k[i]);
 
@@ -447,7 +490,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         /* The relay starts where the slot says: only with
                          * true (Debezium's default) is that where Debezium
                          * stopped. */
-                        if (strcmp(v, "true") == 0)
+                        if (is_word(v, "true"))
                                 note(notes, noteslen, k);
                         else
                                 rc = refuse(err, errlen, path, k, v,
@@ -459,7 +502,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                             "key (README, Cutover from Debezium)");
                 } else if (strcmp(k, "topic.prefix") == 0) {
                         const char *x = relay_pairs_get(&p, "extended.headers.enabled");
-                        if (!x || strcmp(x, "false") != 0)
+                        if (!x || !is_word(x, "false"))
                                 rc = set(c, "format.debezium.topic_prefix", v, path, k, err,
                                          errlen);
                 } else if (strncmp(k, "producer.", 9) == 0 && !ignored(k)) {
@@ -519,6 +562,19 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                     "it matters)");
                 }
         }
+        /* A key left out is Debezium's default (PostgresConnectorConfig): the
+         * slot Debezium streamed from, whose position the relay takes over.
+         * The relay's own defaults would make a new slot and skip what waits
+         * in Debezium's. */
+        for (size_t i = 0; rc == 0 && i < sizeof(connector_defaults) / sizeof(connector_defaults[0]);
+             i++)
+                if (!relay_pairs_get(&p, connector_defaults[i].from)) {
+                        char origin[600];
+                        snprintf(origin, sizeof(origin), "%s (Debezium's default: %s is not set)",
+                                 path, connector_defaults[i].from);
+                        rc = relay_config_set(c, connector_defaults[i].from,
+                                              connector_defaults[i].to, origin, err, errlen);
+                }
         if (rc == 0 && tracing_other && !tracing_field)
                 rc = set(c, "tracing.span.context.field", "tracingspancontext", path,
                          "tracing.* (the default tracing.span.context.field)", err, errlen);

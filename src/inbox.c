@@ -417,15 +417,18 @@ static int params_build(const relay_inbox_config_t *cfg, rd_kafka_message_t *m, 
                 const char *bad = NULL, *hint = "";
                 /* Without JSON_ALLOW_NUL jansson refuses \u0000 as jsonb does.
                  * Its numbers are C's: one past long long or double is an
-                 * overflow to it but JSON, which jsonb holds as numeric, so
-                 * the server judges such a payload. */
+                 * overflow to it but JSON, which jsonb holds as numeric; and
+                 * it stops at 2048 levels of nesting (JSON_PARSER_MAX_DEPTH),
+                 * where jsonb goes as deep as max_stack_depth allows. The
+                 * server judges such payloads. */
                 if (!relay_inbox_utf8_ok(m->payload, m->len))
                         bad = "is not JSON";
                 else if (!(j = json_loadb(m->payload, m->len, JSON_DECODE_ANY, &je)) &&
                          json_error_code(&je) == json_error_null_character) {
                         bad = "holds \\u0000, which jsonb cannot store";
                         hint = "; text or bytea takes it";
-                } else if (!j && json_error_code(&je) != json_error_numeric_overflow)
+                } else if (!j && json_error_code(&je) != json_error_numeric_overflow &&
+                           json_error_code(&je) != json_error_stack_overflow)
                         bad = "is not JSON";
                 if (bad) {
                         relay_err_set(err, errlen,

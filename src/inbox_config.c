@@ -11,6 +11,7 @@
 #include "relay/inbox_config.h"
 
 #include <errno.h>
+#include <regex.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +72,8 @@ static const key_t_ keys[] = {
         {.name = "inbox.payload", .def = "jsonb", .kind = K_WORD, .off = F(payload),
          .words = payload_words, .desc = "type of $3: jsonb, text or bytea"},
         {.name = "inbox.topics", .def = "", .kind = K_LIST, .off = F(topics),
-         .desc = "topics to consume, comma-separated; required"},
+         .desc = "topics to consume, comma-separated (one starting with ^ is a regular "
+                 "expression, which must not match errors.dlq.topic); required"},
         {.name = "log.level", .def = "info", .kind = K_WORD, .off = F(log_level),
          .words = level_words, .desc = "debug, info, warning or error"},
         {.name = "postgres.conninfo", .def = "", .kind = K_STR, .off = F(postgres_conninfo),
@@ -304,6 +306,21 @@ int relay_inbox_config_load_file(relay_inbox_config_t *c, const char *path, char
         return relay_conffile_load(path, set_from_file, c, err, errlen);
 }
 
+/*
+ * A "^" subscription takes in topic, as librdkafka matches it (rdregex.c:
+ * regcomp() with REG_EXTENDED | REG_NOSUB, regexec() anywhere in the name).
+ * A pattern that does not compile is librdkafka's to report at subscribe.
+ */
+static bool pattern_takes(const char *sub, const char *topic)
+{
+        regex_t re;
+        if (sub[0] != '^' || regcomp(&re, sub, REG_EXTENDED | REG_NOSUB) != 0)
+                return false;
+        bool hit = regexec(&re, topic, 0, NULL, 0) == 0;
+        regfree(&re);
+        return hit;
+}
+
 int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t errlen)
 {
         const char *bs = relay_pairs_get(&c->kafka, "bootstrap.servers");
@@ -344,6 +361,17 @@ int relay_inbox_config_validate(const relay_inbox_config_t *c, char *err, size_t
                         return RELAY_EINVAL;
                 }
                 for (size_t i = 0; i < c->n_topics; i++) {
+                        if (pattern_takes(c->topics[i], c->errors_dlq_topic)) {
+                                relay_err_set(err, errlen,
+                                              "the dead-letter topic \"%s\" matches the pattern "
+                                              "\"%s\" in \"inbox.topics\" (librdkafka subscribes "
+                                              "to a topic starting with ^ as a regular "
+                                              "expression): a failing message would come back "
+                                              "forever; narrow the pattern or use another "
+                                              "errors.dlq.topic",
+                                              c->errors_dlq_topic, c->topics[i]);
+                                return RELAY_EINVAL;
+                        }
                         if (strcmp(c->topics[i], c->errors_dlq_topic) == 0) {
                                 relay_err_set(err, errlen,
                                               "the dead-letter topic \"%s\" is also in "

@@ -373,7 +373,12 @@ static int translate(tr_t *t, const char *re, char *err, size_t errlen)
                         continue;
                 }
                 default:
-                        if (c == '.' || c == '^' || c == '$' || c == '|')
+                        /* Java's '.' takes no line terminator (without (?s));
+                         * POSIX's takes any byte. \u0085, \u2028 and \u2029
+                         * are several bytes here, where '.' is one (route.h). */
+                        if (c == '.')
+                                puts_(t, "[^\n\r]");
+                        else if (c == '^' || c == '$' || c == '|')
                                 put(t, &c, 1);
                         else
                                 literal(t, c);

@@ -10,8 +10,9 @@
  * inbox.payload = jsonb: numbers past a C long long or double
  * (123456789012345678901234567890, 1e400) are JSON, and jsonb (numeric)
  * holds them: they must be applied with their digits, not dead-lettered as
- * "not JSON". A string holding \u0000 is JSON that jsonb refuses: it must
- * be dead-lettered at once, not retried.
+ * "not JSON"; so must arrays nested deeper than jansson parses (2048
+ * levels) but jsonb does. A string holding \u0000 is JSON that jsonb
+ * refuses: it must be dead-lettered at once, not retried.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -173,14 +174,21 @@ static void text_payloads(PGconn *cc, const char *cdb, const char *suffix)
 
 static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
 {
+        /* Arrays nested 3000 deep: past jansson's limit (2048), well within
+         * jsonb's (max_stack_depth). */
+        enum { DEPTH = 3000 };
+        static char deep[2 * DEPTH + 1];
+        memset(deep, '[', DEPTH);
+        memset(deep + DEPTH, ']', DEPTH);
 #define M(id, v) {id, v, sizeof(v) - 1}
-        static const msg_t msgs[] = {M("j-bigint", "{\"n\": 123456789012345678901234567890}"),
-                                     M("j-bigreal", "{\"x\": 1e400}"),
-                                     M("j-nul", "{\"s\": \"a\\u0000b\"}"),
-                                     M("j-good", "{\"ok\": true}")};
+        const msg_t msgs[] = {M("j-bigint", "{\"n\": 123456789012345678901234567890}"),
+                              M("j-bigreal", "{\"x\": 1e400}"),
+                              M("j-nul", "{\"s\": \"a\\u0000b\"}"),
+                              M("j-good", "{\"ok\": true}"),
+                              {"j-deep", deep, 2 * DEPTH}};
 #undef M
         case_t k = {.payload = "jsonb", .handler = "SELECT on_json($3, $7)", .msgs = msgs,
-                    .n_msgs = 4, .applied = "applied_json", .n_applied = 3, .n_dlq = 1};
+                    .n_msgs = 5, .applied = "applied_json", .n_applied = 4, .n_dlq = 1};
         size_t n;
         h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
 
@@ -192,7 +200,10 @@ static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
                1, "a number past a double is JSON: applied with its value");
         is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-good'"), 1,
                "a plain JSON payload is applied");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_json"), 3, "nothing else is applied");
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-deep' "
+                             "AND jsonb_typeof(payload) = 'array'"),
+               1, "arrays nested 3000 deep are JSON jsonb holds: applied, not dead-lettered");
+        is_int((int)cval(cc, "SELECT count(*) FROM applied_json"), 4, "nothing else is applied");
         is_int((int)n, 1, "one message in the dead-letter topic");
         is_int(dead_lettered(dl, n, "j-nul", "0", "\\u0000"), 1,
                "the payload with \\u0000 (which jsonb refuses) is dead-lettered at once");

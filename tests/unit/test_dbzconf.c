@@ -191,6 +191,7 @@ int main(void)
                 {"{\"plugin.name\": \"decoderbufs\"}", "pgoutput"},
                 {"debezium.source.table.include.list=public.outbox.*\n", "comma-separated"},
                 {"debezium.format.value=avro\n", "json"},
+                {"debezium.format.value=JSON\n", "json"}, /* Debezium Server refuses it too */
                 {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
                 {"{\"flush.lsn.source\": \"false\"}", "confirmed_flush_lsn"},
                 {"debezium.source.slot.name=s\\u12\n", "malformed \\uXXXX"},
@@ -205,6 +206,63 @@ int main(void)
                 relay_config_free(c);
                 remove(tmp);
         }
+        /* Debezium's defaults for the keys a configuration leaves out: the
+         * connector streams from slot "debezium" and publication
+         * "dbz_publication", so the relay, which takes over that slot, must
+         * too (the relay's own defaults would create a new slot and miss
+         * what waits in Debezium's). */
+        c = load("connector.json", notes, sizeof(notes), err, sizeof(err), &rc);
+        is_str(relay_config_get(c, "slot.name"), "debezium",
+               "no slot.name: Debezium's default slot, \"debezium\"");
+        is_str(relay_config_get(c, "publication.name"), "dbz_publication",
+               "no publication.name: Debezium's default publication, \"dbz_publication\"");
+        relay_config_free(c);
+
+        /* Booleans as Kafka Connect and Debezium read them: case-insensitive,
+         * blanks around ignored (ConfigDef.parseType, Configuration.getBoolean). */
+        c = load_text("{\"config\": {\"key.converter\": "
+                      "\"org.apache.kafka.connect.json.JsonConverter\", "
+                      "\"key.converter.schemas.enable\": \"FALSE\", \"value.converter\": "
+                      "\"org.apache.kafka.connect.json.JsonConverter\", "
+                      "\"value.converter.schemas.enable\": \"False\"}}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "schemas.enable=False loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "format.profile"), "connect-json",
+               "  schemas.enable=False is JsonConverter without schemas");
+        relay_config_free(c);
+        c = load_text("debezium.source.topic.prefix=shop\n"
+                      "debezium.source.extended.headers.enabled=False\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "extended.headers.enabled=False loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "format.debezium.topic_prefix"), "",
+               "  extended.headers.enabled=False: no context headers");
+        relay_config_free(c);
+        c = load_text("{\"flush.lsn.source\": \"TRUE\", \"transforms\": \"outbox\", "
+                      "\"transforms.outbox.type\": \"io.debezium.transforms.outbox.EventRouter\", "
+                      "\"transforms.outbox.table.json.payload.null.behavior\": \"IGNORE\"}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "flush.lsn.source=TRUE and table.json.payload.null.behavior=IGNORE load: %s",
+               rc ? err : "ok");
+        relay_config_free(c);
+
+        /* A file that is no Debezium configuration is refused, not taken as
+         * one without keys: a directory, and a Kafka Connect standalone
+         * connector's .properties (no debezium.* key: read as Debezium
+         * Server's, every key would be ignored). */
+        if (relay_config_new(&c) != 0)
+                tap_bail("relay_config_new");
+        rc = relay_dbzconf_load(c, "/tmp", notes, sizeof(notes), err, sizeof(err));
+        ok(rc == RELAY_EINVAL && strstr(err, "could not read"),
+           "a directory is refused: %s", rc ? err : "loaded");
+        relay_config_free(c);
+        c = load_text("connector.class=io.debezium.connector.postgresql.PostgresConnector\n"
+                      "database.hostname=db\nslot.name=outbox_slot\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        ok(rc == RELAY_EINVAL && strstr(err, "no Debezium Server key") && strstr(err, "JSON"),
+           "a properties file without debezium.* keys is refused, naming the JSON form: %s",
+           rc ? err : "loaded");
+        relay_config_free(c);
+
         /* flush.lsn.source=true (Debezium's default) changes nothing here. */
         {
                 const char *tmp = "/tmp/relay-test-dbzconf.json";

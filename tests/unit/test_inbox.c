@@ -123,6 +123,20 @@ static void test_config(void)
         is_int(relay_inbox_config_validate(c, err, sizeof(err)), 0,
                "with errors.policy=stop the dead-letter topic does not matter");
 
+        /* librdkafka subscribes to a "^" topic as a regular expression: one
+         * that takes in the dead-letter topic would bring each failing
+         * message back from it, forever. */
+        is_int(set(c, "errors.policy=dlq"), 0, "policy dlq");
+        is_int(set(c, "errors.dlq.topic=outbox.inbox.dlq"), 0, "the default dlq topic");
+        is_int(set(c, "inbox.topics=^outbox\\..*"), 0, "a regular expression subscription");
+        is_int(relay_inbox_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "a pattern in inbox.topics that matches the dead-letter topic is refused");
+        ok(strstr(err, "\"outbox.inbox.dlq\"") && strstr(err, "^outbox\\..*"),
+           "the topic and the pattern are named: %s", err);
+        is_int(set(c, "inbox.topics=^outbox\\.event\\..*"), 0, "a narrower pattern");
+        is_int(relay_inbox_config_validate(c, err, sizeof(err)), 0,
+               "a pattern that does not match the dead-letter topic is accepted: %s", err);
+
         is_int(set(c, "kafka.enable.auto.commit=true"), RELAY_EINVAL, "auto commit refused");
         ok(strstr(err, "enable.auto.commit") != NULL, "named: %s", err);
         is_int(set(c, "kafka.isolation.level=read_uncommitted"), RELAY_EINVAL,

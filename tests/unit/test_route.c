@@ -37,6 +37,10 @@ static const struct {
         {"[]a]+", "ok", "]a]", "ok"},
         {"[a-c^-]+", "ok", "^-ab", "ok"},
         {"a\\s+b", "ok", "a \t b", "ok"},
+        /* Java's '.' stops at a line terminator: such a value is not matched. */
+        {"(?<v>.*)", "fixed", "a\nb", "a\nb"},
+        {".+", "ok", "a\rb", "a\rb"},
+        {"[^x]+", "ok", "a\nb", "ok"}, /* a negated class takes it, as in Java */
         {"(.*)", "${routedByValue}", "x", NULL}, /* refused: no such group */
 };
 
