@@ -369,13 +369,11 @@ int relay_session_wait_drained(relay_session_t *s, char *err, size_t errlen)
         return 0;
 }
 
-/* Register the transactional.id (up to EOS_INIT_MS) in slices of a status
- * interval, with status updates between them: the stream is started, and a
- * timed-out init may be called again and goes on where it was. */
 /*
  * A start step waits beyond the loop: creating the slot waits for the
- * transactions then running to end, the exactly-once checkpoint read for
- * another producer's (up to 30 s). The loop is alive meanwhile (the
+ * transactions then running to end, the exactly-once registration for its
+ * coordinator and the checkpoint read for another producer's transaction
+ * (up to 30 s each). The loop is alive meanwhile (the
  * watchdog, /healthz), a started stream gets its status updates (without
  * them a shorter wal_sender_timeout ended it under the read, every session
  * again until that transaction ended: 0220), and a stop ends the wait.
@@ -394,6 +392,7 @@ static int session_waiting(void *ctx, char *err, size_t errlen)
         return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
 }
 
+/* Register the transactional.id (up to EOS_INIT_MS); the stream is started. */
 static int eos_init(relay_session_t *s, char *err, size_t errlen)
 {
         int64_t deadline = relay_now_ms() + EOS_INIT_MS;
