@@ -265,10 +265,7 @@ int main(void)
 
         /* Debezium: streaming before the first row, from a slot of its own. */
         snprintf(props, sizeof(props), "/tmp/relay-dbzdiff-%s.properties", sfx);
-        FILE *f = fopen(props, "w");
-        if (!f)
-                tap_bail("could not write %s", props);
-        fprintf(f,
+        h_write_file(props,
                 "engine.name=diff-%s\n"
                 "engine.connector.class=io.debezium.connector.postgresql.PostgresConnector\n"
                 "engine.plugin.name=pgoutput\n"
@@ -322,7 +319,6 @@ int main(void)
                 "debezium-server=dds\n",
                 sfx, sfx, h_env("RELAY_TEST_PGHOST"), h_env("RELAY_TEST_PGPORT"),
                 h_env("RELAY_TEST_PGUSER"), db, h_kafka_bootstrap());
-        fclose(f);
         const char *jargs[] = {props, NULL};
         h_relay_t *java = h_debezium_start("dev.outboxrelay.diff.OutboxDiff", jargs);
         bool streaming = h_relay_wait_log(java, "DIFF streaming", 90000);

@@ -163,14 +163,10 @@ static long count_rows(PGconn *c, const char *sql)
  * interval, and the file the cutover program writes what it sent to. */
 static void write_worker(const char *worker, const char *offsets, const char *events)
 {
-        FILE *f = fopen(worker, "w");
-        if (!f)
-                tap_bail("could not write %s", worker);
-        fprintf(f,
+        h_write_file(worker,
                 "bootstrap.servers=%s\noffset.storage.file.filename=%s\n"
                 "offset.flush.interval.ms=%d\ncutover.events=%s\n",
                 h_kafka_bootstrap(), offsets, CUT_FLUSH_MS, events);
-        fclose(f);
 }
 
 /* The connector JSON for the rollback (README): conf with
@@ -232,10 +228,7 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
         snprintf(offsets, sizeof(offsets), "/tmp/relay-dbzcut-%s.offsets", sfx);
         const char *conv = json ? "org.apache.kafka.connect.json.JsonConverter"
                                 : "org.apache.kafka.connect.storage.StringConverter";
-        FILE *f = fopen(conf, "w");
-        if (!f)
-                tap_bail("could not write %s", conf);
-        fprintf(f,
+        h_write_file(conf,
                 "{\"name\": \"outbox-%s\", \"config\": {\n"
                 "  \"connector.class\": \"io.debezium.connector.postgresql.PostgresConnector\",\n"
                 "  \"tasks.max\": \"1\",\n"
@@ -261,7 +254,6 @@ static void run(PGconn *c, const char *db, const char *profile_name, bool kill9,
                 json ? ",\n  \"key.converter.schemas.enable\": \"false\",\n"
                        "  \"value.converter.schemas.enable\": \"false\""
                      : "");
-        fclose(f);
         write_worker(worker, offsets, events);
 
         /* 1. Debezium streams under load. */

@@ -55,15 +55,11 @@ static double prom_query_events(int pport)
 static pid_t start_prometheus(const char *dir, int pport, int target)
 {
         char *cfg = fx_fmt("%s/prometheus.yml", dir);
-        FILE *f = fopen(cfg, "w");
-        if (!f)
-                tap_bail("could not write %s", cfg);
-        fprintf(f,
+        h_write_file(cfg,
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                 "scrape_configs:\n  - job_name: outbox-relay\n"
                 "    static_configs:\n      - targets: ['127.0.0.1:%d']\n",
                 target);
-        fclose(f);
         char *log = fx_fmt("%s/prometheus.log", dir);
         char *flag_cfg = fx_fmt("--config.file=%s", cfg);
         char *flag_db = fx_fmt("--storage.tsdb.path=%s/data", dir);
@@ -120,9 +116,7 @@ int main(void)
         }
         is_int(status, 200, "GET /metrics: 200");
         char *path = fx_fmt("%s/metrics.txt", dir);
-        FILE *f = fopen(path, "w");
-        fputs(page, f);
-        fclose(f);
+        h_write_file(path, "%s", page);
         char *cmd = fx_fmt("promtool check metrics < %s >%s/promtool.out 2>&1", path, dir);
         int rc = system(cmd);
         int pt = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

@@ -57,15 +57,11 @@ int main(void)
         h_pg_create_outbox(fc.c, "outbox");
 
         char *file = fx_fmt("%s/pg_service_%s.conf", h_env("RELAY_TEST_ENV_DIR"), fc.suffix);
-        FILE *f = fopen(file, "w");
-        if (!f)
-                tap_bail("could not write %s", file);
-        fprintf(f,
+        h_write_file(file,
                 "# 0148-pg-service\n[relay_%s]\nhost=%s\nport=%s\nuser=%s\ndbname=%s\n"
                 "options=-c wal_sender_timeout=20s\n",
                 fc.suffix, h_env("RELAY_TEST_PGHOST"), h_env("RELAY_TEST_PGPORT"),
                 h_env("RELAY_TEST_PGUSER"), fc.db);
-        fclose(f);
         setenv("PGSERVICEFILE", file, 1); /* the relays inherit it */
 
         char *svc = fx_fmt("service=relay_%s", fc.suffix);

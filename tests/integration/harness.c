@@ -179,6 +179,19 @@ const char *h_kafka_bootstrap(void)
         return h_env("RELAY_TEST_KAFKA");
 }
 
+void h_write_file(const char *path, const char *fmt, ...)
+{
+        va_list ap;
+        FILE *f = fopen(path, "w");
+        if (!f)
+                tap_bail("could not write %s: %s", path, strerror(errno));
+        va_start(ap, fmt);
+        int n = vfprintf(f, fmt, ap);
+        va_end(ap);
+        if (fclose(f) != 0 || n < 0)
+                tap_bail("could not write %s: %s", path, strerror(errno));
+}
+
 char *h_unique_name(const char *prefix)
 {
         /* Counter seeded from the clock: the release and the ASan run share

@@ -38,6 +38,9 @@ const char *h_kafka_bootstrap(void);
 /** A name unique to this process and call: prefix_<pid>_<n>, lower case. Caller frees. */
 char *h_unique_name(const char *prefix);
 
+/** Write path anew with what fmt makes; bails when it cannot. */
+void h_write_file(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* --- PostgreSQL -------------------------------------------------------- */
 
 /** conninfo ("host=... port=... user=... dbname=...") for dbname on the test cluster. Caller frees. */
