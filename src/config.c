@@ -105,6 +105,9 @@ struct relay_config {
 
 /* --- small helpers ----------------------------------------------------- */
 
+/* The origin of a key no layer has set (what --print-config shows). */
+#define ORIGIN_DEFAULT "default"
+
 static const key_def_t *find_key(const char *name, size_t *idx)
 {
         for (size_t i = 0; i < NKEYS; i++) {
@@ -839,7 +842,7 @@ int relay_config_new(relay_config_t **out)
         }
         /* Defaults go through the parsers too, which normalises them and proves the table. */
         for (size_t i = 0; i < NKEYS; i++) {
-                int rc = store_key(c, i, keys[i].def, "default", err, sizeof(err));
+                int rc = store_key(c, i, keys[i].def, ORIGIN_DEFAULT, err, sizeof(err));
                 assert(rc != RELAY_EINVAL);
                 assert(i == 0 || strcmp(keys[i - 1].name, keys[i].name) < 0);
                 if (rc < 0) {
@@ -1186,6 +1189,15 @@ static bool typed_key(const char *key, key_type_t t, size_t *i)
 
         assert(k != NULL && k->type == t);
         return k != NULL && k->type == t;
+}
+
+const char *relay_config_origin(const relay_config_t *c, const char *key)
+{
+        size_t i;
+        if (find_key(key, &i) == NULL || c->origin[i] == NULL ||
+            strcmp(c->origin[i], ORIGIN_DEFAULT) == 0)
+                return NULL;
+        return c->origin[i];
 }
 
 int64_t relay_config_get_int(const relay_config_t *c, const char *key)

@@ -303,8 +303,13 @@ static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const
         }
         const char *kc = relay_pairs_get(p, "key.converter");
         const char *vc = relay_pairs_get(p, "value.converter");
-        if (!kc && !vc)
-                return 0; /* the worker's converters: unknown here; keep the relay's default */
+        /* A converter the connector leaves out is the worker's, which this
+         * file does not show: no profile then (the caller refuses to start
+         * without one, unless a layer above sets it). Taking the other's
+         * for it would be a guess about the key's bytes, which decide the
+         * partition. */
+        if (!kc || !vc)
+                return 0;
         const char *chosen = NULL;
         const char *conv[2] = {kc, vc};
         const char *sch[2] = {relay_pairs_get(p, "key.converter.schemas.enable"),

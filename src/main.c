@@ -377,6 +377,18 @@ int main(int argc, char **argv)
         for (size_t i = 0; rc == 0 && i < nsets; i++)
                 rc = relay_config_set_arg(cfg, sets[i], err, sizeof(err));
         free(sets);
+        /* Debezium's bytes were asked for, and a Connect connector without
+         * both converters does not say which (the worker's are used):
+         * the relay's own raw format would be a silent change. */
+        if (rc == 0 && dbz_file != NULL && relay_config_origin(cfg, "format.profile") == NULL)
+                rc = relay_err(err, sizeof(err), RELAY_EINVAL,
+                               "%s does not set key.converter and value.converter, so Kafka "
+                               "Connect uses its worker's, which the file does not show (and the "
+                               "key's bytes decide each event's partition); add the worker's "
+                               "key.converter and value.converter to the connector's \"config\", "
+                               "or set format.profile (connect-string, connect-json, "
+                               "connect-json-schema; raw for the relay's own format)",
+                               dbz_file);
         /* Only http.listen matters here (checked when it was set): a health
          * check must not fail for want of, say, kafka.bootstrap.servers. Its
          * answer is 0 or 1, also for a configuration it cannot read (Docker

@@ -34,7 +34,8 @@ static const option_doc_t options[] = {
         {"    --debezium-config=FILE",
          "read a Debezium configuration as is, below --config: a Debezium Server "
          "application.properties or a Kafka Connect connector JSON (connector, Outbox Event Router "
-         "and converter keys mapped; keys without effect listed in a warning; others refused)"},
+         "and converter keys mapped; keys without effect listed in a warning; others refused; a "
+         "connector without key.converter and value.converter needs format.profile)"},
         {"-s, --set=KEY=VALUE",
          "set a configuration key; may be repeated, applied in order after the file and the "
          "environment"},

@@ -97,6 +97,12 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen) REL
 const char *relay_config_get(const relay_config_t *c, const char *key);
 
 /**
+ * @brief Where a known key's value came from ("--set", "file:line", ...);
+ *        NULL while it is the default, and for an unknown key. Borrowed.
+ */
+const char *relay_config_origin(const relay_config_t *c, const char *key);
+
+/**
  * @brief Integer value of a known integer key (ms values etc.); any other key
  *        is a bug in the caller (asserts).
  */

@@ -218,6 +218,29 @@ int main(void)
                "no publication.name: Debezium's default publication, \"dbz_publication\"");
         relay_config_free(c);
 
+        /* A converter the connector leaves out is the worker's: no profile
+         * (main.c refuses to start without one), not the other's guessed. */
+        c = load_text("{\"config\": {\"value.converter\": "
+                      "\"org.apache.kafka.connect.storage.StringConverter\"}}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "value.converter alone loads: %s", rc ? err : "ok");
+        ok(relay_config_origin(c, "format.profile") == NULL,
+           "  without key.converter no format.profile is set (got \"%s\" from %s)",
+           relay_config_get(c, "format.profile"),
+           relay_config_origin(c, "format.profile") ? relay_config_origin(c, "format.profile")
+                                                    : "the default");
+        relay_config_free(c);
+        c = load_text("{\"config\": {\"key.converter\": "
+                      "\"org.apache.kafka.connect.storage.StringConverter\", \"value.converter\": "
+                      "\"org.apache.kafka.connect.storage.StringConverter\"}}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        ok(rc == 0 && relay_config_origin(c, "format.profile") != NULL &&
+                   strstr(relay_config_origin(c, "format.profile"), "key.converter"),
+           "  with both, format.profile comes from them (%s)",
+           relay_config_origin(c, "format.profile") ? relay_config_origin(c, "format.profile")
+                                                    : "the default");
+        relay_config_free(c);
+
         /* Booleans as Kafka Connect and Debezium read them: case-insensitive,
          * blanks around ignored (ConfigDef.parseType, Configuration.getBoolean). */
         c = load_text("{\"config\": {\"key.converter\": "
