@@ -58,6 +58,12 @@ struct relay_pgoutput {
         size_t valcap;
         uint32_t *relids; /* Truncate scratch */
         size_t relidcap;
+        struct domain *domains; /* sorted by oid (relay_pgoutput_set_domains()) */
+        size_t ndomains;
+};
+
+struct domain {
+        uint32_t oid, base;
 };
 
 /*
@@ -376,6 +382,36 @@ static relay_pgo_relation_t *relation_alloc(uint32_t relid, char replident, int 
         return rel;
 }
 
+static int domain_cmp(const void *a, const void *b)
+{
+        uint32_t x = ((const struct domain *)a)->oid, y = ((const struct domain *)b)->oid;
+        return (x > y) - (x < y);
+}
+
+static uint32_t base_type(const relay_pgoutput_t *d, uint32_t typid)
+{
+        const struct domain key = {.oid = typid};
+        const struct domain *hit =
+            d->ndomains ? bsearch(&key, d->domains, d->ndomains, sizeof(key), domain_cmp) : NULL;
+        return hit ? hit->base : typid;
+}
+
+int relay_pgoutput_set_domains(relay_pgoutput_t *d, const uint32_t *domains,
+                               const uint32_t *bases, size_t n, char *err, size_t errlen)
+{
+        struct domain *v = n ? calloc(n, sizeof(*v)) : NULL;
+        if (n && !v)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                v[i] = (struct domain){.oid = domains[i], .base = bases[i]};
+        if (n)
+                qsort(v, n, sizeof(*v), domain_cmp);
+        free(d->domains);
+        d->domains = v;
+        d->ndomains = n;
+        return 0;
+}
+
 /*
  * Relation: Byte1 'R', Int32 relid, String namespace, String relname,
  *           Int8 replident ('d', 'n', 'f', 'i'), Int16 ncols, then ncols times:
@@ -434,6 +470,7 @@ static int parse_relation(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *ou
                 /* Cannot fail: the first pass read the same bytes. */
                 (void)(rd_u8(&cols, &flags) && rd_str(&cols, &name, &len) &&
                        rd_u32(&cols, &c->typid) && rd_i32(&cols, &c->typmod));
+                c->typid = base_type(d, c->typid);
                 c->key = flags & 1;
                 c->name = memcpy(s, name, len + 1);
                 s += len + 1;
@@ -692,7 +729,7 @@ void relay_pgoutput_free(relay_pgoutput_t *d)
                 return;
         for (size_t i = 0; i < d->cap; i++)
                 free(d->slots[i]);
-        RELAY_FREE_ALL(d->slots, d->oldvals, d->newvals, d->relids, d);
+        RELAY_FREE_ALL(d->slots, d->oldvals, d->newvals, d->relids, d->domains, d);
 }
 
 /*

@@ -1078,6 +1078,35 @@ static void test_relation_new(void)
         relay_pgo_relation_free(rel);
 }
 
+/* A column of a domain reads as the domain's base type (the backfill's
+ * SELECT says the base type too): 0151-domain-columns streams it. */
+static void test_domains(void)
+{
+        relay_pgoutput_t *d;
+        const char *const cols[] = {"id", "payload"};
+        const uint32_t domains[] = {90001, 25, 90000}, bases[] = {17, 17, 3802};
+        if (relay_pgoutput_new(&d, 1, err, sizeof(err)))
+                tap_bail("relay_pgoutput_new: %s", err);
+        struct wb w = relation_msg(16400, "public", "outbox", 2, cols);
+        is_int(decode(d, w.b, w.n), RELAY_OK, "domains: a Relation before any are known");
+        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16400), 1), 25,
+               "  its columns keep the type it names");
+        is_int(relay_pgoutput_set_domains(d, domains, bases, 3, err, sizeof(err)), 0,
+               "three domains given");
+        w = relation_msg(16401, "public", "outbox2", 2, cols);
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  a Relation decodes");
+        const relay_pgo_relation_t *rel = relay_pgoutput_relation(d, 16401);
+        is_int(relay_pgo_relation_coltype(rel, 1), 17, "  a column of a domain has its base type");
+        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16400), 1), 25,
+               "  one decoded before keeps its type");
+        is_int(relay_pgoutput_set_domains(d, NULL, NULL, 0, err, sizeof(err)), 0, "none given");
+        w = relation_msg(16402, "public", "outbox3", 2, cols);
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  a Relation decodes");
+        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16402), 1), 25,
+               "  the type it names again");
+        relay_pgoutput_free(d);
+}
+
 int main(void)
 {
         fixtures = getenv("RELAY_FIXTURES");
@@ -1090,6 +1119,7 @@ int main(void)
         test_refused();
         test_sweeps();
         test_relation_new();
+        test_domains();
         free(cur);
         return done_testing();
 }
