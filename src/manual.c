@@ -107,14 +107,15 @@ typedef struct {
 
 static const exit_doc_t exits[] = {
         {0, "clean stop after SIGTERM or SIGINT (events Kafka did not acknowledge within "
-            "shutdown.timeout.ms are not confirmed and are sent again on the next start)"},
+            "shutdown.timeout.ms are not confirmed and are sent again on the next start; a "
+            "session that could not start and failed after the signal is not retried)"},
         {1, "fatal replication stream or protocol error, an error of Kafka or of the connection "
-            "after a stop signal (also in the final flush of what was in flight), or a second stop "
-            "signal"},
+            "after a stop signal in a session that had started (also in the final flush of what "
+            "was in flight), or a second stop signal"},
         {2, "bad command line or configuration"},
-        {3, "server or broker setup error (version, wal_level, privilege, missing table or "
-            "publication, unreachable at start; an exactly-once checkpoint beyond the server's "
-            "WAL end)"},
+        {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
+            "wal_level, privilege, missing table or publication, unreachable at start; an "
+            "exactly-once checkpoint beyond the server's WAL end)"},
         {4, "stopped before an event that could not be delivered: it could not be mapped or Kafka "
             "rejected it (errors.policy = stop), or its dead-letter write failed"},
         {5, "the replication slot was dropped or invalidated: events may be missing"},

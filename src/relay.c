@@ -215,6 +215,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 err[0] = '\0';
                 opts.may_create_slot = !ever_streamed;
                 int rc = relay_session_open(&s, cfg, set, proc, &opts, &resume, err, sizeof(err));
+                bool opened = rc == 0;
                 opts.first = false;
                 if (rc == 0) {
                         if (standby_logged)
@@ -250,6 +251,16 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         break;
                 if (err[0] == '\0') /* every failure should say why; never log an empty line */
                         relay_err_set(err, sizeof(err), "%s", relay_strerror(rc));
+                /* A session that could not start (the server down, Kafka
+                 * refusing the backfill) with a failure that would be
+                 * retried: the retry is what the stop cancels, as in the
+                 * backoff's nap. Nothing of that session was confirmed, so
+                 * nothing went wrong by stopping; exit 1 would depend only
+                 * on whether the signal came during the nap or the attempt. */
+                if (stop_requested && !opened && outcome == OUTCOME_RETRY) {
+                        relay_log_warning("%s; not retried: stopping", err);
+                        break;
+                }
                 if (stop_requested)
                         outcome = OUTCOME_FATAL;
                 relay_metrics_state(metrics, outcome == OUTCOME_STANDBY ? RELAY_STATE_STANDBY

@@ -342,15 +342,19 @@ static int64_t parse_pg_duration_ms(const char *s)
  * connection object is made with an sslmode libpq refuses, which fails
  * it after the parameters are resolved and before anything is connected
  * (no server sees it, as it would with the user's sslmode). A conninfo or
- * service libpq refuses gives no options here; the connection proper then
- * fails with libpq's message. Caller frees; NULL when out of memory.
+ * service libpq refuses gives no options here, and libpq's message in
+ * perr (NULL: not wanted): the parameters were never resolved, which no
+ * retry changes. Caller frees; NULL when out of memory.
  */
-char *relay_repl_session_options(const char *conninfo)
+#define PROBE_SSLMODE "resolve-only"
+
+static char *session_options(const char *conninfo, char *perr, size_t perrlen)
 {
         /* After the expanded conninfo, so its sslmode does not count. */
         const char *keys[] = {"dbname", "sslmode", NULL};
-        const char *vals[] = {conninfo, "resolve-only", NULL};
+        const char *vals[] = {conninfo, PROBE_SSLMODE, NULL};
         const char *user = NULL;
+        bool resolved = false;
         PQconninfoOption *eff = NULL;
         char *out = NULL;
 
@@ -363,15 +367,33 @@ char *relay_repl_session_options(const char *conninfo)
                 PQfinish(probe);
                 return NULL;
         }
+        /* libpq sets the parameters (our sslmode among them) only once the
+         * conninfo, its service and the PG* variables are resolved: a
+         * service not found, a service file or conninfo it cannot read,
+         * leaves them unset (whatever language libpq's message is in). */
         for (PQconninfoOption *o = eff; o->keyword; o++)
                 if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
                         user = o->val;
+                else if (strcmp(o->keyword, "sslmode") == 0 && o->val &&
+                         strcmp(o->val, PROBE_SSLMODE) == 0)
+                        resolved = true;
+        if (!resolved && perr)
+                set_pg_error_fix(perr, perrlen, "could not resolve the connection parameters",
+                                 PQerrorMessage(probe),
+                                 "check postgres.conninfo, PGSERVICE and the service file "
+                                 "(PGSERVICEFILE, else ~/.pg_service.conf, else pg_service.conf "
+                                 "in PGSYSCONFDIR)");
         size_t n = (user ? strlen(user) + 1 : 0) + sizeof(RELAY_SESSION_OPTIONS);
         if ((out = malloc(n)))
                 snprintf(out, n, "%s%s%s", user ? user : "", user ? " " : "", RELAY_SESSION_OPTIONS);
         PQconninfoFree(eff);
         PQfinish(probe);
         return out;
+}
+
+char *relay_repl_session_options(const char *conninfo)
+{
+        return session_options(conninfo, NULL, 0);
 }
 
 /* IDENTIFY_SYSTEM: one row of systemid, timeline, xlogpos (the server's
@@ -407,13 +429,19 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
          * and pg_stat_replication know this walsender by. */
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
                               "fallback_application_name", NULL};
-        char *options = relay_repl_session_options(set->postgres_conninfo);
+        char perr[RELAY_ERRBUF] = "";
+        char *options = session_options(set->postgres_conninfo, perr, sizeof(perr));
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "database", "UTF8", options, "outbox-relay", NULL};
         relay_repl_t *r = calloc(1, sizeof(*r));
         int rc = RELAY_ENOMEM;
         if (!r || !options)
                 goto fail;
+        /* Not retried: the next try reads the same configuration. */
+        if (perr[0]) {
+                rc = relay_err(err, errlen, RELAY_ESETUP, "%s", perr);
+                goto fail;
+        }
         r->slot = set->slot_name;
         r->publication = set->publication_name;
         r->tables = set->outbox_tables;

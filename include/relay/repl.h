@@ -28,7 +28,8 @@ typedef struct relay_repl relay_repl_t;
  *        outlive the connection).
  * @returns 0 and *out (caller frees with relay_repl_free()); RELAY_EIO when
  *          the server cannot be reached (retry); RELAY_ESETUP when it is
- *          reachable but not usable, with the fix in err; RELAY_EPROTO when
+ *          reachable but not usable, or when libpq cannot resolve the
+ *          parameters (a service not found), with the fix in err; RELAY_EPROTO when
  *          IDENTIFY_SYSTEM's answer has no valid WAL position.
  */
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err,

@@ -16,6 +16,11 @@
  *    dropped the server's 60 s default lowered it to 30000).
  * 2. The same service, the service named by PGSERVICE instead of the
  *    conninfo (postgres.conninfo = dbname=<db>): the same.
+ * 3. A service the file does not have (service= in the conninfo, then
+ *    PGSERVICE): libpq cannot resolve the parameters, which no retry
+ *    changes. The relay used to retry forever ("could not connect to
+ *    PostgreSQL: definition of service ... not found; retrying in ...");
+ *    now exit 3, the message naming what to check.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -26,17 +31,25 @@
 #include "faults/faults.h"
 #include "harness.h"
 
+/* A relay of the case's slot with conninfo and one more setting (sets,
+ * the caller's to free). */
+static h_relay_t *relay_with(fx_case_t *fc, fx_sets_t *sets, const char *conninfo,
+                             const char *more)
+{
+        memset(sets, 0, sizeof(*sets));
+        fx_sets_add(sets, "postgres.conninfo=%s", conninfo);
+        fx_sets_add(sets, "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
+        fx_sets_add(sets, "slot.name=%s", fc->slot);
+        fx_sets_add(sets, "%s", more);
+        return h_relay_start(sets->v);
+}
+
 /* Start a relay with conninfo and status.interval.ms=40000; one test point
  * for the interval it lowered to; stopped with SIGTERM. */
 static void check_lowered(fx_case_t *fc, const char *conninfo, const char *what)
 {
         fx_sets_t sets;
-        memset(&sets, 0, sizeof(sets));
-        fx_sets_add(&sets, "postgres.conninfo=%s", conninfo);
-        fx_sets_add(&sets, "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
-        fx_sets_add(&sets, "slot.name=%s", fc->slot);
-        fx_sets_add(&sets, "%s", "status.interval.ms=40000");
-        h_relay_t *r = h_relay_start(sets.v);
+        h_relay_t *r = relay_with(fc, &sets, conninfo, "status.interval.ms=40000");
         if (!ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "%s: streams", what))
                 h_relay_diag_log(r);
         if (!ok(h_relay_wait_log(r, "lowered from 40000 to 10000", 0),
@@ -46,6 +59,25 @@ static void check_lowered(fx_case_t *fc, const char *conninfo, const char *what)
                 h_relay_diag_log(r);
         h_relay_signal(r, SIGTERM);
         is_int(h_relay_wait(r, 60000), 0, "%s: SIGTERM, exit 0", what);
+        h_relay_free(r);
+        fx_sets_free(&sets);
+}
+
+/* A relay with conninfo whose service is missing: exit 3 (setup), and the
+ * message says what to check; one that keeps retrying is stopped. */
+static void check_missing(fx_case_t *fc, const char *conninfo, const char *what)
+{
+        fx_sets_t sets;
+        h_relay_t *r = relay_with(fc, &sets, conninfo, "http.listen=off");
+        int rc = h_relay_wait(r, 30000);
+        if (!ok(rc == 3, "%s: a missing service is a setup error, exit 3 (got %d%s)", what, rc,
+                rc == -1 ? ": still running after 30 s" : ""))
+                h_relay_diag_log(r);
+        if (!ok(h_relay_wait_log(r, "check postgres.conninfo, PGSERVICE and the service file", 0),
+                "%s: the message names what to check", what))
+                h_relay_diag_log(r);
+        if (rc == -1)
+                h_relay_stop(r, 30000);
         h_relay_free(r);
         fx_sets_free(&sets);
 }
@@ -71,7 +103,15 @@ int main(void)
         setenv("PGSERVICE", svcname, 1);
         char *dbonly = fx_fmt("dbname=%s", fc.db);
         check_lowered(&fc, dbonly, "PGSERVICE");
+
+        char *missing = fx_fmt("relay_%s_missing", fc.suffix);
+        char *svcmissing = fx_fmt("service=%s", missing);
+        check_missing(&fc, svcmissing, "service= naming a missing service");
+        setenv("PGSERVICE", missing, 1);
+        check_missing(&fc, dbonly, "PGSERVICE naming a missing service");
         unsetenv("PGSERVICE");
+        free(svcmissing);
+        free(missing);
         unsetenv("PGSERVICEFILE");
 
         unlink(file);
