@@ -316,6 +316,41 @@ static void latin1_database(const char *suffix)
         free(db);
 }
 
+/*
+ * An inbox_accept() that answers no row, or NULL, instead of one boolean
+ * (a SETOF function, a bad edit): PostgreSQL ran it without error, so
+ * there is no server message to quote. Under errors.policy=stop the inbox
+ * must stop before the message (exit 4) naming what came back and the
+ * fix, not with an empty reason; and a NULL must not be read as "already
+ * applied", which would skip the message for good.
+ */
+static void accept_answers(const char *suffix, const char *body, const char *id,
+                           const char *needle)
+{
+        const msg_t msgs[] = {{id, "{\"a\": 1}", 8}};
+        char *db = h_unique_name("inboxa");
+        PGconn *pc = h_pg_connect("postgres");
+        h_pg_exec(pc, "CREATE DATABASE %s", db);
+        PQfinish(pc);
+        PGconn *ac = h_pg_connect(db);
+        h_pg_exec(ac, "CREATE TABLE seen (id text)");
+        h_pg_exec(ac,
+                  "CREATE FUNCTION inbox_accept(p_message_id text, p_topic text, p_partition "
+                  "integer, p_offset bigint) %s",
+                  body);
+        case_t k = {.payload = "jsonb", .handler = "INSERT INTO seen VALUES ($7)", .msgs = msgs,
+                    .n_msgs = 1, .applied = "seen", .run_ms = 30000,
+                    .extra = "errors.policy=stop", .exit_code = 4, .needle = needle};
+        size_t n;
+        h_msg_t *dl = run_case(ac, db, suffix, &k, &n);
+        ok(k.found >= 1, "the stop names what inbox_accept() returned (\"%s\")", needle);
+        is_int((int)cval(ac, "SELECT count(*) FROM seen"), 0, "the handler did not run");
+        h_msgs_free(dl, n);
+        PQfinish(ac);
+        h_pg_drop_db(db);
+        free(db);
+}
+
 int main(void)
 {
         char *suffix = h_unique_name("ip");
@@ -330,6 +365,10 @@ int main(void)
         commit_fails(cc, cdb, suffix);
         dlq_too_large(cc, cdb, suffix);
         latin1_database(suffix);
+        accept_answers(suffix, "RETURNS SETOF boolean LANGUAGE sql AS $$ SELECT true WHERE false $$",
+                       "a-norow", "inbox_accept() returned no row instead of one true or false");
+        accept_answers(suffix, "RETURNS boolean LANGUAGE sql AS $$ SELECT NULL::boolean $$",
+                       "a-null", "inbox_accept() returned NULL instead of one true or false");
         PQfinish(cc);
         h_pg_drop_db(cdb);
         free(cdb);
