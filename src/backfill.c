@@ -98,14 +98,24 @@ static int table_error(relay_backfill_t *b, const PGresult *res, bool filtered, 
         if (!msg)
                 msg = PQresultErrorMessage(res);
         if (sqlstate_is(res, "42501")) {
-                relay_err_set(err, errlen,
-                              "could not read table \"%s.%s\" for the backfill: %s; grant it with "
-                              "GRANT SELECT ON %s.%s TO %s (snapshot.mode = initial reads the "
-                              "table once)",
-                              t->schema, t->name, msg,
-                              t->schema, t->name,
-                              PQuser(b->conn) ? PQuser(b->conn) : "...");
-                return RELAY_ESETUP;
+                /* Quoted, so that the GRANT works for a role or table "Named" so. */
+                const char *user = PQuser(b->conn) ? PQuser(b->conn) : "";
+                char *qs = PQescapeIdentifier(b->conn, t->schema, strlen(t->schema));
+                char *qt = PQescapeIdentifier(b->conn, t->name, strlen(t->name));
+                char *qu = PQescapeIdentifier(b->conn, user, strlen(user));
+                int rc = RELAY_ESETUP;
+                if (qs && qt && qu)
+                        relay_err_set(err, errlen,
+                                      "could not read table \"%s.%s\" for the backfill: %s; grant "
+                                      "it with GRANT SELECT ON %s.%s TO %s (snapshot.mode = "
+                                      "initial reads the table once)",
+                                      t->schema, t->name, msg, qs, qt, qu);
+                else
+                        rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+                PQfreemem(qs);
+                PQfreemem(qt);
+                PQfreemem(qu);
+                return rc;
         }
         if (filtered) {
                 relay_err_set(err, errlen,
@@ -185,21 +195,23 @@ static int rls_check(relay_backfill_t *b, const char *qtable, char *err, size_t 
 {
         const relay_table_name_t *t = &b->set->outbox_tables[b->table];
         const char *params[1] = {qtable};
+        /* quote_ident: the fix must name "Relay" so, or it alters role relay. */
         PGresult *res = PQexecParams(b->conn,
-                                     "SELECT pg_catalog.row_security_active($1::pg_catalog.regclass)",
+                                     "SELECT pg_catalog.row_security_active($1::pg_catalog.regclass), "
+                                     "current_user, pg_catalog.quote_ident(current_user)",
                                      1, NULL, params, NULL, NULL, 0);
         int rc = 0;
         if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
                 rc = table_error(b, res, false, err, errlen);
         else if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
-                const char *user = PQuser(b->conn) ? PQuser(b->conn) : "...";
                 relay_err_set(err, errlen,
                               "table \"%s.%s\" has row-level security that applies to role "
                               "\"%s\": the backfill would miss the rows its policies hide, which "
                               "the slot will never send; let the role bypass them (ALTER ROLE %s "
                               "BYPASSRLS) or disable them (ALTER TABLE %s DISABLE ROW LEVEL "
                               "SECURITY), then start again",
-                              t->schema, t->name, user, user, qtable);
+                              t->schema, t->name, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+                              qtable);
                 rc = RELAY_ESETUP;
         }
         PQclear(res);

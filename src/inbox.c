@@ -52,6 +52,9 @@ typedef struct {
         int64_t last_commit_ms;
         bool stored_since_commit;
         unsigned long long applied, duplicates, dead_lettered;
+        /* Set by on_rebalance(), which runs inside rd_kafka_consumer_poll():
+         * the partitions could not be given up; the loop stops on it. */
+        char rebalance_err[RELAY_ERRBUF];
 } inbox_t;
 
 /* Outcome of one attempt at a message's transaction. */
@@ -156,13 +159,25 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                   desc, rd_kafka_err2str(ce));
         ib->stored_since_commit = false;
         relay_log_info("revoked partitions: %s", desc);
+        const char *fail = NULL;
+        rd_kafka_error_t *ie = NULL;
+        rd_kafka_resp_err_t ae = RD_KAFKA_RESP_ERR_NO_ERROR;
         if (coop) {
-                rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
-                if (e)
-                        rd_kafka_error_destroy(e);
-        } else {
-                rd_kafka_assign(rk, NULL);
+                if ((ie = rd_kafka_incremental_unassign(rk, parts)))
+                        fail = rd_kafka_error_string(ie);
+        } else if ((ae = rd_kafka_assign(rk, NULL))) {
+                fail = rd_kafka_err2str(ae);
         }
+        /* Still assigned, the consumer could go on fetching partitions the
+         * group has given to another member: the loop stops instead. */
+        if (fail && !ib->rebalance_err[0])
+                relay_err_set(ib->rebalance_err, sizeof(ib->rebalance_err),
+                              "could not give up revoked partitions %s: %s; stopping so that "
+                              "their new owner alone consumes them (start the inbox again: it "
+                              "resumes from the committed offsets)",
+                              desc, fail);
+        if (ie)
+                rd_kafka_error_destroy(ie);
 }
 
 static void on_dlq_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -455,8 +470,23 @@ static tx_result_t apply_once(inbox_t *ib, rd_kafka_message_t *m, const params_t
         {
                 const char *v[4] = {p->id, topic, p->partition, p->offset};
                 r = PQexecPrepared(ib->pg, "inbox_accept", 4, v, NULL, NULL, 0);
-                if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+                if (PQresultStatus(r) != PGRES_TUPLES_OK) {
                         pg_error(err, errlen, "inbox_accept() failed", r, ib->pg);
+                        PQclear(r);
+                        goto failed;
+                }
+                /* The server ran it, so there is no server error to quote: say
+                 * what came back. A NULL read as "not new" would skip the
+                 * message for good. */
+                if (PQntuples(r) != 1 || PQnfields(r) != 1 || PQgetisnull(r, 0, 0)) {
+                        relay_err_set(err, errlen,
+                                      "inbox_accept() returned %s instead of one true or false; "
+                                      "install it from sql/006_inbox.sql (or make yours return "
+                                      "boolean, true for a new message)",
+                                      PQntuples(r) == 1 && PQnfields(r) == 1 ? "NULL"
+                                      : PQntuples(r) != 1 ? (PQntuples(r) == 0 ? "no row"
+                                                                               : "several rows")
+                                                           : "several columns");
                         PQclear(r);
                         goto failed;
                 }
@@ -766,6 +796,13 @@ int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop
 
         while (!*stop) {
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(ib.consumer, POLL_MS);
+                if (ib.rebalance_err[0]) {
+                        relay_log_fatal("%s", ib.rebalance_err);
+                        if (m)
+                                rd_kafka_message_destroy(m);
+                        exit_code = RELAY_INBOX_EXIT_FATAL;
+                        break;
+                }
                 if (!m) {
                         commit_async(&ib, true); /* idle: send what is stored */
                         continue;

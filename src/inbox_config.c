@@ -176,7 +176,8 @@ static int set_known(relay_inbox_config_t *c, const key_t_ *k, const char *value
                 char use[256] = "";
                 size_t n = 0;
                 for (int i = 0; k->words[i]; i++) {
-                        if (strcmp(value, k->words[i]) == 0) {
+                        /* Any case, as outbox-relay's own enums. */
+                        if (strcasecmp(value, k->words[i]) == 0) {
                                 *(int *)(base + k->off) = i;
                                 return 0;
                         }
@@ -209,27 +210,34 @@ int relay_inbox_config_set(relay_inbox_config_t *c, const char *key, const char 
 {
         if (strncmp(key, "kafka.", 6) == 0 && key[6] != '\0') {
                 const char *name = key + 6;
+                /* A typo fails here, with its origin, not at consumer start. */
+                rd_kafka_conf_t *scratch = rd_kafka_conf_new();
+                char kerr[256];
+                char canon[64];
+                size_t clen = sizeof(canon);
+                if (!scratch)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+                rd_kafka_conf_res_t res = rd_kafka_conf_set(scratch, name, value, kerr, sizeof(kerr));
+                /* The value as librdkafka reads it (it takes f and 0 for false, any
+                 * case): comparing what was written would refuse the same setting. */
+                if (res == RD_KAFKA_CONF_OK &&
+                    rd_kafka_conf_get(scratch, name, canon, &clen) != RD_KAFKA_CONF_OK)
+                        canon[0] = '\0';
+                rd_kafka_conf_destroy(scratch);
+                if (res != RD_KAFKA_CONF_OK) {
+                        relay_err_set(err, errlen, "invalid Kafka setting \"%s\" (%s): %s", key,
+                                      origin, kerr);
+                        return RELAY_EINVAL;
+                }
                 for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
                         if (strcmp(name, fixed[i].name) == 0 &&
-                            strcasecmp(value, fixed[i].value) != 0) {
+                            strcmp(canon, fixed[i].value) != 0) {
                                 relay_err_set(err, errlen,
                                               "\"%s\" cannot be \"%s\" (%s): %s; remove the "
                                               "setting",
                                               key, value, origin, fixed[i].why);
                                 return RELAY_EINVAL;
                         }
-                }
-                /* A typo fails here, with its origin, not at consumer start. */
-                rd_kafka_conf_t *scratch = rd_kafka_conf_new();
-                char kerr[256];
-                if (!scratch)
-                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-                rd_kafka_conf_res_t res = rd_kafka_conf_set(scratch, name, value, kerr, sizeof(kerr));
-                rd_kafka_conf_destroy(scratch);
-                if (res != RD_KAFKA_CONF_OK) {
-                        relay_err_set(err, errlen, "invalid Kafka setting \"%s\" (%s): %s", key,
-                                      origin, kerr);
-                        return RELAY_EINVAL;
                 }
                 return set_kafka(c, name, value, err, errlen);
         }

@@ -5,6 +5,7 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,9 +47,10 @@ static void usage(FILE *out)
                 "  -V, --version       version\n"
                 "      --man           print the manual page (roff)\n\n");
         relay_inbox_config_print_help(out);
-        fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT, 1 Kafka fatal error, 2 bad "
-                     "configuration,\n3 inbox_accept() or the handler does not prepare, 4 stopped "
-                     "before a message\nthat could not be applied or dead-lettered.\n");
+        fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT, 1 Kafka fatal error (or revoked "
+                     "partitions\nit could not give up), 2 bad configuration, 3 inbox_accept() or "
+                     "the handler does\nnot prepare, 4 stopped before a message that could not be "
+                     "applied or\ndead-lettered.\n");
 }
 
 static int config_error(const char *msg)
@@ -128,9 +130,16 @@ int main(int argc, char **argv)
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_signal; /* no SA_RESTART: waits must wake up */
         sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-        signal(SIGPIPE, SIG_IGN);
+        /* Without the handlers a stop would kill the inbox, not end its loop
+         * with the stored offsets committed. */
+        if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+            signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+                relay_log_fatal("could not install the signal handlers: %s; this is a fault of "
+                                "the system or of a library preloaded into outbox-inbox",
+                                strerror(errno));
+                relay_inbox_config_free(cfg);
+                return RELAY_INBOX_EXIT_FATAL;
+        }
 
         rc = relay_inbox_run(cfg, &stop_requested);
         relay_inbox_config_free(cfg);

@@ -466,7 +466,8 @@ void relay_manual_print_inbox_man(FILE *out)
                 {"--man", "Print this manual page (roff), then exit."},
         }, inbox_exits[] = {
                 {"0", "Stopped by SIGTERM or SIGINT."},
-                {"1", "The Kafka client reported a fatal error."},
+                {"1", "The Kafka client reported a fatal error, or revoked partitions could "
+                      "not be given up."},
                 {"2", "Bad command line or configuration; the message names the key."},
                 {"3", "inbox_accept() or the handler does not prepare (run sql/006_inbox.sql "
                       "in the consumer's database, or fix inbox.handler); no retry can fix it."},

@@ -330,7 +330,13 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
                 relay_config_kafka_at(cfg, i, &name, &value);
                 if (strcmp(name, "linger.ms") == 0 || strcmp(name, "queue.buffering.max.ms") == 0)
                         p->linger_auto = false;
-                if (strcmp(name, "enable.idempotence") == 0 && strcmp(value, "true") != 0) {
+                if (conf_set(conf, name, value, err, errlen))
+                        goto fail;
+                /* Asked back from librdkafka, which reads TRUE, t and 1 as true. */
+                vlen = sizeof(val);
+                if (strcmp(name, "enable.idempotence") == 0 &&
+                    (rd_kafka_conf_get(conf, name, val, &vlen) != RD_KAFKA_CONF_OK ||
+                     strcmp(val, "true") != 0)) {
                         relay_err_set(err, errlen,
                                       "kafka.enable.idempotence=%s is not allowed: without "
                                       "idempotence a retry can reorder or duplicate an "
@@ -338,8 +344,6 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
                                       value);
                         goto fail;
                 }
-                if (conf_set(conf, name, value, err, errlen))
-                        goto fail;
         }
         if (transactional_id) {
                 if (!(p->transactional_id = strdup(transactional_id))) {

@@ -14,6 +14,11 @@
  * check fails it beforehand. Then, with the role given BYPASSRLS, every row
  * reaches Kafka once.
  *
+ * The role is named in mixed case ("Rls_..."), and the test runs the very
+ * commands the messages name (GRANT ... TO, ALTER ROLE ... BYPASSRLS): an
+ * unquoted name would fold to lower case and name a role that does not
+ * exist.
+ *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <signal.h>
@@ -25,6 +30,25 @@
 
 #define ROWS_A 3 /* rows the policy shows the relay's role */
 #define ROWS_B 4 /* rows it hides */
+
+/* Runs the command in text that starts with from and ends before upto (with
+ * upto when with); true when PostgreSQL ran it. */
+static bool run_named(PGconn *c, const char *text, const char *from, const char *upto, bool with)
+{
+        const char *a = text ? strstr(text, from) : NULL;
+        const char *e = a ? strstr(a, upto) : NULL;
+        if (!e) {
+                tap_diag("no \"%s...%s\" in: %s", from, upto, text ? text : "(nothing)");
+                return false;
+        }
+        char *sql = strndup(a, (size_t)(e - a) + (with ? strlen(upto) : 0));
+        PGresult *res = PQexec(c, sql);
+        bool okay = PQresultStatus(res) == PGRES_COMMAND_OK;
+        tap_diag("%s: %s", sql, okay ? "done" : PQresultErrorMessage(res));
+        PQclear(res);
+        free(sql);
+        return okay;
+}
 
 static long long count(PGconn *c, const char *sql)
 {
@@ -38,6 +62,7 @@ int main(void)
 {
         char *db = h_pg_create_db("rls");
         char *role = h_unique_name("rls");
+        role[0] = 'R'; /* mixed case: SQL must quote it */
         char *slot = h_unique_name("slot");
         char *aggtype = h_unique_name("rls");
         char topic[256], conninfo[1024], slotset[256], kafkaset[512];
@@ -47,8 +72,7 @@ int main(void)
         h_kafka_create_topic(topic, 1);
         h_pg_create_outbox(c, "outbox");
         h_pg_exec(c, "CREATE PUBLICATION outbox_pub FOR TABLE outbox WITH (publish = 'insert')");
-        h_pg_exec(c, "CREATE ROLE %s LOGIN REPLICATION", role);
-        h_pg_exec(c, "GRANT SELECT ON outbox TO %s", role);
+        h_pg_exec(c, "CREATE ROLE \"%s\" LOGIN REPLICATION", role);
         h_pg_exec(c, "ALTER TABLE outbox ENABLE ROW LEVEL SECURITY");
         h_pg_exec(c, "CREATE POLICY only_a ON outbox FOR SELECT USING (aggregateid = 'agg-a')");
         h_pg_exec(c,
@@ -64,16 +88,29 @@ int main(void)
         snprintf(kafkaset, sizeof(kafkaset), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         const char *sets[] = {conninfo, kafkaset, slotset, "snapshot.mode=initial", NULL};
 
+        /* Without SELECT the relay stops, naming the GRANT; it must work as named. */
+        h_relay_t *relay = h_relay_start(sets);
+        is_int(h_relay_wait(relay, 30000), 3, "without SELECT the relay stops at start: exit 3");
+        char *rlog = h_relay_log(relay);
+        bool granted = run_named(c, rlog, "GRANT SELECT ON ", " (snapshot.mode", false);
+        ok(granted, "the GRANT the message names runs and grants the mixed-case role");
+        if (!granted) /* already failed; the RLS steps below still say their own */
+                h_pg_exec(c, "GRANT SELECT ON outbox TO \"%s\"", role);
+        free(rlog);
+        h_relay_free(relay);
+
         /* outbox-relay check says so before any start. */
         char *out = NULL, *log = NULL;
         int crc = h_relay_run_cmd("check", NULL, sets, 60000, &out, &log);
         tap_diag("check exit %d:\n%s", crc, out ? out : "");
-        ok(crc != 0 && out && strstr(out, "row-level security") && strstr(out, "BYPASSRLS"),
-           "check fails the backfill through row-level security and names BYPASSRLS");
+        char quoted[128];
+        snprintf(quoted, sizeof(quoted), "ALTER ROLE \"%s\" BYPASSRLS", role);
+        ok(crc != 0 && out && strstr(out, "row-level security") && strstr(out, quoted),
+           "check fails the backfill through row-level security and names %s", quoted);
         free(out);
         free(log);
 
-        h_relay_t *relay = h_relay_start(sets);
+        relay = h_relay_start(sets);
         int rc = h_relay_wait(relay, 20000);
         if (rc < 0) {
                 /* Still running: it backfilled what the policy showed. */
@@ -85,6 +122,7 @@ int main(void)
         ok(h_relay_wait_log(relay, "row-level security", 0) && h_relay_wait_log(relay, role, 0) &&
            h_relay_wait_log(relay, "BYPASSRLS", 0),
            "the message names row-level security, the role and BYPASSRLS");
+        char *fixlog = h_relay_log(relay);
         h_relay_free(relay);
         /* The backfill's temporary slot goes with its session. */
         char slots[256];
@@ -96,8 +134,10 @@ int main(void)
         ok(!left, "no slot is left: a start after the fix backfills again");
         is_int((int)h_kafka_count(topic), 0, "nothing reached Kafka");
 
-        /* The fix the message names: the role bypasses the policy. */
-        h_pg_exec(c, "ALTER ROLE %s BYPASSRLS", role);
+        /* The fix the message names, as named: the role bypasses the policy. */
+        ok(run_named(c, fixlog, "ALTER ROLE ", " BYPASSRLS", true),
+           "the ALTER ROLE ... BYPASSRLS the message names runs");
+        free(fixlog);
         relay = h_relay_start(sets);
         ok(h_relay_wait_log(relay, "backfill done", 30000), "with BYPASSRLS the backfill runs");
         h_pg_exec(c,
@@ -115,7 +155,7 @@ int main(void)
         PQfinish(c);
         h_pg_drop_db(db);
         PGconn *pc = h_pg_connect("postgres");
-        h_pg_exec(pc, "DROP ROLE %s", role);
+        h_pg_exec(pc, "DROP ROLE \"%s\"", role);
         PQfinish(pc);
         h_kafka_delete_topic(topic);
         free(db);

@@ -61,6 +61,7 @@ typedef struct {
         int n_dlq;           /* and the dead-letter topic n_dlq messages (or 60 s) */
         int run_ms;          /* > 0: run this long instead */
         const char *extra;   /* one more --set KEY=VALUE, or NULL */
+        const char *const *headers; /* each message's: name, value, ..., NULL; NULL: its id */
         int exit_code;       /* 0: stopped by SIGTERM; else it stops by itself with this */
         const char *needle;  /* counted in its log into found (NULL: not) */
         int found;
@@ -85,7 +86,9 @@ static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, case_t
         h_kafka_create_topic(dlq, 1);
         for (size_t i = 0; i < k->n_msgs; i++)
                 h_kafka_produce_bytes(topic, "k", k->msgs[i].value, k->msgs[i].len,
-                                      (const char *const[]){"id", k->msgs[i].id, NULL});
+                                      k->headers ? k->headers
+                                                 : (const char *const[]){"id", k->msgs[i].id,
+                                                                         NULL});
         memset(&s, 0, sizeof(s));
         fx_sets_add(&s, "postgres.conninfo=%s", ci);
         fx_sets_add(&s, "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
@@ -316,6 +319,92 @@ static void latin1_database(const char *suffix)
         free(db);
 }
 
+/*
+ * An inbox_accept() that answers no row, or NULL, instead of one boolean
+ * (a SETOF function, a bad edit): PostgreSQL ran it without error, so
+ * there is no server message to quote. Under errors.policy=stop the inbox
+ * must stop before the message (exit 4) naming what came back and the
+ * fix, not with an empty reason; and a NULL must not be read as "already
+ * applied", which would skip the message for good.
+ */
+static void accept_answers(const char *suffix, const char *body, const char *id,
+                           const char *needle)
+{
+        const msg_t msgs[] = {{id, "{\"a\": 1}", 8}};
+        char *db = h_unique_name("inboxa");
+        PGconn *pc = h_pg_connect("postgres");
+        h_pg_exec(pc, "CREATE DATABASE %s", db);
+        PQfinish(pc);
+        PGconn *ac = h_pg_connect(db);
+        h_pg_exec(ac, "CREATE TABLE seen (id text)");
+        h_pg_exec(ac,
+                  "CREATE FUNCTION inbox_accept(p_message_id text, p_topic text, p_partition "
+                  "integer, p_offset bigint) %s",
+                  body);
+        case_t k = {.payload = "jsonb", .handler = "INSERT INTO seen VALUES ($7)", .msgs = msgs,
+                    .n_msgs = 1, .applied = "seen", .run_ms = 30000,
+                    .extra = "errors.policy=stop", .exit_code = 4, .needle = needle};
+        size_t n;
+        h_msg_t *dl = run_case(ac, db, suffix, &k, &n);
+        ok(k.found >= 1, "the stop names what inbox_accept() returned (\"%s\")", needle);
+        is_int((int)cval(ac, "SELECT count(*) FROM seen"), 0, "the handler did not run");
+        h_msgs_free(dl, n);
+        PQfinish(ac);
+        h_pg_drop_db(db);
+        free(db);
+}
+
+/* The values of header name in m, in order, joined by "|" into buf. */
+static const char *all_values(const h_msg_t *m, const char *name, char *buf, size_t len)
+{
+        size_t at = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < m->nheaders && at + 1 < len; i++)
+                if (strcmp(m->header_names[i], name) == 0) {
+                        int w = snprintf(buf + at, len - at, "%s%.*s", at ? "|" : "",
+                                         (int)m->header_lens[i], m->header_values[i]);
+                        if (w < 0)
+                                break;
+                        at += (size_t)w;
+                }
+        return buf;
+}
+
+/*
+ * A message that is itself a dead-letter copy (it carries
+ * outbox.inbox.error.* headers) and fails again: as Kafka Connect's
+ * DeadLetterQueueReporter (populateContextHeaders: headers.add on the
+ * original's headers), the copy keeps the earlier error headers and adds
+ * its own after them, so the LAST of each name is this failure's (Java's
+ * Headers.lastHeader, librdkafka's rd_kafka_header_get_last) and the
+ * earlier ones stay as history.
+ */
+static void dead_letter_again(PGconn *cc, const char *cdb, const char *suffix)
+{
+        static const char *const hdrs[] = {"id", "r-again",
+                                           "outbox.inbox.error.message", "an earlier reason",
+                                           "outbox.inbox.error.attempts", "9", NULL};
+        const msg_t msgs[] = {{"r-again", "ab\0cd", 5}};
+        case_t k = {.payload = "text", .handler = "SELECT on_text($3, $7)", .msgs = msgs,
+                    .n_msgs = 1, .applied = "applied_text", .n_dlq = 1, .headers = hdrs};
+        size_t n;
+        char buf[512];
+        h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
+
+        is_int((int)n, 1, "the copy of a copy is dead-lettered");
+        if (n == 1) {
+                all_values(&dl[0], "outbox.inbox.error.message", buf, sizeof(buf));
+                tap_diag("outbox.inbox.error.message values: %s", buf);
+                const char *bar = strchr(buf, '|');
+                ok(strncmp(buf, "an earlier reason|", 18) == 0 && bar &&
+                           strstr(bar, "holds a NUL byte") && !strchr(bar + 1, '|'),
+                   "the earlier reason stays first, this failure's comes last");
+                is_str(all_values(&dl[0], "outbox.inbox.error.attempts", buf, sizeof(buf)), "9|0",
+                       "attempts: the earlier 9, then this failure's 0");
+        }
+        h_msgs_free(dl, n);
+}
+
 int main(void)
 {
         char *suffix = h_unique_name("ip");
@@ -325,11 +414,16 @@ int main(void)
         h_pg_exec_file(cc, "006_inbox.sql");
         h_pg_exec(cc, "%s", handler_sql);
         text_payloads(cc, cdb, suffix);
+        dead_letter_again(cc, cdb, suffix);
         json_payloads(cc, cdb, suffix);
         lost_connection(cc, cdb, suffix);
         commit_fails(cc, cdb, suffix);
         dlq_too_large(cc, cdb, suffix);
         latin1_database(suffix);
+        accept_answers(suffix, "RETURNS SETOF boolean LANGUAGE sql AS $$ SELECT true WHERE false $$",
+                       "a-norow", "inbox_accept() returned no row instead of one true or false");
+        accept_answers(suffix, "RETURNS boolean LANGUAGE sql AS $$ SELECT NULL::boolean $$",
+                       "a-null", "inbox_accept() returned NULL instead of one true or false");
         PQfinish(cc);
         h_pg_drop_db(cdb);
         free(cdb);

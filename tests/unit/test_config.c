@@ -406,6 +406,33 @@ static void test_cross_key(void)
            "  naming the key, its origin and why (%s)", err);
         set_ok(c, "kafka.enable.idempotence=true", "kafka.enable.idempotence", "true");
         is_int(relay_config_validate(c, err, sizeof(err)), 0, "kafka.enable.idempotence=true validates");
+        /* librdkafka reads true, t and 1 in any case as true, false, f and 0 as
+         * false: the relay must judge the value it reads, not the spelling. */
+        static const char *const truthy[] = {"TRUE", "True", "t", "T", "1"};
+        static const char *const falsy[] = {"FALSE", "f", "0"};
+        for (size_t i = 0; i < sizeof(truthy) / sizeof(truthy[0]); i++) {
+                char arg[64];
+                snprintf(arg, sizeof(arg), "kafka.enable.idempotence=%s", truthy[i]);
+                set_ok(c, arg, "kafka.enable.idempotence", truthy[i]);
+                is_int(relay_config_validate(c, err, sizeof(err)), 0, "%s validates (%s)", arg,
+                       err);
+                snprintf(arg, sizeof(arg), "kafka.enable.gapless.guarantee=%s", truthy[i]);
+                set_ok(c, arg, "kafka.enable.gapless.guarantee", truthy[i]);
+                is_int(relay_config_validate(c, err, sizeof(err)), 0, "%s validates (%s)", arg,
+                       err);
+        }
+        for (size_t i = 0; i < sizeof(falsy) / sizeof(falsy[0]); i++) {
+                char arg[64];
+                snprintf(arg, sizeof(arg), "kafka.enable.gapless.guarantee=%s", falsy[i]);
+                set_ok(c, arg, "kafka.enable.gapless.guarantee", falsy[i]);
+                is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL, "%s fails", arg);
+                set_ok(c, "kafka.enable.gapless.guarantee=true", "kafka.enable.gapless.guarantee",
+                       "true");
+                snprintf(arg, sizeof(arg), "kafka.enable.idempotence=%s", falsy[i]);
+                set_ok(c, arg, "kafka.enable.idempotence", falsy[i]);
+                is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL, "%s fails", arg);
+        }
+        set_ok(c, "kafka.enable.idempotence=true", "kafka.enable.idempotence", "true");
 
         set_ok(c, "kafka.bootstrap.servers=", "kafka.bootstrap.servers", "");
         is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,

@@ -142,6 +142,18 @@ static void test_config(void)
         is_int(set(c, "kafka.isolation.level=read_uncommitted"), RELAY_EINVAL,
                "read_uncommitted refused");
         is_int(set(c, "kafka.isolation.level=read_committed"), 0, "the fixed value is accepted");
+        /* librdkafka reads f and 0 in any case as false: the same setting. */
+        is_int(set(c, "kafka.enable.auto.commit=FALSE"), 0, "auto commit FALSE accepted: %s", err);
+        is_int(set(c, "kafka.enable.auto.commit=0"), 0, "auto commit 0 accepted: %s", err);
+        is_int(set(c, "kafka.enable.auto.offset.store=f"), 0, "offset store f accepted: %s", err);
+        is_int(set(c, "kafka.enable.auto.commit=1"), RELAY_EINVAL, "auto commit 1 refused");
+        is_int(set(c, "kafka.enable.auto.commit=T"), RELAY_EINVAL, "auto commit T refused");
+        is_int(set(c, "kafka.isolation.level=READ_COMMITTED"), 0,
+               "READ_COMMITTED accepted, as librdkafka does: %s", err);
+        /* The inbox's own words in any case, as outbox-relay's enums. */
+        is_int(set(c, "errors.policy=STOP"), 0, "errors.policy=STOP accepted: %s", err);
+        is_int((int)c->errors_policy, (int)RELAY_INBOX_ERRORS_STOP, "  as stop");
+        is_int(set(c, "errors.policy=dlq"), 0, "policy dlq again");
         is_int(set(c, "kafka.no.such.thing=1"), RELAY_EINVAL, "unknown Kafka property refused");
         is_int(set(c, "inbox.payload=xml"), RELAY_EINVAL, "bad payload type refused");
         ok(strstr(err, "jsonb, text or bytea") != NULL, "the choices are named: %s", err);

@@ -153,6 +153,24 @@ static void check(const char *arg, int linger_ms, int want, bool want_auto, cons
         relay_config_free(c);
 }
 
+/* A producer made from --set arg is refused, naming the setting. */
+static void refused(const char *arg)
+{
+        char err[512] = "";
+        relay_config_t *c = NULL;
+        relay_producer_t *p = NULL;
+        if (relay_config_new(&c) || relay_config_set_arg(c, arg, err, sizeof(err))) {
+                ok(0, "%s: could not set: %s", arg, err);
+                relay_config_free(c);
+                return;
+        }
+        is_int(relay_producer_new(&p, c, 0, 0, NULL, dr, NULL, err, sizeof(err)), RELAY_EINVAL,
+               "%s: refused", arg);
+        ok(strstr(err, "kafka.enable.idempotence") != NULL, "  naming it: %s", err);
+        relay_producer_free(p);
+        relay_config_free(c);
+}
+
 int main(void)
 {
         test_rule();
@@ -161,5 +179,10 @@ int main(void)
         check(NULL, 24, 24, true, "from a 24 ms round trip");
         check("kafka.linger.ms=2", 24, 2, false, "kafka.linger.ms=2");
         check("kafka.queue.buffering.max.ms=40", 24, 40, false, "kafka.queue.buffering.max.ms=40");
+        /* librdkafka reads TRUE, t and 1 as true: the producer must not refuse them. */
+        check("kafka.enable.idempotence=TRUE", 0, 5, true, "kafka.enable.idempotence=TRUE");
+        check("kafka.enable.idempotence=1", 0, 5, true, "kafka.enable.idempotence=1");
+        refused("kafka.enable.idempotence=False");
+        refused("kafka.enable.idempotence=0");
         return done_testing();
 }
