@@ -31,6 +31,7 @@
 
 #include "relay/conffile.h"
 #include "relay/config.h"
+#include "relay/kadmin.h"
 #include "relay/event.h"
 #include "relay/http.h"
 #include "relay/names.h"
@@ -1033,17 +1034,6 @@ static int check_transactional(const relay_config_t *c, char *err, size_t errlen
         return 0;
 }
 
-/* A kafka.* bool as librdkafka reads it: it takes true, t and 1 (false, f
- * and 0) in any case, so the value as written cannot be compared; kscratch
- * holds every kafka.* set and gives back "true" or "false". */
-static bool kafka_is_true(const relay_config_t *c, const char *name)
-{
-        char v[16];
-        size_t n = sizeof(v);
-        return rd_kafka_conf_get(c->kscratch, name, v, &n) == RD_KAFKA_CONF_OK &&
-               strcmp(v, "true") == 0;
-}
-
 /* The producer refuses it too, but only once the relay has connected:
  * here check and --print-config refuse it first. */
 static int check_idempotence(const relay_config_t *c, char *err, size_t errlen)
@@ -1051,7 +1041,7 @@ static int check_idempotence(const relay_config_t *c, char *err, size_t errlen)
         for (size_t i = 0; i < c->nkafka; i++) {
                 const kafka_prop_t *kp = &c->kafka[i];
                 if (strcmp(kp->name, "enable.idempotence") == 0 &&
-                    !kafka_is_true(c, "enable.idempotence")) {
+                    !relay_kadmin_conf_true(c->kscratch, "enable.idempotence")) {
                         relay_err_set(err, errlen,
                                       "kafka.enable.idempotence = %s (at %s) is not allowed: "
                                       "without idempotence a retry can reorder or duplicate an "
@@ -1085,7 +1075,7 @@ static int check_pipelining(const relay_config_t *c, char *err, size_t errlen)
                 }
         }
         const char *g = relay_config_get(c, "kafka.enable.gapless.guarantee");
-        if (g && *g && !kafka_is_true(c, "enable.gapless.guarantee")) {
+        if (g && *g && !relay_kadmin_conf_true(c->kscratch, "enable.gapless.guarantee")) {
                 relay_err_set(err, errlen,
                               "kafka.enable.gapless.guarantee = %s is not allowed: without it "
                               "librdkafka sends an aggregate's later events after one Kafka "

@@ -101,3 +101,10 @@ done:
                 rd_kafka_ConfigResource_destroy(res);
         return e;
 }
+
+bool relay_kadmin_conf_true(const rd_kafka_conf_t *conf, const char *name)
+{
+        char v[16];
+        size_t n = sizeof(v);
+        return rd_kafka_conf_get(conf, name, v, &n) == RD_KAFKA_CONF_OK && strcmp(v, "true") == 0;
+}

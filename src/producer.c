@@ -332,11 +332,8 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
                         p->linger_auto = false;
                 if (conf_set(conf, name, value, err, errlen))
                         goto fail;
-                /* Asked back from librdkafka, which reads TRUE, t and 1 as true. */
-                vlen = sizeof(val);
                 if (strcmp(name, "enable.idempotence") == 0 &&
-                    (rd_kafka_conf_get(conf, name, val, &vlen) != RD_KAFKA_CONF_OK ||
-                     strcmp(val, "true") != 0)) {
+                    !relay_kadmin_conf_true(conf, name)) {
                         relay_err_set(err, errlen,
                                       "kafka.enable.idempotence=%s is not allowed: without "
                                       "idempotence a retry can reorder or duplicate an "

@@ -243,26 +243,28 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         break;
                 int code;
                 outcome_t outcome = classify(rc, &code);
-                /* A stop ends the session cleanly (rc 0 or RELAY_ESTOPPED), or
-                 * the wait of a standby; any other error after it still is
-                 * one: its message and exit code, not a retry. */
-                if (stop_requested &&
-                    (rc == 0 || rc == RELAY_ESTOPPED || outcome == OUTCOME_STANDBY))
-                        break;
                 if (err[0] == '\0') /* every failure should say why; never log an empty line */
                         relay_err_set(err, sizeof(err), "%s", relay_strerror(rc));
-                /* A session that could not start (the server down, Kafka
-                 * refusing the backfill) with a failure that would be
-                 * retried: the retry is what the stop cancels, as in the
-                 * backoff's nap. Nothing of that session was confirmed, so
-                 * nothing went wrong by stopping; exit 1 would depend only
-                 * on whether the signal came during the nap or the attempt. */
-                if (stop_requested && !opened && outcome == OUTCOME_RETRY) {
-                        relay_log_warning("%s; not retried: stopping", err);
-                        break;
-                }
-                if (stop_requested)
+                if (stop_requested) {
+                        /* A stop ends the session cleanly (rc 0 or
+                         * RELAY_ESTOPPED), or the wait of a standby. */
+                        if (rc == 0 || rc == RELAY_ESTOPPED || outcome == OUTCOME_STANDBY)
+                                break;
+                        /* A session that could not start (the server down,
+                         * Kafka refusing the backfill) with a failure that
+                         * would be retried: the retry is what the stop
+                         * cancels, as in the backoff's nap. Nothing of that
+                         * session was confirmed, so nothing went wrong by
+                         * stopping; exit 1 would depend only on whether the
+                         * signal came during the nap or the attempt. */
+                        if (!opened && outcome == OUTCOME_RETRY) {
+                                relay_log_warning("%s; not retried: stopping", err);
+                                break;
+                        }
+                        /* Any other error after it still is one: its message
+                         * and exit code, not a retry. */
                         outcome = OUTCOME_FATAL;
+                }
                 relay_metrics_state(metrics, outcome == OUTCOME_STANDBY ? RELAY_STATE_STANDBY
                                                                         : RELAY_STATE_BACKOFF);
                 switch (outcome) {

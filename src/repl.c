@@ -1055,8 +1055,8 @@ int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *
 {
         /* Legacy syntax, accepted by 14 to 18 like the relay's own slot's. */
         PGresult *res = execf(r, err, errlen,
-                                      "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput "
-                                      "NOEXPORT_SNAPSHOT",
+                              "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput "
+                              "NOEXPORT_SNAPSHOT",
                               r->slot);
         if (!res)
                 return RELAY_ENOMEM;
@@ -1077,7 +1077,7 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
         /* The legacy syntax is accepted by 14 to 18. The snapshot lives until
          * this connection's next command. */
         res = execf(r, err, errlen,
-                            "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput EXPORT_SNAPSHOT",
+                    "CREATE_REPLICATION_SLOT %I TEMPORARY LOGICAL pgoutput EXPORT_SNAPSHOT",
                     r->backfill_slot);
         if (!res) {
                 r->backfill_slot[0] = '\0';
@@ -1144,54 +1144,43 @@ out:
 }
 
 /*
- * After START_REPLICATION failed with 55000 (object not in prerequisite
- * state): whether the slot is invalidated (its WAL removed; 16+: in
- * conflict with recovery; 17+: any invalidation), or gone. The same code
- * says the server cannot decode from it for a reason of its setup, which
- * its message names (17+ on a standby: a slot synchronized from the
- * primary) and which dropping or recreating the slot does not mend. True
- * when that cannot be told, as before.
+ * The slot as pg_replication_slots has it, asked on the replication
+ * connection once a command failed. An undefined object (42704) from the
+ * walsender is the slot or the publication, and the server's message that
+ * names which is in its lc_messages language; 55000 (object not in
+ * prerequisite state) is an invalidated slot (its WAL removed; 16+: in
+ * conflict with recovery; 17+: any invalidation) or a reason of the
+ * server's setup, which its message names (17+ on a standby: a slot
+ * synchronized from the primary) and which dropping or recreating the slot
+ * does not mend.
  */
-static bool slot_invalidated(relay_repl_t *r)
+typedef enum {
+        SLOT_UNKNOWN,     /* the question failed */
+        SLOT_GONE,        /* no such slot */
+        SLOT_INVALIDATED, /* or its state cannot be told (no wal_status) */
+        SLOT_USABLE,
+} slot_state_t;
+
+static slot_state_t slot_state(relay_repl_t *r)
 {
         char qerr[RELAY_ERRBUF];
         PGresult *res;
-        bool lost = true;
+        slot_state_t st = SLOT_UNKNOWN;
 
         if (queryf(r, &res, qerr, sizeof(qerr),
-                   "SELECT wal_status = 'lost'%s FROM pg_catalog.pg_replication_slots WHERE "
-                   "slot_name = %L",
+                   "SELECT coalesce(wal_status = 'lost'%s, true) FROM "
+                   "pg_catalog.pg_replication_slots WHERE slot_name = %L",
                    r->server_version >= 170000   ? " OR invalidation_reason IS NOT NULL"
                    : r->server_version >= 160000 ? " OR coalesce(conflicting, false)"
                                                  : "",
                    r->slot) != 0)
-                return true;
-        if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-                lost = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+                return SLOT_UNKNOWN;
+        if (PQntuples(res) == 0)
+                st = SLOT_GONE;
+        else if (PQntuples(res) == 1)
+                st = strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? SLOT_INVALIDATED : SLOT_USABLE;
         PQclear(res);
-        return lost;
-}
-
-/*
- * Whether the slot exists, asked on the replication connection: 1 yes, 0
- * no, -1 when the question failed. An undefined object (42704) from the
- * walsender is the slot or the publication; the server's message names
- * which, but in the server's lc_messages language, so the relay asks.
- */
-static int slot_exists(relay_repl_t *r)
-{
-        char qerr[RELAY_ERRBUF];
-        PGresult *res;
-        int found = -1;
-
-        if (queryf(r, &res, qerr, sizeof(qerr),
-                   "SELECT count(*) FROM pg_catalog.pg_replication_slots WHERE slot_name = %L",
-                   r->slot) != 0)
-                return -1;
-        if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-                found = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
-        PQclear(res);
-        return found;
+        return st;
 }
 
 int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errlen)
@@ -1221,13 +1210,15 @@ int relay_repl_start(relay_repl_t *r, relay_lsn_t start, char *err, size_t errle
         if (PQresultStatus(res) != PGRES_COPY_BOTH) {
                 rc = command_failed(r, res, err, errlen,
                                     "could not start replication on slot \"%.64s\"", r->slot);
+                bool invalid = sqlstate_is(res, "55000"), undefined = sqlstate_is(res, "42704");
+                slot_state_t st = invalid || undefined ? slot_state(r) : SLOT_USABLE;
                 if (sqlstate_is(res, "55006"))
                         rc = RELAY_EBUSY;
-                /* START looks up the slot only: pgoutput reads the
-                 * publication at the first change. Unless the slot is
-                 * there, as when the answer was lost with the connection. */
-                else if ((sqlstate_is(res, "55000") && slot_invalidated(r)) ||
-                         (sqlstate_is(res, "42704") && slot_exists(r) != 1))
+                /* Undefined: START looks up the slot only (pgoutput reads the
+                 * publication at the first change), unless the slot is there,
+                 * as when the answer was lost with the connection. */
+                else if ((invalid && st != SLOT_USABLE) ||
+                         (undefined && (st == SLOT_GONE || st == SLOT_UNKNOWN)))
                         rc = slot_lost(err, errlen);
                 PQclear(res);
                 return rc;
@@ -1290,7 +1281,7 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
                 /* Mid-stream the undefined object is the publication,
                  * which pgoutput looks up as of each change, unless the
                  * slot itself is gone. The query waits for the command's
-                 * end: slot_exists() follows the drain below. */
+                 * end: slot_state() follows the drain below. */
                 if ((undefined = sqlstate_is(res, "42704")))
                         rc = publication_gone(r, res, err, errlen);
                 else if (sqlstate_is(res, "55000"))
@@ -1307,7 +1298,7 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
                 res = PQgetResult(r->conn);
         }
         PQclear(res);
-        if (undefined && !res && slot_exists(r) == 0) {
+        if (undefined && !res && slot_state(r) == SLOT_GONE) {
                 relay_err_set(err, errlen, "replication stream ended: replication slot \"%.64s\" "
                               "does not exist", r->slot);
                 rc = slot_lost(err, errlen);

@@ -1,7 +1,8 @@
 /*
  * kadmin.h - Kafka admin requests on a client the caller owns: one
  * request's queue, options and answer, and reading one configuration value
- * of a topic or broker (DescribeConfigs).
+ * of a topic or broker (DescribeConfigs); and a client's bool property as
+ * librdkafka reads it.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -59,5 +60,11 @@ rd_kafka_resp_err_t relay_kadmin_config(rd_kafka_t *rk, rd_kafka_ResourceType_t 
  *        unreachable, it did not refuse.
  */
 bool relay_kadmin_timed_out(rd_kafka_resp_err_t e);
+
+/** @brief Whether the bool property name of conf (borrowed) is true as
+ *         librdkafka reads it: true, t or 1 in any case. The value as
+ *         written cannot be compared; librdkafka gives it back as "true"
+ *         or "false". False when it is not set or not a property. */
+bool relay_kadmin_conf_true(const rd_kafka_conf_t *conf, const char *name);
 
 #endif

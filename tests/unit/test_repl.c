@@ -95,7 +95,8 @@ static void msg(int fd, char type, const void *body, size_t n)
                 _exit(3);
 }
 
-/* One row of n text columns: RowDescription, DataRow, CommandComplete, ReadyForQuery. */
+/* One row of n text columns (values NULL: none): RowDescription, DataRow,
+ * CommandComplete, ReadyForQuery. */
 static void row(int fd, int n, const char *const *values)
 {
         unsigned char b[1024];
@@ -117,6 +118,11 @@ static void row(int fd, int n, const char *const *values)
                 b[k++] = 0, b[k++] = 0;
         }
         msg(fd, 'T', b, k);
+        if (values == NULL) {
+                msg(fd, 'C', "SELECT 0", 9);
+                msg(fd, 'Z', "I", 1);
+                return;
+        }
         /* DataRow: Int16 n; per column Int32 length, bytes */
         k = 0;
         b[k++] = 0;
@@ -203,10 +209,13 @@ static void serve(int fd, script_t script)
                                 "Fslot.c\0L456\0RReplicationSlotAcquire\0";
                         msg(fd, 'E', e, sizeof(e));
                         msg(fd, 'Z', "I", 1);
-                } else if (strncmp(q, "SELECT count(*) FROM pg_catalog.pg_replication_slots", 52) ==
-                           0) {
-                        /* Whether the slot exists. */
-                        one_row(fd, script == START_NO_SLOT_DE ? "0" : "1");
+                } else if (strncmp(q, "SELECT coalesce(wal_status = 'lost'", 35) == 0) {
+                        /* The slot's state: no row when it is gone, else
+                         * whether it is invalidated. */
+                        if (script == START_NO_SLOT_DE)
+                                row(fd, 1, NULL);
+                        else
+                                one_row(fd, script == START_LOST ? "t" : "f");
                 } else if (strncmp(q, "START_REPLICATION", 17) == 0 &&
                            (script == START_SYNCED || script == START_LOST)) {
                         /* As PostgreSQL 17 says them (CreateDecodingContext()). */
@@ -228,9 +237,6 @@ static void serve(int fd, script_t script)
                         else
                                 msg(fd, 'E', lost, sizeof(lost));
                         msg(fd, 'Z', "I", 1);
-                } else if (strncmp(q, "SELECT wal_status = 'lost'", 26) == 0) {
-                        /* Whether the slot is invalidated. */
-                        one_row(fd, script == START_LOST ? "t" : "f");
                 } else if (strncmp(q, "START_REPLICATION", 17) == 0) {
                         /* CopyBothResponse: Int8 format 0, Int16 0 columns */
                         unsigned char cb[3] = {0, 0, 0};
