@@ -111,7 +111,8 @@ static const exit_doc_t exits[] = {
             "session that could not start and failed after the signal is not retried)"},
         {1, "fatal replication stream or protocol error, an error of Kafka or of the connection "
             "after a stop signal in a session that had started (also in the final flush of what "
-            "was in flight), or a second stop signal"},
+            "was in flight, or the connection lost before its confirmation reached PostgreSQL: "
+            "those events are sent again on the next start), or a second stop signal"},
         {2, "bad command line or configuration"},
         {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
             "wal_level, privilege, missing table or publication, unreachable at start; an "

@@ -124,10 +124,13 @@ void relay_install_signals(void)
 }
 
 /* A session that streamed until asked to stop, or until an event stopped
- * it: drain it, say what it did; the exit code. A drain that failed (a
- * delivery, the producer, a Kafka transaction) is no clean stop: its
- * error's exit code, as if the session had ended with it. */
-static int finish(relay_session_t *s, relay_process_t *proc, int rc, const char *err)
+ * it (rc RELAY_EMAP): drain it, say what it did; the exit code. A drain
+ * that failed (a delivery, the producer, a Kafka transaction, the final
+ * confirmation) is no clean stop: its error's exit code, as if the session
+ * had ended with it, and *end_rc (how the session ended, for the metrics)
+ * gets it; after an event that stopped the session, the event's exit code,
+ * the drain's failure logged too. */
+static int finish(relay_session_t *s, relay_process_t *proc, int rc, const char *err, int *end_rc)
 {
         char derr[RELAY_ERRBUF];
         relay_notify_stopping();
@@ -144,8 +147,12 @@ static int finish(relay_session_t *s, relay_process_t *proc, int rc, const char 
                 relay_log_warning("%llu delivery reports came without an offset and were sent "
                                   "again from the slot",
                                   (unsigned long long)relay_process_implicit_acks(proc));
-        if (rc)
+        *end_rc = rc ? rc : drc;
+        if (rc) {
+                if (drc)
+                        relay_log_error("%s", derr);
                 return RELAY_EXIT_EVENT;
+        }
         if (drc) {
                 int code;
                 classify(drc, &code);
@@ -227,7 +234,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         ever_streamed = true;
                         rc = relay_session_stream(s, err, sizeof(err));
                         if (rc == 0 || rc == RELAY_EMAP) {
-                                exit_code = finish(s, proc, rc, err);
+                                exit_code = finish(s, proc, rc, err, &rc);
                                 drained = true;
                         } else if (relay_session_confirmed(s) > resume) {
                                 /* Only a session that got something confirmed resets the

@@ -1358,13 +1358,17 @@ static bool wait_socket(const relay_repl_t *r, bool for_write, int64_t deadline)
  * the relay past timeout_ms: CopyDone, then the server's remaining CopyData
  * and its CopyDone, then the command's results.
  */
-int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen)
+int relay_repl_stop(relay_repl_t *r, int timeout_ms, bool *sent, char *err, size_t errlen)
 {
         int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
         const char *what = "could not end the replication stream";
         PGresult *res;
         char *buf;
         int n, rc = 0;
+        bool flushed = false; /* all we wrote is in the kernel, on its way to the server */
+
+        if (sent)
+                *sent = false;
 
         if (r->copybuf) {
                 PQfreemem(r->copybuf);
@@ -1384,6 +1388,7 @@ int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen)
                 set_pg_error(err, errlen, what, PQerrorMessage(r->conn));
                 return RELAY_EIO;
         }
+        flushed = true;
         /* What the server sent before it saw our CopyDone is not wanted any more. */
         while ((n = PQgetCopyData(r->conn, &buf, 1)) != -1) {
                 if (n > 0) {
@@ -1414,11 +1419,22 @@ int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen)
                 }
                 PQclear(res);
         }
+        if (sent)
+                *sent = rc == 0;
         return rc;
 
 timeout:
+        /* A server that took everything but did not answer yet still reads
+         * it, in order, whatever we do next; one that did not take it may
+         * never see it. */
+        if (!flushed)
+                return relay_err(err, errlen, RELAY_EIO,
+                                 "%s: the server did not take what was sent within %d ms", what,
+                                 timeout_ms);
+        if (sent)
+                *sent = true;
         return relay_err(err, errlen, RELAY_EIO,
-                         "%s: the server did not confirm the end within %d ms; the status already "
-                         "sent holds, so nothing is lost",
+                         "%s: the server did not confirm the end within %d ms; what was sent "
+                         "before reaches it all the same",
                          what, timeout_ms);
 }

@@ -124,8 +124,10 @@ static void on_delivery(void *ctx, uint64_t tag, const relay_delivery_t *d)
         }
         session_fail(s, false,
                      "Kafka rejected event \"%.*s\" of the transaction at " RELAY_LSN_FMT
-                     ": %s; resuming from the slot to send it again on its own",
-                     RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(txn), d->errstr);
+                     ": %s; %s",
+                     RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(txn), d->errstr,
+                     s->draining ? "the relay stops: the next start sends it again"
+                                 : "resuming from the slot to send it again on its own");
 }
 
 void relay_session_free(relay_session_t *s)
@@ -640,13 +642,15 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
 
 /* Wait for Kafka to acknowledge what is in flight (up to the shutdown
  * timeout), confirm it, and end the stream. A delivery that failed, a
- * producer that died or a Kafka transaction that did not commit meanwhile
- * is returned, not logged: the stop was not clean, whatever asked for it. */
+ * producer that died, a Kafka transaction that did not commit or a
+ * confirmation the server did not take meanwhile is returned, not logged:
+ * the stop was not clean, whatever asked for it. */
 int relay_session_drain(relay_session_t *s, char *ferr, size_t ferrlen)
 {
         char err[RELAY_ERRBUF];
         int64_t deadline = relay_now_ms() + s->set->shutdown_timeout_ms;
         int frc = 0;
+        s->draining = true;
         if (s->eos.open) {
                 /* Between transactions (a stop): commit what is open. Inside
                  * one (stopped before an event): never commit half of it. */
@@ -671,13 +675,17 @@ int relay_session_drain(relay_session_t *s, char *ferr, size_t ferrlen)
                                        "again on restart");
                 }
         }
+        /* PostgreSQL's side: a status update that failed while waiting ends
+         * the wait too, as nothing more can be confirmed on this stream. */
+        char perr[RELAY_ERRBUF];
+        int prc = 0;
         while (relay_producer_outq_len(s->prod) > 0 && relay_now_ms() < deadline) {
                 relay_notify_watchdog();
                 relay_producer_poll(s->prod, 50);
                 /* A failed delivery or a dead producer ends the wait. */
                 if (s->dr_failed || s->ack_bug || relay_producer_check(s->prod, err, sizeof(err)) != 0)
                         break;
-                if (relay_session_status(s, false, err, sizeof(err)) != 0)
+                if ((prc = relay_session_status(s, false, perr, sizeof(perr))) != 0)
                         break;
         }
         /* The first failure is the one to report. */
@@ -687,15 +695,41 @@ int relay_session_drain(relay_session_t *s, char *ferr, size_t ferrlen)
                 frc = krc;
         }
         size_t left = relay_producer_outq_len(s->prod);
-        if (left > 0)
+        if (left > 0 && prc == 0)
                 relay_log_warning("%zu events not acknowledged by Kafka within shutdown.timeout.ms; "
                                   "they will be sent again on restart",
                                   left);
-        if (relay_session_status(s, true, err, sizeof(err)) != 0 ||
-            relay_repl_stop(s->repl, 5000, err, sizeof(err)) != 0)
-                relay_log_warning("%s", err);
-        relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
-                       RELAY_LSN_ARGS(s->prog.sent_flush), s->set->slot_name);
+        /* The final status update, then the end of the stream. The server
+         * reads what it is sent in order: once the update reached its
+         * socket while the connection stood, it is confirmed, even if the
+         * end is answered late (a warning). A connection that failed
+         * before may have lost it: what Kafka acknowledged may not be
+         * confirmed, and that is no clean stop. */
+        bool sent = false;
+        if (prc == 0)
+                prc = relay_session_status(s, true, perr, sizeof(perr));
+        if (prc == 0 && (prc = relay_repl_stop(s->repl, 5000, &sent, perr, sizeof(perr))) != 0 &&
+            sent) {
+                relay_log_warning("%s", perr);
+                prc = 0;
+        }
+        if (prc == 0) {
+                relay_log_info("confirmed up to " RELAY_LSN_FMT " on slot \"%s\"",
+                               RELAY_LSN_ARGS(s->prog.sent_flush), s->set->slot_name);
+        } else {
+                /* The cause last: libpq's can take several lines. */
+                relay_err_set(err, sizeof(err),
+                              "could not confirm what Kafka acknowledged to replication slot "
+                              "\"%s\" while stopping; the events after its confirmed_flush_lsn "
+                              "are sent again on the next start: %s",
+                              s->set->slot_name, perr);
+                if (frc == 0) {
+                        relay_err_set(ferr, ferrlen, "%s", err);
+                        frc = prc;
+                } else {
+                        relay_log_warning("%s", err); /* after the failure reported */
+                }
+        }
         if (s->eos.on && s->eos.commits > 0)
                 relay_log_info("exactly-once: %llu Kafka transactions committed, holding the "
                                "stream %lld ms in all (at most %lld ms for one)",

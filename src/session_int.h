@@ -110,6 +110,7 @@ struct relay_session {
         bool dr_purged; /* the failure recorded is a purge: a later cause replaces it */
         char dr_err[RELAY_ERRBUF];
         bool ack_bug;
+        bool draining; /* relay_session_drain() runs: no session resumes after this one */
 
         eos_t eos;
 

@@ -278,5 +278,5 @@ int relay_tail_run(relay_tail_t *t, FILE *out, const volatile sig_atomic_t *stop
                 return RELAY_EIO;
         }
         /* The slot is dropped with the connection; a clean end just says goodbye first. */
-        return relay_repl_stop(t->repl, 2000, err, errlen);
+        return relay_repl_stop(t->repl, 2000, NULL, err, errlen);
 }

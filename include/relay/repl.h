@@ -228,10 +228,17 @@ int relay_repl_flush(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK
  * @brief End the stream cleanly: send CopyDone and wait, at most timeout_ms
  *        in all (0: do not wait), for the server's CopyDone and the end of
  *        START_REPLICATION. Whatever the server still streams is discarded.
- * @returns 0; RELAY_EIO when the connection failed or the server did not
- *          answer in time (err says which). The connection stays open
- *          either way; free it with relay_repl_free().
+ *        *sent (may be NULL) says whether everything written on the
+ *        connection (a status update before, then the CopyDone) reached the
+ *        server's socket while the connection stood: then the server reads
+ *        it, in order, even if it answers late.
+ * @returns 0 (*sent true); RELAY_EIO when the connection failed or the
+ *          server did not answer in time (err says which; *sent true only
+ *          for a server that took everything and did not answer in time).
+ *          The connection stays open either way; free it with
+ *          relay_repl_free().
  */
-int relay_repl_stop(relay_repl_t *r, int timeout_ms, char *err, size_t errlen) RELAY_MUST_CHECK;
+int relay_repl_stop(relay_repl_t *r, int timeout_ms, bool *sent, char *err,
+                    size_t errlen) RELAY_MUST_CHECK;
 
 #endif

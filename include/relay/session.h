@@ -82,7 +82,10 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen) RELAY_MUS
  * @returns 0, also when the timeout left events unacknowledged (nothing is
  *          confirmed past them: they are sent again); else the error that
  *          ended the drain, in err: a failed delivery, a dead producer, a
- *          Kafka transaction that could not commit.
+ *          Kafka transaction that could not commit (each RELAY_EKAFKA), or
+ *          RELAY_EIO when the final status update or the end of the stream
+ *          failed (the connection lost, the server not answering), so that
+ *          what Kafka acknowledged may not be confirmed.
  */
 int relay_session_drain(relay_session_t *s, char *err, size_t errlen);
 

@@ -746,6 +746,33 @@ void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brok
         fx_sets_init(&k->sets, k->db, k->slot, bootstraps);
 }
 
+int fx_mock_linger_case(fx_case_t *k, const char *name, const char *tag, int linger_ms,
+                        int http_offset, rd_kafka_mock_cluster_t **out)
+{
+        fx_mock_case_open(k, name, tag, 1, out);
+        char *topic = fx_fmt("outbox.event.%s", k->suffix);
+        rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(*out, topic, 1, 1);
+        if (e)
+                tap_bail("mock topic %s: %s", topic, rd_kafka_err2str(e));
+        free(topic);
+        int port = h_http_port(http_offset);
+        fx_sets_add(&k->sets, "http.listen=127.0.0.1:%d", port);
+        fx_sets_add(&k->sets, "kafka.linger.ms=%d", linger_ms);
+        fx_sets_add(&k->sets, "%s", "shutdown.timeout.ms=30000");
+        return port;
+}
+
+char *fx_insert_event(const fx_case_t *k, const char *aggid, char **lsn)
+{
+        char *id = h_pg_value(k->c,
+                              "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                              "VALUES (gen_random_uuid(), '%s', %s, 'T', '{}') RETURNING id",
+                              k->suffix, aggid);
+        if (lsn)
+                *lsn = h_pg_value(k->c, "SELECT pg_current_wal_lsn()");
+        return id;
+}
+
 void fx_mock_eos(fx_case_t *k, rd_kafka_mock_cluster_t *mock, int ckpt_leader, int coordinator)
 {
         char *topic = fx_mock_topic(mock, ckpt_leader, "ckpt_%s", k->suffix);

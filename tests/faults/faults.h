@@ -408,6 +408,73 @@ const char *fx_mock_start(int brokers, struct rd_kafka_mock_cluster_s **out);
 void fx_mock_case_open(fx_case_t *k, const char *name, const char *tag, int brokers,
                        struct rd_kafka_mock_cluster_s **out);
 
+/**
+ * A case on a one-broker mock cluster (fx_mock_case_open()) whose relay
+ * holds what it reads in the producer for a while, for the tests of what a
+ * stop does with events in flight (0147, 0228): the case's topic made,
+ * kafka.linger.ms = linger_ms, shutdown.timeout.ms = 30000, and /metrics
+ * on HTTP port offset http_offset, whose port it returns. Bails on failure.
+ */
+int fx_mock_linger_case(fx_case_t *k, const char *name, const char *tag, int linger_ms,
+                        int http_offset, struct rd_kafka_mock_cluster_s **out);
+
+/** Insert one event of k's aggregate type, aggregate id the SQL expression
+ *  aggid ("'agg-1'", "NULL"); its id (caller frees). *lsn (may be NULL)
+ *  gets pg_current_wal_lsn() after it (caller frees). */
+char *fx_insert_event(const fx_case_t *k, const char *aggid, char **lsn);
+
+/** Start a relay of k (fx_case_relay()) and let it read one event
+ *  (fx_insert_event(k, aggid, id... lsn)), seen in flight on the /metrics
+ *  of port. Two test points. Returns the relay; *id gets the event's id. */
+static __attribute__((unused)) h_relay_t *fx_relay_reads_event(const fx_case_t *k, int port,
+                                                               const char *aggid, char **id,
+                                                               char **lsn)
+{
+        h_relay_t *r = fx_case_relay(k, "a relay streams into the mock cluster");
+        *id = fx_insert_event(k, aggid, lsn);
+        if (!ok(h_metrics_wait(port, "outbox_relay_inflight_events", 1, 30000),
+                "it read the event (in flight, lingering)"))
+                h_relay_diag_log(r);
+        return r;
+}
+
+/** After a stop that was not clean: the slot confirmed nothing past the
+ *  event (id, committed before lsn_event) and still holds it for the next
+ *  start. Two test points. */
+static __attribute__((unused)) void fx_check_held(const fx_case_t *k, const char *id,
+                                                  const char *lsn_event)
+{
+        char *conf = h_pg_confirmed_lsn(k->c, k->slot);
+        ok(conf && !h_pg_lsn_ge(k->c, conf, lsn_event),
+           "nothing confirmed past the event (slot at %s, event before %s)",
+           conf ? conf : "(null)", lsn_event);
+        is_int(h_pg_pending_inserts_with(k->c, k->slot, id), 1,
+               "the slot still holds the event for the next start");
+        free(conf);
+}
+
+/** Then: the next relay of k reads the event again (in flight on the
+ *  /metrics of port) and, stopped with nothing failing, exits 0 with the
+ *  slot confirmed past lsn_event. Four test points. */
+static __attribute__((unused)) void fx_check_resent(const fx_case_t *k, int port,
+                                                    const char *lsn_event)
+{
+        h_relay_t *r = fx_case_relay(k, "the next relay streams");
+        if (!ok(h_metrics_wait(port, "outbox_relay_inflight_events", 1, 30000),
+                "it reads the event again"))
+                h_relay_diag_log(r);
+        h_relay_signal(r, SIGTERM);
+        int rc = h_relay_wait(r, 60000);
+        if (!ok(rc == 0, "SIGTERM with nothing failing: exit 0 (got %d)", rc))
+                h_relay_diag_log(r);
+        h_relay_free(r);
+        char *after = h_pg_confirmed_lsn(k->c, k->slot);
+        ok(after && h_pg_lsn_ge(k->c, after, lsn_event),
+           "the final flush delivered it and the slot is confirmed past it (%s)",
+           after ? after : "(null)");
+        free(after);
+}
+
 /*
  * Exactly-once on the mock cluster: a checkpoint topic of the case's own
  * (one partition, led by broker ckpt_leader) and a transactional.id whose

@@ -95,7 +95,7 @@ int main(void)
         r = streaming(set, "(a) start streaming");
         ok(active_pid(c, slot, true) != 0, "(a) the slot is active while streaming");
         err[0] = '\0';
-        rc = relay_repl_stop(r, 5000, err, sizeof(err));
+        rc = relay_repl_stop(r, 5000, NULL, err, sizeof(err));
         is_int(rc, 0, "(a) relay_repl_stop returns 0");
         if (rc != 0)
                 tap_diag("(a) %s", err);
@@ -112,7 +112,7 @@ int main(void)
         if (kill((pid_t)pid, SIGSTOP) != 0)
                 tap_bail("(b) could not stop walsender %ld: %s", pid, strerror(errno));
         err[0] = '\0';
-        rc = relay_repl_stop(r, 1000, err, sizeof(err));
+        rc = relay_repl_stop(r, 1000, NULL, err, sizeof(err));
         kill((pid_t)pid, SIGCONT);
         is_int(rc, RELAY_EIO, "(b) relay_repl_stop gives up with RELAY_EIO");
         ok(strstr(err, "did not confirm the end within 1000 ms") != NULL,

@@ -1873,6 +1873,21 @@ double h_metrics_sample(const char *page, const char *series)
         return -1;
 }
 
+bool h_metrics_wait(int port, const char *series, double at_least, int timeout_ms)
+{
+        int64_t deadline = h_now_ms() + timeout_ms;
+        while (h_now_ms() < deadline) {
+                char *page = NULL;
+                bool seen = h_http_request(port, "GET", "/metrics", 2000, &page) == 200 &&
+                            h_metrics_sample(page, series) >= at_least;
+                free(page);
+                if (seen)
+                        return true;
+                h_sleep_ms(50);
+        }
+        return false;
+}
+
 rd_kafka_t *h_kafka_txn_producer(const char *tid)
 {
         char err[512];

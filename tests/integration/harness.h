@@ -138,6 +138,7 @@ void h_pg_exec_file(PGconn *c, const char *sql_file_name);
 /** Create the Debezium-compatible outbox table (sql/001_outbox.sql) as table_name. */
 void h_pg_create_outbox(PGconn *c, const char *table_name);
 
+
 /** Whether a walsender of database db waits on a lock in CREATE_REPLICATION_SLOT
  *  (for the transactions open when it began to end). */
 bool h_pg_slot_creation_waits(PGconn *c, const char *db);
@@ -415,6 +416,10 @@ int h_http_request(int port, const char *method, const char *path, int timeout_m
 /** The value of the sample `series` (name with its labels, exactly as
  *  rendered) in a Prometheus exposition page; -1 when absent. */
 double h_metrics_sample(const char *page, const char *series);
+
+/** Wait up to timeout_ms until the relay's /metrics on port shows sample
+ *  `series` (as h_metrics_sample() names it) at least at_least; false then. */
+bool h_metrics_wait(int port, const char *series, double at_least, int timeout_ms);
 
 /** Send raw bytes to 127.0.0.1:port and return the status code of the answer
  *  (-1 when the server closed without one or timed out). */
