@@ -261,6 +261,12 @@ void relay_metrics_session_end(relay_metrics_t *m, int rc)
 {
         cause_t c;
         switch (rc) {
+        case 0:
+        case RELAY_ESTOPPED:
+                /* A stop: no error to count (the counter's HELP says
+                 * errors), where "fatal" would say the process failed. */
+                c = NCAUSES;
+                break;
         case RELAY_EIO:
                 c = CAUSE_POSTGRES;
                 break;
@@ -280,7 +286,8 @@ void relay_metrics_session_end(relay_metrics_t *m, int rc)
                 c = CAUSE_FATAL;
                 break;
         }
-        m->live.ends[c]++;
+        if (c < NCAUSES)
+                m->live.ends[c]++;
         /* What was not confirmed is received again by the next session, and
          * what it had in flight or held back went with its producer. */
         m->len = 0;

@@ -107,7 +107,8 @@ void relay_metrics_dead_lettered(relay_metrics_t *m);
 /** @brief An event was skipped (errors.skip.ids). */
 void relay_metrics_skipped(relay_metrics_t *m);
 
-/** @brief A session ended with rc (a RELAY_E* code, 0 for a stop): counted by cause. */
+/** @brief A session ended with rc (a RELAY_E* code): counted by cause; a
+ *         stop (0 or RELAY_ESTOPPED) is no error and is not counted. */
 void relay_metrics_session_end(relay_metrics_t *m, int rc);
 
 /** @brief The relay's state changed. */

@@ -132,6 +132,31 @@ static void test_latency_and_lag(void)
                "a session end forgets what the next session receives again");
         is_int(sample(p, "outbox_relay_unconfirmed_commit_age_seconds"), 0, "nothing unconfirmed");
         free(p);
+
+        /* A stop is no error: neither a clean one (0) nor one that came
+         * while waiting (RELAY_ESTOPPED) counts, as cause "fatal" or any
+         * other; an event that stops the relay does. */
+        relay_metrics_session_end(m, 0);
+        relay_metrics_session_end(m, RELAY_ESTOPPED);
+        p = published_page(m, &s);
+        is_int(sample(p, "outbox_relay_session_ends_total{cause=\"fatal\"}"), 0,
+               "a stop is not counted as a fatal end");
+        double ends = 0;
+        static const char *const causes[] = {"postgres", "kafka", "standby",
+                                             "slot_lost", "memory", "fatal"};
+        for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++) {
+                char name[80];
+                snprintf(name, sizeof(name), "outbox_relay_session_ends_total{cause=\"%s\"}",
+                         causes[i]);
+                ends += sample(p, name);
+        }
+        is_int(ends, 2, "nor under any other cause: still the two error ends");
+        free(p);
+        relay_metrics_session_end(m, RELAY_EMAP);
+        p = published_page(m, &s);
+        is_int(sample(p, "outbox_relay_session_ends_total{cause=\"fatal\"}"), 1,
+               "an unmappable event is a fatal end");
+        free(p);
         relay_metrics_free(m);
 }
 
