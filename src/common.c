@@ -5,6 +5,8 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,6 +280,21 @@ int64_t relay_now_ms(void)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int relay_stop_signals(void (*handler)(int), bool ignore_sigpipe, char *err, size_t errlen)
+{
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = handler; /* no SA_RESTART: poll() must wake up */
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+            (ignore_sigpipe && signal(SIGPIPE, SIG_IGN) == SIG_ERR))
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "could not install the signal handlers: %s; this is a fault of "
+                                 "the system or of a library preloaded into the program",
+                                 strerror(errno));
+        return 0;
 }
 
 int64_t relay_pg_now_us(void)

@@ -126,17 +126,10 @@ int main(int argc, char **argv)
         }
         relay_log_configure(cfg->log_level, RELAY_LOG_TEXT);
 
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_signal; /* no SA_RESTART: waits must wake up */
-        sigemptyset(&sa.sa_mask);
         /* Without the handlers a stop would kill the inbox, not end its loop
          * with the stored offsets committed. */
-        if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
-            signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
-                relay_log_fatal("could not install the signal handlers: %s; this is a fault of "
-                                "the system or of a library preloaded into outbox-inbox",
-                                strerror(errno));
+        if (relay_stop_signals(on_signal, true, err, sizeof(err)) != 0) {
+                relay_log_fatal("%s", err);
                 relay_inbox_config_free(cfg);
                 return RELAY_INBOX_EXIT_FATAL;
         }

@@ -187,14 +187,13 @@ static int run_tail(const relay_settings_t *set)
 {
         char err[RELAY_ERRBUF], lsn[RELAY_LSN_BUFSZ];
         relay_tail_t *t = NULL;
-        struct sigaction sa;
         int rc;
 
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_tail_signal; /* no SA_RESTART: poll() must wake up */
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
+        /* SIGPIPE stays as main() left it: ignored. */
+        if (relay_stop_signals(on_tail_signal, false, err, sizeof(err)) != 0) {
+                fprintf(stderr, PROG ": error: %s\n", err);
+                return RELAY_EXIT_FATAL;
+        }
         /* Not started: the server is not usable (unreachable too, as for
          * status), 3; 1 is for a stream that breaks. */
         if ((rc = relay_tail_open(&t, set, &tail_stop, err, sizeof(err))) != 0) {
@@ -274,7 +273,10 @@ int main(int argc, char **argv)
         relay_settings_t *set = NULL;
         int opt, rc;
 
-        relay_install_signals();
+        if (relay_install_signals(err, sizeof(err)) != 0) {
+                fprintf(stderr, PROG ": error: %s\n", err);
+                return RELAY_EXIT_FATAL;
+        }
 
         /* --set arguments are kept in order; there cannot be more than argc of them. */
         sets = calloc((size_t)argc + 1, sizeof(*sets));

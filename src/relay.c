@@ -112,15 +112,9 @@ static outcome_t classify(int rc, int *exit_code)
         return OUTCOME_FATAL;
 }
 
-void relay_install_signals(void)
+int relay_install_signals(char *err, size_t errlen)
 {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_signal; /* no SA_RESTART: poll() must wake up */
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-        signal(SIGPIPE, SIG_IGN);
+        return relay_stop_signals(on_signal, true, err, errlen);
 }
 
 /* A session that streamed until asked to stop, or until an event stopped

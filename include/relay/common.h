@@ -219,6 +219,18 @@ char *relay_strbuf_finish(relay_strbuf_t *b);
  */
 void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const esc[256]);
 
+/**
+ * @brief The stop signals of a program: handler for SIGTERM and SIGINT,
+ *        without SA_RESTART (a wait in poll() must wake up for them), and
+ *        SIGPIPE ignored when ignore_sigpipe (a write to a closed socket
+ *        must fail, not kill). The handler must only set a
+ *        volatile sig_atomic_t or _exit().
+ * @returns 0, or RELAY_ESETUP with a message in err: without its handlers a
+ *          stop would kill the program instead of ending its loop.
+ */
+int relay_stop_signals(void (*handler)(int), bool ignore_sigpipe, char *err,
+                       size_t errlen) RELAY_MUST_CHECK;
+
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);
 

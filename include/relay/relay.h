@@ -29,8 +29,9 @@ enum {
  * @brief Install the SIGTERM/SIGINT handlers (first: graceful stop; second:
  *        immediate exit) and ignore SIGPIPE. Call first thing in main(), so a
  *        stop requested during start-up is a clean stop too.
+ * @returns 0, or RELAY_ESETUP with a message in err (relay_stop_signals()).
  */
-void relay_install_signals(void);
+int relay_install_signals(char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /**
  * @brief Run until a signal or a fatal error (relay_install_signals() must

@@ -1,10 +1,11 @@
 /*
  * test_common.c - the helpers every module shares: return-code
- * descriptions, hex digits, byte copies, comma-separated lists and the
- * PostgreSQL epoch clock.
+ * descriptions, hex digits, byte copies, comma-separated lists, the
+ * PostgreSQL epoch clock and the stop signals' handlers.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <signal.h>
 #include <time.h>
 
 #include "relay/common.h"
@@ -153,6 +154,40 @@ static void test_pg_to_unix_ms(void)
         is_int(relay_pg_to_unix_ms(-1001), INT64_C(946684799998), "1.001 ms before 2000");
 }
 
+static volatile sig_atomic_t got_signal;
+
+static void on_stop(int sig)
+{
+        got_signal = sig;
+}
+
+/* What the relay, tail and the inbox rely on: the handler for both stop
+ * signals, no SA_RESTART (a poll() must wake up), SIGPIPE ignored only
+ * when asked. (Its failure branch needs sigaction() to fail, which it
+ * does not for these signals.) */
+static void test_stop_signals(void)
+{
+        char err[RELAY_ERRBUF] = "";
+        struct sigaction sa;
+        signal(SIGPIPE, SIG_DFL);
+        is_int(relay_stop_signals(on_stop, false, err, sizeof(err)), 0, "installed: %s", err);
+        for (int i = 0; i < 2; i++) {
+                int sig = i ? SIGINT : SIGTERM;
+                sigaction(sig, NULL, &sa);
+                ok(sa.sa_handler == on_stop && !(sa.sa_flags & SA_RESTART),
+                   "signal %d: the handler, without SA_RESTART", sig);
+        }
+        sigaction(SIGPIPE, NULL, &sa);
+        ok(sa.sa_handler == SIG_DFL, "SIGPIPE left alone unless asked");
+        is_int(relay_stop_signals(on_stop, true, err, sizeof(err)), 0, "installed again: %s", err);
+        sigaction(SIGPIPE, NULL, &sa);
+        ok(sa.sa_handler == SIG_IGN, "SIGPIPE ignored when asked");
+        raise(SIGTERM);
+        is_int(got_signal, SIGTERM, "a SIGTERM reaches the handler");
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+}
+
 int main(void)
 {
         test_pairs();
@@ -162,5 +197,6 @@ int main(void)
         test_strbuf();
         test_now();
         test_pg_to_unix_ms();
+        test_stop_signals();
         return done_testing();
 }
