@@ -194,24 +194,22 @@ out:
 static int rls_check(relay_backfill_t *b, const char *qtable, char *err, size_t errlen)
 {
         const relay_table_name_t *t = &b->set->outbox_tables[b->table];
-        const char *params[1] = {qtable};
-        /* quote_ident: the fix must name "Relay" so, or it alters role relay. */
+        const char *params[3] = {qtable, t->schema, t->name};
+        /* quote_ident: the fix must name "Relay" so, or it alters role relay
+         * (and a schema "order" so, or it is a syntax error). */
         PGresult *res = PQexecParams(b->conn,
                                      "SELECT pg_catalog.row_security_active($1::pg_catalog.regclass), "
-                                     "current_user, pg_catalog.quote_ident(current_user)",
-                                     1, NULL, params, NULL, NULL, 0);
+                                     "pg_catalog.quote_ident(current_user), "
+                                     "pg_catalog.quote_ident($2) || '.' || pg_catalog.quote_ident($3)",
+                                     3, NULL, params, NULL, NULL, 0);
         int rc = 0;
         if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
                 rc = table_error(b, res, false, err, errlen);
         else if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
-                relay_err_set(err, errlen,
-                              "table \"%s.%s\" has row-level security that applies to role "
-                              "\"%s\": the backfill would miss the rows its policies hide, which "
-                              "the slot will never send; let the role bypass them (ALTER ROLE %s "
-                              "BYPASSRLS) or disable them (ALTER TABLE %s DISABLE ROW LEVEL "
-                              "SECURITY), then start again",
-                              t->schema, t->name, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
-                              qtable);
+                relay_err_set(err, errlen, RELAY_BACKFILL_RLS_PROBLEM "; " RELAY_BACKFILL_RLS_FIX
+                              ", then start again",
+                              t->schema, t->name, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 1),
+                              PQgetvalue(res, 0, 2));
                 rc = RELAY_ESETUP;
         }
         PQclear(res);

@@ -23,6 +23,7 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
+#include "relay/backfill.h"
 #include "relay/kadmin.h"
 #include "relay/route.h"
 #include "relay/log.h"
@@ -199,6 +200,40 @@ static PGresult *q_table(ctx_t *x, const char *name, const char *sql)
 static bool is_true(const PGresult *res, int row, int col)
 {
         return !PQgetisnull(res, row, col) && strcmp(PQgetvalue(res, row, col), "t") == 0;
+}
+
+/*
+ * A name as the SQL of a fix must spell it: as PostgreSQL's quote_ident()
+ * does, asked of the server, which knows its keywords: bare when it may be
+ * ("public.outbox"), quoted when it must be ("Relay", "order"."outbox",
+ * "Aggregate Id"). "schema.name", or name alone when schema is NULL. Into
+ * buf; when the server does not answer, each part in quotes
+ * (PQescapeIdentifier), which is valid SQL too.
+ */
+static const char *sql_name(ctx_t *x, const char *schema, const char *name, char *buf, size_t len)
+{
+        PGresult *res = schema ? q(x, NULL,
+                                   "SELECT pg_catalog.quote_ident($1) || '.' || "
+                                   "pg_catalog.quote_ident($2)",
+                                   schema, name, NULL)
+                               : q(x, NULL, "SELECT pg_catalog.quote_ident($1)", name, NULL);
+        if (res && PQntuples(res) == 1) {
+                snprintf(buf, len, "%s", PQgetvalue(res, 0, 0));
+                PQclear(res);
+                return buf;
+        }
+        PQclear(res);
+        char *qs = schema ? PQescapeIdentifier(x->conn, schema, strlen(schema)) : NULL;
+        char *qn = PQescapeIdentifier(x->conn, name, strlen(name));
+        if (qn && (qs || !schema))
+                snprintf(buf, len, "%s%s%s", qs ? qs : "", qs ? "." : "", qn);
+        else {
+                x->res->oom = true;
+                snprintf(buf, len, "%s%s%s", schema ? schema : "", schema ? "." : "", name);
+        }
+        PQfreemem(qs);
+        PQfreemem(qn);
+        return buf;
 }
 
 /* --- PostgreSQL ------------------------------------------------------------ */
@@ -494,9 +529,10 @@ static void pg_table(ctx_t *x)
                 /* id, aggregate id and template columns: NULL makes the row poison. */
                 if (!notnull && (w == 0 || w == 2 || w >= 5 + s->n_outbox_headers)) {
                         problems = true;
-                        char fix[256];
+                        char fix[512], qtable[160], qcol[160];
                         snprintf(fix, sizeof(fix), "ALTER TABLE %s ALTER COLUMN %s SET NOT NULL",
-                                 table, col);
+                                 sql_name(x, x->tbl->schema, x->tbl->name, qtable, sizeof(qtable)),
+                                 sql_name(x, NULL, col, qcol, sizeof(qcol)));
                         add(x, "outbox.columns", RELAY_CHECK_WARNING, fix,
                             "column \"%s\" (%s) may be NULL: a row with NULL there cannot become "
                             "an event and goes to the error policy",
@@ -566,6 +602,7 @@ static bool schema_optional(ctx_t *x, PGresult *res, const char *table)
 static void pg_message_publication(ctx_t *x)
 {
         const char *pub = x->set->publication_name;
+        char qpub[160];
         PGresult *res = q(x, "postgres.publication", sql_message_publication, pub, NULL);
         if (!res)
                 return;
@@ -602,7 +639,8 @@ static void pg_message_publication(ctx_t *x)
                 addf(x, "postgres.publication", RELAY_CHECK_FAIL,
                      "publication does not exist and this role cannot create it (creating needs "
                      "CREATE on the database)",
-                     "CREATE PUBLICATION %s (no tables: outbox.source = messages needs none)", pub);
+                     "CREATE PUBLICATION %s (no tables: outbox.source = messages needs none)",
+                     sql_name(x, NULL, pub, qpub, sizeof(qpub)));
 }
 
 /* What the message source needs beyond the server checks: nothing to read,
@@ -628,22 +666,19 @@ static void pg_snapshot(ctx_t *x)
         if (!res)
                 return;
         bool may = PQntuples(res) == 1 && is_true(res, 0, 0);
+        char qtable[160];
+        sql_name(x, x->tbl->schema, x->tbl->name, qtable, sizeof(qtable));
         if (!may)
                 addf(x, "snapshot.mode", RELAY_CHECK_FAIL,
                      "snapshot.mode = initial reads the outbox table once, and this role may not",
-                     "GRANT SELECT ON %s.%s TO %s, or set snapshot.mode = never", x->tbl->schema,
-                     x->tbl->name, PQntuples(res) == 1 ? PQgetvalue(res, 0, 1) : "CURRENT_USER");
+                     "GRANT SELECT ON %s TO %s, or set snapshot.mode = never", qtable,
+                     PQntuples(res) == 1 ? PQgetvalue(res, 0, 1) : "CURRENT_USER");
         /* The stream is not filtered by policies; the backfill's SELECT is. */
         bool rls = may && is_true(res, 0, 2);
         if (rls) {
                 char fix[512];
-                snprintf(fix, sizeof(fix),
-                         "ALTER ROLE %s BYPASSRLS, or ALTER TABLE %s.%s DISABLE ROW LEVEL SECURITY",
-                         PQgetvalue(res, 0, 1), x->tbl->schema, x->tbl->name);
-                add(x, "snapshot.mode", RELAY_CHECK_FAIL, fix,
-                    "table \"%s.%s\" has row-level security that applies to role %s: the "
-                    "backfill (snapshot.mode = initial) would miss the rows its policies hide, "
-                    "which the slot never sends",
+                snprintf(fix, sizeof(fix), RELAY_BACKFILL_RLS_FIX, PQgetvalue(res, 0, 1), qtable);
+                add(x, "snapshot.mode", RELAY_CHECK_FAIL, fix, RELAY_BACKFILL_RLS_PROBLEM,
                     x->tbl->schema, x->tbl->name, PQgetvalue(res, 0, 1));
         }
         PQclear(res);
@@ -702,6 +737,7 @@ static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const cha
 {
         const relay_settings_t *s = x->set;
         const char *pub = s->publication_name;
+        char qpub[160];
         PGresult *res = q(x, "postgres.publication", sql_publication_columns, pub, t->schema,
                           t->name, NULL);
         if (!res)
@@ -722,7 +758,8 @@ static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const cha
                 return false;
         char fix[1024];
         snprintf(fix, sizeof(fix),
-                 "ALTER PUBLICATION %s SET TABLE %s (which drops the column lists)", pub, list);
+                 "ALTER PUBLICATION %s SET TABLE %s (which drops the column lists)",
+                 sql_name(x, NULL, pub, qpub, sizeof(qpub)), list);
         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
             "publication \"%s\" has a column list for table \"%s.%s\" without %s: every row "
             "would arrive without it and go to the error policy",
@@ -734,17 +771,19 @@ static void pg_publication(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
         const char *pub = s->publication_name;
-        char tables[512], list[512];
+        char tables[512], list[512], qt[160], qpub[160];
         relay_settings_tables(s, tables, sizeof(tables));
-        size_t ll = 0;
-        list[0] = '\0';
-        for (size_t i = 0; i < s->n_outbox_tables && ll < sizeof(list); i++)
-                ll += (size_t)snprintf(list + ll, sizeof(list) - ll, "%s%s.%s", i ? ", " : "",
-                                       s->outbox_tables[i].schema, s->outbox_tables[i].name);
         if (s->outbox_source == RELAY_SOURCE_MESSAGES) {
                 pg_message_publication(x);
                 return;
         }
+        sql_name(x, NULL, pub, qpub, sizeof(qpub)); /* for the fixes; messages quote pub */
+        size_t ll = 0;
+        list[0] = '\0';
+        for (size_t i = 0; i < s->n_outbox_tables && ll < sizeof(list); i++)
+                ll += (size_t)snprintf(list + ll, sizeof(list) - ll, "%s%s", i ? ", " : "",
+                                       sql_name(x, s->outbox_tables[i].schema,
+                                                s->outbox_tables[i].name, qt, sizeof(qt)));
         PGresult *res = q(x, "postgres.publication", sql_publication, pub, NULL);
         if (!res)
                 return;
@@ -779,7 +818,7 @@ static void pg_publication(ctx_t *x)
                              "(creating needs CREATE on the database and ownership of the table)",
                              "CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert%s') as "
                              "the tables' owner (sql/002_publication.sql)",
-                             pub, list, s->invalid_op != RELAY_INVALID_OP_WARN ? ", update" : "");
+                             qpub, list, s->invalid_op != RELAY_INVALID_OP_WARN ? ", update" : "");
                 return;
         }
         bool ins = is_true(res, 0, 0), upd = is_true(res, 0, 1), del = is_true(res, 0, 2),
@@ -790,7 +829,7 @@ static void pg_publication(ctx_t *x)
                 bad = true;
                 addf(x, "postgres.publication", RELAY_CHECK_FAIL,
                      "publication does not publish inserts, so the relay would receive no event",
-                     "ALTER PUBLICATION %s SET (publish = 'insert')", pub);
+                     "ALTER PUBLICATION %s SET (publish = 'insert')", qpub);
         }
         /* table.op.invalid.behavior = error or fatal must see updates. */
         bool want_upd = s->invalid_op != RELAY_INVALID_OP_WARN;
@@ -799,7 +838,7 @@ static void pg_publication(ctx_t *x)
                 addf(x, "postgres.publication", RELAY_CHECK_FAIL,
                      "publication does not publish updates, which table.op.invalid.behavior = "
                      "error or fatal needs to see",
-                     "ALTER PUBLICATION %s SET (publish = 'insert, update')", pub);
+                     "ALTER PUBLICATION %s SET (publish = 'insert, update')", qpub);
         }
         if (want_upd)
                 upd = false;
@@ -809,7 +848,7 @@ static void pg_publication(ctx_t *x)
                          upd && (del || trunc) ? ", " : "", del ? "delete" : "",
                          del && trunc ? ", " : "", trunc ? "truncate" : "");
                 char fix[256];
-                snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert%s')", pub,
+                snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s SET (publish = 'insert%s')", qpub,
                          want_upd ? ", update" : "");
                 bad = true;
                 add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
@@ -840,7 +879,7 @@ static void pg_publication(ctx_t *x)
                         snprintf(fix, sizeof(fix),
                                  "ALTER PUBLICATION %s SET (publish_via_partition_root = true) "
                                  "before events are written (see sql/002_publication.sql)",
-                                 pub);
+                                 qpub);
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                             "outbox table \"%s.%s\" is partitioned but publication \"%s\" sends "
                             "its rows under each partition's name, which the relay would not "
@@ -848,8 +887,8 @@ static void pg_publication(ctx_t *x)
                             t->schema, t->name, pub);
                 } else if (PQntuples(res) != 1 || !is_true(res, 0, 1)) {
                         bad = true;
-                        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s.%s", pub,
-                                 t->schema, t->name);
+                        snprintf(fix, sizeof(fix), "ALTER PUBLICATION %s ADD TABLE %s", qpub,
+                                 sql_name(x, t->schema, t->name, qt, sizeof(qt)));
                         add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
                             "publication \"%s\" does not include table \"%s.%s\"", pub,
                             t->schema, t->name);
@@ -860,10 +899,8 @@ static void pg_publication(ctx_t *x)
                         if (want_upd && !PQgetisnull(res, 0, 2)) {
                                 const char *leaf = PQgetvalue(res, 0, 2);
                                 bool parted = is_true(res, 0, 0);
-                                const char *id = s->outbox_column.id;
-                                char *qid = relay_names_is_ident(id, strlen(id))
-                                                    ? NULL
-                                                    : PQescapeIdentifier(x->conn, id, strlen(id));
+                                char qid[160];
+                                sql_name(x, NULL, s->outbox_column.id, qid, sizeof(qid));
                                 bad = true;
                                 if (parted)
                                         snprintf(fix, sizeof(fix),
@@ -875,8 +912,7 @@ static void pg_publication(ctx_t *x)
                                         snprintf(fix, sizeof(fix),
                                                  "ALTER TABLE %s ADD PRIMARY KEY (%s), or ALTER "
                                                  "TABLE %s REPLICA IDENTITY FULL",
-                                                 leaf, qid ? qid : id, leaf);
-                                PQfreemem(qid);
+                                                 leaf, qid, leaf);
                                 add(x, "postgres.publication", RELAY_CHECK_WARNING, fix,
                                     "%s \"%s\" has no replica identity (no primary key) and "
                                     "publication \"%s\" publishes its updates: an UPDATE of it "

@@ -464,11 +464,16 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                 if (strstr(m, "must be superuser or replication role") ||
                     strstr(m, "permission denied to start WAL sender")) {
                         const char *user = PQuser(r->conn);
+                        /* Quoted, so that the fix works for a role "Relay"
+                         * (no server to ask quote_ident() of: always). */
+                        char *quser = user ? PQescapeIdentifier(r->conn, user, strlen(user))
+                                           : NULL;
                         rc = relay_err(err, errlen, RELAY_ESETUP,
                                        "role \"%s\" is not allowed to stream logical "
                                        "replication; grant it with ALTER ROLE %s REPLICATION "
                                        "(see sql/003_role.sql)",
-                                       user ? user : "?", user ? user : "...");
+                                       user ? user : "?", quser ? quser : "...");
+                        PQfreemem(quser);
                 } else if (strstr(m, "password authentication failed") ||
                            strstr(m, "password is required") || strstr(m, "no password supplied")) {
                         set_pg_error_fix(err, errlen, "could not connect to PostgreSQL", m,

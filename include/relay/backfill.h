@@ -24,6 +24,18 @@
 
 typedef struct relay_backfill relay_backfill_t;
 
+/*
+ * Row-level security that applies to the relay's role, which the backfill
+ * refuses and outbox-relay check fails, in the same words: the problem
+ * (arguments: schema, table, the role as quote_ident() spells it) and the
+ * fix (the role and "schema.table", both as quote_ident() spells them).
+ */
+#define RELAY_BACKFILL_RLS_PROBLEM                                                                 \
+        "table \"%s.%s\" has row-level security that applies to role %s: the backfill "          \
+        "(snapshot.mode = initial) would miss the rows its policies hide, which the slot never "  \
+        "sends"
+#define RELAY_BACKFILL_RLS_FIX "ALTER ROLE %s BYPASSRLS, or ALTER TABLE %s DISABLE ROW LEVEL SECURITY"
+
 /**
  * @brief Connect, import snapshot (the name CREATE_REPLICATION_SLOT
  *        returned; the replication connection that exported it must not

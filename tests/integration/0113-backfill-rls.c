@@ -31,25 +31,6 @@
 #define ROWS_A 3 /* rows the policy shows the relay's role */
 #define ROWS_B 4 /* rows it hides */
 
-/* Runs the command in text that starts with from and ends before upto (with
- * upto when with); true when PostgreSQL ran it. */
-static bool run_named(PGconn *c, const char *text, const char *from, const char *upto, bool with)
-{
-        const char *a = text ? strstr(text, from) : NULL;
-        const char *e = a ? strstr(a, upto) : NULL;
-        if (!e) {
-                tap_diag("no \"%s...%s\" in: %s", from, upto, text ? text : "(nothing)");
-                return false;
-        }
-        char *sql = strndup(a, (size_t)(e - a) + (with ? strlen(upto) : 0));
-        PGresult *res = PQexec(c, sql);
-        bool okay = PQresultStatus(res) == PGRES_COMMAND_OK;
-        tap_diag("%s: %s", sql, okay ? "done" : PQresultErrorMessage(res));
-        PQclear(res);
-        free(sql);
-        return okay;
-}
-
 static long long count(PGconn *c, const char *sql)
 {
         char *v = h_pg_value(c, "%s", sql);
@@ -92,7 +73,7 @@ int main(void)
         h_relay_t *relay = h_relay_start(sets);
         is_int(h_relay_wait(relay, 30000), 3, "without SELECT the relay stops at start: exit 3");
         char *rlog = h_relay_log(relay);
-        bool granted = run_named(c, rlog, "GRANT SELECT ON ", " (snapshot.mode", false);
+        bool granted = h_pg_run_named(c, rlog, "GRANT SELECT ON ", " (snapshot.mode", false);
         ok(granted, "the GRANT the message names runs and grants the mixed-case role");
         if (!granted) /* already failed; the RLS steps below still say their own */
                 h_pg_exec(c, "GRANT SELECT ON outbox TO \"%s\"", role);
@@ -135,7 +116,7 @@ int main(void)
         is_int((int)h_kafka_count(topic), 0, "nothing reached Kafka");
 
         /* The fix the message names, as named: the role bypasses the policy. */
-        ok(run_named(c, fixlog, "ALTER ROLE ", " BYPASSRLS", true),
+        ok(h_pg_run_named(c, fixlog, "ALTER ROLE ", " BYPASSRLS", true),
            "the ALTER ROLE ... BYPASSRLS the message names runs");
         free(fixlog);
         relay = h_relay_start(sets);

@@ -437,6 +437,25 @@ void h_pg_exec_file(PGconn *c, const char *sql_file_name)
         free(path);
 }
 
+bool h_pg_run_named(PGconn *c, const char *text, const char *from, const char *upto, bool with)
+{
+        const char *a = text ? strstr(text, from) : NULL;
+        const char *e = a ? (upto ? strstr(a, upto) : a + strlen(a)) : NULL;
+        if (!e) {
+                tap_diag("no \"%s...%s\" in: %s", from, upto ? upto : "", text ? text : "(nothing)");
+                return false;
+        }
+        char *sql = strndup(a, (size_t)(e - a) + (upto && with ? strlen(upto) : 0));
+        if (!sql)
+                tap_bail("out of memory");
+        PGresult *res = PQexec(c, sql);
+        bool okay = PQresultStatus(res) == PGRES_COMMAND_OK;
+        tap_diag("%s: %s", sql, okay ? "done" : PQresultErrorMessage(res));
+        PQclear(res);
+        free(sql);
+        return okay;
+}
+
 void h_pg_create_outbox(PGconn *c, const char *table_name)
 {
         /* Keep identical to sql/001_outbox.sql (0001-environment compares

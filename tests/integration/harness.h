@@ -138,6 +138,13 @@ void h_pg_exec_file(PGconn *c, const char *sql_file_name);
 /** Create the Debezium-compatible outbox table (sql/001_outbox.sql) as table_name. */
 void h_pg_create_outbox(PGconn *c, const char *table_name);
 
+/**
+ * Run on c the command that text names (a message's or a check's fix): from
+ * the first `from` up to the next `upto` (included when with; NULL: to the
+ * end). True when PostgreSQL ran it; what ran and its answer go to
+ * tap_diag either way.
+ */
+bool h_pg_run_named(PGconn *c, const char *text, const char *from, const char *upto, bool with);
 
 /** Whether a walsender of database db waits on a lock in CREATE_REPLICATION_SLOT
  *  (for the transactions open when it began to end). */
