@@ -76,6 +76,7 @@ static int load_line(relay_conffile_set_fn *set, void *ctx, char *line, const ch
                      char *err, size_t errlen)
 {
         char *p = skip_blank(line), *eq, *val;
+        char kb[RELAY_ABBREV_BUF];
         const char *problem;
 
         if (*p == '\0' || *p == '#')
@@ -100,7 +101,7 @@ static int load_line(relay_conffile_set_fn *set, void *ctx, char *line, const ch
                 problem = unquote(val, &rest);
                 if (problem != NULL) {
                         relay_err_set(err, errlen, "syntax error (at %s): the value of \"%s\" %s",
-                                      origin, p, problem);
+                                      origin, relay_abbrev(p, kb, sizeof(kb)), problem);
                         return RELAY_EINVAL;
                 }
                 rest = skip_blank(rest);
@@ -108,7 +109,7 @@ static int load_line(relay_conffile_set_fn *set, void *ctx, char *line, const ch
                         relay_err_set(err, errlen,
                                       "syntax error (at %s): unexpected text after the closing "
                                       "quote of the value of \"%s\"",
-                                      origin, p);
+                                      origin, relay_abbrev(p, kb, sizeof(kb)));
                         return RELAY_EINVAL;
                 }
         } else {

@@ -663,7 +663,7 @@ static int store_key(relay_config_t *c, size_t i, const char *value, const char 
                      char *err, size_t errlen)
 {
         const key_def_t *k = &keys[i];
-        char why[RELAY_ERRBUF];
+        char why[RELAY_ERRBUF], vb[RELAY_ABBREV_BUF];
         char *norm = NULL, *org;
         int64_t num = 0;
         int rc;
@@ -680,7 +680,7 @@ static int store_key(relay_config_t *c, size_t i, const char *value, const char 
                                       origin, why);
                 else
                         relay_err_set(err, errlen, "invalid value \"%s\" for \"%s\" (at %s): %s",
-                                      value, k->name, origin, why);
+                                      relay_abbrev(value, vb, sizeof(vb)), k->name, origin, why);
                 return RELAY_EINVAL;
         }
         if (norm == NULL && (norm = strdup(value)) == NULL)
@@ -702,7 +702,8 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
 {
         const char *name = key + strlen(KAFKA_PREFIX);
         char kerr[RELAY_ERRBUF] = "";
-        char hint[128];
+        char hint[128], nb[RELAY_ABBREV_BUF];
+        const char *shown;
         kafka_prop_t *kp = NULL;
         char *v, *o;
 
@@ -718,17 +719,18 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
                 break;
         case RD_KAFKA_CONF_UNKNOWN:
                 suggest_kafka_prop(name, hint, sizeof(hint));
+                shown = relay_abbrev(name, nb, sizeof(nb));
                 if (hint[0] != '\0')
                         relay_err_set(err, errlen,
                                       "unknown librdkafka property \"%s\" in configuration key "
-                                      "\"%s\" (at %s); did you mean \"kafka.%s\"?",
-                                      name, key, origin, hint);
+                                      "\"kafka.%s\" (at %s); did you mean \"kafka.%s\"?",
+                                      shown, shown, origin, hint);
                 else
                         relay_err_set(err, errlen,
                                       "unknown librdkafka property \"%s\" in configuration key "
-                                      "\"%s\" (at %s); see librdkafka's CONFIGURATION.md for "
-                                      "property names",
-                                      name, key, origin);
+                                      "\"kafka.%s\" (at %s); see librdkafka's CONFIGURATION.md "
+                                      "for property names",
+                                      shown, shown, origin);
                 return RELAY_EINVAL;
         case RD_KAFKA_CONF_INVALID:
         default:
@@ -783,6 +785,7 @@ int relay_config_set(relay_config_t *c, const char *key, const char *value, cons
                      char *err, size_t errlen)
 {
         const char *hint;
+        char kb[RELAY_ABBREV_BUF];
         size_t i;
 
         if (origin == NULL)
@@ -796,6 +799,7 @@ int relay_config_set(relay_config_t *c, const char *key, const char *value, cons
         if (strncmp(key, KAFKA_PREFIX, strlen(KAFKA_PREFIX)) == 0)
                 return store_kafka(c, key, value, origin, err, errlen);
         hint = suggest_key(key);
+        key = relay_abbrev(key, kb, sizeof(kb));
         if (hint != NULL)
                 relay_err_set(err, errlen,
                               "unknown configuration key \"%s\" (at %s); did you mean \"%s\"?", key,
@@ -815,8 +819,9 @@ int relay_config_set_arg(relay_config_t *c, const char *arg, char *err, size_t e
         int rc;
 
         if (eq == NULL || eq == arg) {
+                char ab[RELAY_ABBREV_BUF];
                 relay_err_set(err, errlen, "invalid --set argument \"%s\": expected KEY=VALUE",
-                              arg != NULL ? arg : "");
+                              arg != NULL ? relay_abbrev(arg, ab, sizeof(ab)) : "");
                 return RELAY_EINVAL;
         }
         key = strndup(arg, (size_t)(eq - arg));
