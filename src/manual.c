@@ -315,7 +315,9 @@ static void man_keys(FILE *out)
                 "below: with one request in flight an event waits for the one before anyway) and "
                 "queue.buffering.max.messages = 10000. With statistics.interval.ms set and "
                 "log.level = debug, librdkafka's statistics (events per request, round trips) are "
-                "logged. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
+                "logged. A consumer-only property (group.id, auto.offset.reset, ...) is refused "
+                "with delivery.mode = at-least-once, where nothing consumes; exactly-once gives it "
+                "to the checkpoint reader too. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
                 "with \".\" written as \"_\".");
         for (size_t i = 0; relay_config_keydoc(i, &d); i++)
                 man_key(out, d.name, d.desc, d.values, d.def, "empty", d.env);

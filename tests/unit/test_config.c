@@ -797,6 +797,46 @@ static void test_long_input(void)
         free(text);
 }
 
+/*
+ * A librdkafka consumer property in kafka.* (group.id copied from a
+ * consumer's configuration, say) is accepted by librdkafka's configuration
+ * and then ignored by the relay's producer, with a CONFWARN line only at
+ * log.level = debug: a setting that silently does nothing. Nothing consumes
+ * in at-least-once mode, so it is refused there, naming the fix; in
+ * exactly-once mode it reaches the checkpoint reader, a consumer.
+ */
+static void test_consumer_props(void)
+{
+        static const char *const consumer[] = {"kafka.group.id=orders",
+                                               "kafka.auto.offset.reset=earliest",
+                                               "kafka.isolation.level=read_committed"};
+        for (size_t i = 0; i < sizeof(consumer) / sizeof(consumer[0]); i++) {
+                relay_config_t *c = new_config();
+                char key[64];
+                snprintf(key, sizeof(key), "%.*s (at --set)",
+                         (int)(strchr(consumer[i], '=') - consumer[i]), consumer[i]);
+                set_ok(c, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
+                is_int(relay_config_set_arg(c, consumer[i], err, sizeof(err)), 0,
+                       "--set %s is a property librdkafka knows", consumer[i]);
+                is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+                       "  but at-least-once, with nothing consuming, refuses it");
+                if (!ok(has(err, key) && has(err, "consumer property") && has(err, "remove it"),
+                        "  naming it, where it was set and the fix"))
+                        tap_diag("  message: %s", err);
+                set_ok(c, "delivery.mode=exactly-once", "delivery.mode", "exactly-once");
+                is_int(relay_config_validate(c, err, sizeof(err)), 0,
+                       "  exactly-once takes it (the checkpoint reader consumes): %s", err);
+                relay_config_free(c);
+        }
+        relay_config_t *c = new_config();
+        set_ok(c, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
+        set_ok(c, "kafka.compression.type=zstd", "kafka.compression.type", "zstd");
+        set_ok(c, "kafka.client.id=me", "kafka.client.id", "me");
+        is_int(relay_config_validate(c, err, sizeof(err)), 0,
+               "producer and common properties validate: %s", err);
+        relay_config_free(c);
+}
+
 int main(void)
 {
         test_defaults();
@@ -810,5 +850,6 @@ int main(void)
         test_round_trip();
         test_help();
         test_long_input();
+        test_consumer_props();
         return done_testing();
 }
