@@ -383,8 +383,9 @@ void relay_manual_print_man(FILE *out)
                   "Configuration is layered: defaults < file < environment < --set. The file "
                   "(--config FILE, or the file named by OUTBOX_RELAY_CONFIG) holds \"key = value\" "
                   "lines and \"#\" comments; a value may be double-quoted, and inside quotes a "
-                  "backslash escapes a double quote or a backslash. Unknown keys and bad values "
-                  "are refused with their file and line, and the relay exits 2. Passwords never "
+                  "backslash escapes a double quote or a backslash. Unknown keys, bad values and "
+                  "a key set twice in one file are refused with their file and line, and the "
+                  "relay exits 2 (a later layer may set a key the file set). Passwords never "
                   "reach the logs or --print-config. The keys:");
         man_keys(out);
         fputs(".SH ENVIRONMENT\n", out);
@@ -510,8 +511,9 @@ void relay_manual_print_inbox_man(FILE *out)
         fputs(".SH OPTIONS\n", out);
         roff_tps(out, inbox_options, COUNT(inbox_options));
         fputs(".SH CONFIGURATION\n", out);
-        roff_line(out, "Layers: defaults < --config file < --set. Unknown keys and bad values "
-                       "are refused with their origin (exit 2). The keys:");
+        roff_line(out, "Layers: defaults < --config file < --set. Unknown keys, bad values and "
+                       "a key set twice in the file are refused with their origin (exit 2). The "
+                       "keys:");
         for (size_t i = 0; relay_inbox_config_keydoc(i, &d); i++)
                 man_key(out, d.name, d.desc, "", d.def, "none", NULL);
         roff_tp(out, "kafka.<property>",

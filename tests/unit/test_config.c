@@ -543,6 +543,13 @@ static void test_file(void)
         file_fails("# ok\nstatus.interval.ms = 5\n", 2,
                    "invalid value \"5\" for \"status.interval.ms\"");
         file_fails("slot.name = a\nslot.name = Bad\n", 2, "must be a replication slot name");
+        /* A key twice in one file: the earlier line would do nothing, in
+         * silence (the example file lists every key commented out, and a
+         * line appended at the end is the classic way to get there). */
+        file_fails("slot.name = a\n# later\nslot.name = b\n", 3,
+                   "is already set on line 1 of this file; remove one of the two lines");
+        file_fails("kafka.linger.ms = 5\nkafka.linger.ms = 10\n", 2,
+                   "configuration key \"kafka.linger.ms\"");
 
         path = write_temp("\xef\xbb\xbf# a BOM, CRLF line ends, comments and quoting\r\n"
                           "   # indented comment\r\n"
