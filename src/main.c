@@ -74,6 +74,17 @@ static int print_only(void (*print)(FILE *), const char **sets)
 }
 
 /*
+ * The exit status of --health-check: 0 when healthy, 1 otherwise, and
+ * nothing else (Docker reserves a HEALTHCHECK's 2): a verdict line that
+ * could not be written is reported, but does not change the verdict.
+ */
+static int health_verdict(bool healthy)
+{
+        (void)finish_stdout();
+        return healthy ? 0 : 1;
+}
+
+/*
  * --health-check without the HTTP endpoint (http.listen = off): is another
  * outbox-relay process alive (not a zombie, not stopped) in this process
  * namespace? 0 or 1.
@@ -117,7 +128,7 @@ static int health_check_proc(void)
         closedir(d);
         if (!found)
                 printf("unhealthy: no live " PROG " process\n");
-        return found ? finish_stdout() : 1;
+        return health_verdict(found);
 }
 
 /* The commands besides running the relay; the first argument names one. */
@@ -232,12 +243,12 @@ static int health_check(const char *listen)
                                     sizeof(err));
         if (status < 0) {
                 printf("unhealthy: %s\n", err);
-                return 1;
+                return health_verdict(false);
         }
         body[strcspn(body, "\n")] = '\0';
         printf("%s: /healthz answered %d %s\n", status == 200 ? "healthy" : "unhealthy", status,
                body);
-        return status == 200 ? finish_stdout() : 1;
+        return health_verdict(status == 200);
 }
 
 int main(int argc, char **argv)
