@@ -382,8 +382,10 @@ void relay_manual_print_man(FILE *out)
         roff_line(out,
                   "Configuration is layered: defaults < file < environment < --set. The file "
                   "(--config FILE, or the file named by OUTBOX_RELAY_CONFIG) holds \"key = value\" "
-                  "lines and \"#\" comments; a value may be double-quoted, and inside quotes a "
-                  "backslash escapes a double quote or a backslash. Unknown keys, bad values and "
+                  "lines and \"#\" comments (also after a value, following a blank: \"a#b\" stays "
+                  "a value); a value may be double-quoted, and inside quotes a backslash escapes a "
+                  "double quote or a backslash, and \\n, \\t and \\r are a newline, a tab and a "
+                  "carriage return (as --print-config writes them). Unknown keys, bad values and "
                   "a key set twice in one file are refused with their file and line, and the "
                   "relay exits 2 (a later layer may set a key the file set). Passwords never "
                   "reach the logs or --print-config. The keys:");
@@ -392,7 +394,10 @@ void relay_manual_print_man(FILE *out)
         roff_tp(out, "OUTBOX_RELAY_CONFIG", "The configuration file, when --config is not given.");
         roff_tp(out, "OUTBOX_RELAY_<KEY>",
                 "Any key, upper-cased with \".\" written as \"_\" (slot.name is "
-                "OUTBOX_RELAY_SLOT_NAME). Any other OUTBOX_RELAY_ variable is refused.");
+                "OUTBOX_RELAY_SLOT_NAME). Any other OUTBOX_RELAY_ variable is refused, except "
+                "those Kubernetes sets for a Service named outbox-relay, which are ignored: "
+                "OUTBOX_RELAY_SERVICE_HOST, OUTBOX_RELAY_SERVICE_PORT[_<name>], OUTBOX_RELAY_PORT "
+                "and OUTBOX_RELAY_PORT_<port>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR].");
         roff_tp(out, "PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, ...",
                 "Read by libpq for what postgres.conninfo leaves out.");
         fputs(".SH EXIT STATUS\n", out);
