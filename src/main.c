@@ -303,11 +303,21 @@ int main(int argc, char **argv)
         while ((opt = getopt_long(argc, argv, ":c:s:hV", options, NULL)) != -1) {
                 switch (opt) {
                 case 'c':
-                        config_file = optarg;
+                case OPT_DEBEZIUM_CONFIG: {
+                        /* One file each: a second one silently replaced the first. */
+                        const char **file = opt == 'c' ? &config_file : &dbz_file;
+                        if (*file != NULL) {
+                                free(sets);
+                                snprintf(err, sizeof(err),
+                                         "option \"--%s\" is given twice (\"%s\" and \"%s\"), "
+                                         "but one file is read; put the keys in one file, or "
+                                         "override the file's with the environment or --set",
+                                         opt == 'c' ? "config" : "debezium-config", *file, optarg);
+                                return config_error(err);
+                        }
+                        *file = optarg;
                         break;
-                case OPT_DEBEZIUM_CONFIG:
-                        dbz_file = optarg;
-                        break;
+                }
                 case 's':
                         sets[nsets++] = optarg;
                         break;

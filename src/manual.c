@@ -30,9 +30,10 @@ typedef struct {
 /* Every option main.c accepts, in --help order. */
 static const option_doc_t options[] = {
         {"-c, --config=FILE",
-         "read configuration from FILE (default: the file named by OUTBOX_RELAY_CONFIG, else none)"},
+         "read configuration from FILE, given once (default: the file named by OUTBOX_RELAY_CONFIG, "
+         "else none)"},
         {"    --debezium-config=FILE",
-         "read a Debezium configuration as is, below --config: a Debezium Server "
+         "read a Debezium configuration as is (given once), below --config: a Debezium Server "
          "application.properties or a Kafka Connect connector JSON (connector, Outbox Event Router "
          "and converter keys mapped; keys without effect listed in a warning; others refused; a "
          "connector without key.converter and value.converter needs format.profile)"},
