@@ -426,7 +426,10 @@ void relay_manual_print_man(FILE *out)
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "
                   "streams or stands by, STATUS= saying which (or that it backs off, and why, while "
                   "it waits to retry), STOPPING=1 when it drains, and WATCHDOG=1 from its "
-                  "main loop when the unit sets WatchdogSec. The unit outbox-relay.service reads "
+                  "main loop when the unit sets WatchdogSec. A backfill (snapshot.mode = initial) "
+                  "runs before READY=1: while it makes progress the relay says so in STATUS= and "
+                  "extends the start timeout (EXTEND_TIMEOUT_USEC), so TimeoutStartSec does not "
+                  "end it (the next start would backfill again). The unit outbox-relay.service reads "
                   RELAY_SYSCONFDIR "/outbox-relay.conf as a credential (the file may be readable "
                   "by root only) and runs as a dynamic user; exit statuses 2 and 5 are not "
                   "restarted, since a restart cannot fix them.");

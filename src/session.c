@@ -1073,6 +1073,10 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                        *set->snapshot_filter ? " where (" : "",
                        set->snapshot_filter, *set->snapshot_filter ? ")" : "",
                        RELAY_LSN_ARGS(consistent));
+        /* It runs before READY=1, for as long as the table takes: the
+         * unit's start timeout must not end it (it would start over). */
+        relay_notify_status("backfilling: relaying the rows the outbox table holds");
+        relay_notify_extend_start();
         s->txn_lsn = 0;
         s->commit_ts = relay_pg_now_us();
         if ((rc = relay_acktrack_begin(s->ack, 0))) {
@@ -1087,6 +1091,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                         rc = RELAY_ESTOPPED;
                         break;
                 }
+                relay_notify_extend_start();
                 if ((rc = relay_backfill_next(b, &row, err, errlen)) <= 0)
                         break;
                 rc = relay_outbox_map(out, &row, s->commit_ts, &ev, err, errlen);
@@ -1118,6 +1123,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 return rc;
         }
         while (!relay_acktrack_drained(s->ack) || relay_producer_outq_len(s->prod) > 0) {
+                relay_notify_extend_start();
                 if (*s->stop) {
                         relay_err_set(err, errlen, "stopped during the backfill; the next start "
                                                    "backfills again");

@@ -13,7 +13,10 @@
 # takes over (READY=1, streaming) and relays what was inserted meanwhile.
 # B's walsender terminated: B backs off, and its STATUS= must say so (not
 # keep "streaming"), then READY=1 streaming again and it relays what follows.
-# SIGTERM to B: STOPPING=1, exit 0. Registered only in builds with libsystemd.
+# SIGTERM to B: STOPPING=1, exit 0. Relay C backfills 3 000 rows (slowed to
+# at least 12 s) before it streams: it must extend the start timeout
+# (EXTEND_TIMEOUT_USEC) and say so in STATUS= meanwhile, then send READY=1;
+# Kafka holds each row once. Registered only in builds with libsystemd.
 #
 # SPDX-License-Identifier: Apache-2.0
 import os
@@ -47,30 +50,31 @@ def psql(dbname, sql):
         check=True, capture_output=True, text=True).stdout.strip()
 
 
-def kafka_count():
-    out = subprocess.run(["kcat", "-b", env["RELAY_TEST_KAFKA"], "-C", "-t", topic, "-o", "beginning",
+def kafka_count(t=topic):
+    out = subprocess.run(["kcat", "-b", env["RELAY_TEST_KAFKA"], "-C", "-t", t, "-o", "beginning",
                           "-e", "-q", "-f", "%k\n"], capture_output=True, text=True, timeout=60)
     return len([l for l in out.stdout.splitlines() if l])
 
 
-def kafka_wait(want):
+def kafka_wait(want, t=topic):
     """Kafka's count once it reaches want, or after 120 s."""
     deadline = time.monotonic() + 120
-    n = kafka_count()
+    n = kafka_count(t)
     while n < want and time.monotonic() < deadline:
         time.sleep(1)
-        n = kafka_count()
+        n = kafka_count(t)
     return n
 
 
-def insert(first, count):
-    psql(db, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-             "SELECT gen_random_uuid(), '%s', 'agg-' || g, 'NotifyEvent', jsonb_build_object('i', g) "
-             "FROM generate_series(%d, %d) g" % (aggtype, first, first + count - 1))
+def insert(first, count, dbname=db, agg=aggtype):
+    psql(dbname, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                 "SELECT gen_random_uuid(), '%s', 'agg-' || g, 'NotifyEvent', "
+                 "jsonb_build_object('i', g) FROM generate_series(%d, %d) g"
+                 % (agg, first, first + count - 1))
 
 
 class Relay:
-    def __init__(self, name, watchdog_usec):
+    def __init__(self, name, watchdog_usec, dbname=db, extra=()):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix="relay-notify-")
         self.path = os.path.join(self.dir, "notify.sock")
@@ -86,13 +90,13 @@ class Relay:
         if watchdog_usec:
             e["WATCHDOG_USEC"] = str(watchdog_usec)
         conninfo = "host=%s port=%s user=%s dbname=%s" % (
-            env["RELAY_TEST_PGHOST"], env["RELAY_TEST_PGPORT"], env["RELAY_TEST_PGUSER"], db)
+            env["RELAY_TEST_PGHOST"], env["RELAY_TEST_PGPORT"], env["RELAY_TEST_PGUSER"], dbname)
         with open(self.log, "w") as logf:
             self.proc = subprocess.Popen(
                 [env["RELAY_BIN"], "--set", "postgres.conninfo=" + conninfo,
                  "--set", "kafka.bootstrap.servers=" + env["RELAY_TEST_KAFKA"],
                  "--set", "slot.name=" + slot, "--set", "status.interval.ms=1000",
-                 "--set", "http.listen=off"],
+                 "--set", "http.listen=off"] + [a for x in extra for a in ("--set", x)],
                 env=e, stdout=logf, stderr=subprocess.STDOUT)
         self.reader = threading.Thread(target=self.read, daemon=True)
         self.reader.start()
@@ -210,13 +214,45 @@ try:
     tap(b.count("STOPPING=1") >= 1, "relay B sends STOPPING=1", "messages: %r" % b.messages[-5:])
     tap(b.count("WATCHDOG=1") == 0, "relay B, not asked for a watchdog, sends no WATCHDOG=1",
         "%d WATCHDOG=1 messages" % b.count("WATCHDOG=1"))
+
+    # C: a backfill runs before READY=1, for as long as the table takes; the
+    # unit's start timeout (TimeoutStartSec, 90 s by default) would end it,
+    # and the next start would backfill again from the first row, for ever.
+    # While it makes progress the relay extends the start timeout
+    # (EXTEND_TIMEOUT_USEC). 3 000 rows at most 50 in flight, sent every
+    # 200 ms (linger): at least 12 s of backfill, in a database of its own
+    # (the slot's name is the same: another database's slot).
+    psql("postgres", "CREATE DATABASE %s_c" % db)
+    with open(os.path.join(env["RELAY_SQL_DIR"], "001_outbox.sql")) as f:
+        psql(db + "_c", f.read())
+    insert(1, 3000, db + "_c", aggtype + "_c")
+    c = Relay("c", 0, db + "_c", ("snapshot.mode=initial", "kafka.linger.ms=200",
+                                  "kafka.queue.buffering.max.messages=50",
+                                  "slot.name=" + slot + "_c"))
+    relays.append(c)
+    tap(c.wait_for(ready_with("streaming"), 180),
+        "relay C backfills, then sends READY=1 with STATUS=streaming",
+        "messages: %r\n%s" % (c.messages[-5:], c.logtail()))
+    with c.lock:
+        before = c.messages[:next(i for i, m in enumerate(c.messages) if "READY=1" in m.split("\n"))]
+    ext = [l for m in before for l in m.split("\n") if l.startswith("EXTEND_TIMEOUT_USEC=")]
+    tap(len(ext) >= 2 and all(int(l.split("=")[1]) >= 10000000 for l in ext),
+        "relay C extends the start timeout while it backfills (%d EXTEND_TIMEOUT_USEC= of at "
+        "least 10 s before READY=1)" % len(ext), "before READY=1: %r" % before)
+    tap(any(l.startswith("STATUS=backfilling") for m in before for l in m.split("\n")),
+        "relay C's STATUS says it backfills", "before READY=1: %r" % before)
+    n = kafka_wait(3000, "outbox.event." + aggtype + "_c")
+    tap(n == 3000, "Kafka holds the 3 000 backfilled events, none twice", "Kafka holds %d" % n)
+    rc = c.stop()
+    tap(rc == 0, "relay C exits 0 on SIGTERM", "exit status %d\n%s" % (rc, c.logtail()))
 finally:
     for r in relays:
         r.close()
     try:
         psql("postgres", "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                         "WHERE slot_name = '%s' AND NOT active" % slot)
+                         "WHERE slot_name IN ('%s', '%s_c') AND NOT active" % (slot, slot))
         psql("postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
+        psql("postgres", "DROP DATABASE IF EXISTS %s_c WITH (FORCE)" % db)
     except subprocess.CalledProcessError as e:
         print("# cleanup: " + e.stderr.strip(), flush=True)
 
