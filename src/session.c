@@ -392,6 +392,15 @@ static int session_waiting(void *ctx, char *err, size_t errlen)
         return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
 }
 
+/* A backfill's FETCH waits on the server (its first one sorts the whole
+ * table): the loop's duties go on, and the start, which is making
+ * progress, is extended past the unit's start timeout. */
+static int backfill_waiting(void *ctx, char *err, size_t errlen)
+{
+        relay_notify_extend_start();
+        return session_waiting(ctx, err, errlen);
+}
+
 /* Register the transactional.id (up to EOS_INIT_MS); the stream is started. */
 static int eos_init(relay_session_t *s, char *err, size_t errlen)
 {
@@ -1064,6 +1073,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 relay_err_set(err, errlen, "out of memory");
                 return rc;
         }
+        relay_backfill_set_tick(b, backfill_waiting, s);
         int64_t started = relay_now_ms(), last_log = started;
         char tables[512];
         relay_log_info("backfilling table%s %s%s%s%s: the rows committed before " RELAY_LSN_FMT
