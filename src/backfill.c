@@ -38,6 +38,8 @@ struct relay_backfill {
         bool done;
         relay_pgo_value_t *values;  /* rel's ncols, views into batch */
         uint64_t rows;
+        relay_tick_fn *tick;        /* NULL: a FETCH blocks */
+        void *tick_ctx;
 };
 
 /* The server's message without its trailing newline. */
@@ -326,6 +328,12 @@ fail:
         return rc;
 }
 
+void relay_backfill_set_tick(relay_backfill_t *b, relay_tick_fn *tick, void *ctx)
+{
+        b->tick = tick;
+        b->tick_ctx = ctx;
+}
+
 const relay_pgo_relation_t *relay_backfill_relation(const relay_backfill_t *b)
 {
         return b->rel;
@@ -347,7 +355,7 @@ int relay_backfill_next(relay_backfill_t *b, relay_pgo_insert_t *row, char *err,
                 if (b->done)
                         return 0;
                 snprintf(sql, sizeof(sql), "FETCH %d FROM relay_backfill", FETCH_ROWS);
-                b->batch = PQexec(b->conn, sql);
+                b->batch = relay_pq_exec_waiting(b->conn, sql, b->tick, b->tick_ctx);
                 b->next_row = 0;
                 if (PQresultStatus(b->batch) != PGRES_TUPLES_OK) {
                         int rc = table_error(b, b->batch, *b->set->snapshot_filter != '\0', err,

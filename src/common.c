@@ -69,6 +69,21 @@ int relay_hexval(char c)
         return -1;
 }
 
+const char *relay_abbrev(const char *s, char *buf, size_t buflen)
+{
+        size_t n;
+
+        if (strlen(s) < buflen || buflen < 4)
+                return s;
+        n = buflen - 4;
+        /* Back to the first byte of a character: not a continuation byte. */
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+                n--;
+        memcpy(buf, s, n);
+        memcpy(buf + n, "...", 4);
+        return buf;
+}
+
 char *relay_utf8_sanitize(const char *s)
 {
         size_t len = strlen(s);

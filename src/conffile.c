@@ -72,10 +72,62 @@ static const char *unquote(char *s, char **end)
         return NULL;
 }
 
-static int load_line(relay_conffile_set_fn *set, void *ctx, char *line, const char *origin,
-                     char *err, size_t errlen)
+/* The keys a file has set so far, with their lines. */
+typedef struct {
+        char **key;
+        unsigned *line;
+        size_t n, cap;
+} seen_t;
+
+static void seen_free(seen_t *s)
 {
+        for (size_t i = 0; i < s->n; i++)
+                free(s->key[i]);
+        free(s->key);
+        free(s->line);
+}
+
+/*
+ * Note that key was set on line; refuse it when an earlier line of the file
+ * set it: that line would do nothing, in silence (a key uncommented in the
+ * example file and appended again at its end). The layers above the file
+ * (environment, --set) still override it.
+ */
+static int seen_add(seen_t *s, const char *key, unsigned line, const char *origin, char *err,
+                    size_t errlen)
+{
+        char kb[RELAY_ABBREV_BUF];
+
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->key[i], key) == 0)
+                        return relay_err(err, errlen, RELAY_EINVAL,
+                                         "configuration key \"%s\" (at %s) is already set on "
+                                         "line %u of this file; remove one of the two lines",
+                                         relay_abbrev(key, kb, sizeof(kb)), origin, s->line[i]);
+        if (s->n == s->cap) {
+                size_t cap = s->cap ? s->cap * 2 : 32;
+                char **k = realloc(s->key, cap * sizeof(*k));
+                if (k == NULL)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+                s->key = k;
+                unsigned *l = realloc(s->line, cap * sizeof(*l));
+                if (l == NULL)
+                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+                s->line = l;
+                s->cap = cap;
+        }
+        if ((s->key[s->n] = strdup(key)) == NULL)
+                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        s->line[s->n++] = line;
+        return 0;
+}
+
+static int load_line(relay_conffile_set_fn *set, void *ctx, seen_t *seen, unsigned lineno,
+                     char *line, const char *origin, char *err, size_t errlen)
+{
+        int rc;
         char *p = skip_blank(line), *eq, *val;
+        char kb[RELAY_ABBREV_BUF];
         const char *problem;
 
         if (*p == '\0' || *p == '#')
@@ -100,7 +152,7 @@ static int load_line(relay_conffile_set_fn *set, void *ctx, char *line, const ch
                 problem = unquote(val, &rest);
                 if (problem != NULL) {
                         relay_err_set(err, errlen, "syntax error (at %s): the value of \"%s\" %s",
-                                      origin, p, problem);
+                                      origin, relay_abbrev(p, kb, sizeof(kb)), problem);
                         return RELAY_EINVAL;
                 }
                 rest = skip_blank(rest);
@@ -108,7 +160,7 @@ static int load_line(relay_conffile_set_fn *set, void *ctx, char *line, const ch
                         relay_err_set(err, errlen,
                                       "syntax error (at %s): unexpected text after the closing "
                                       "quote of the value of \"%s\"",
-                                      origin, p);
+                                      origin, relay_abbrev(p, kb, sizeof(kb)));
                         return RELAY_EINVAL;
                 }
         } else {
@@ -121,7 +173,9 @@ static int load_line(relay_conffile_set_fn *set, void *ctx, char *line, const ch
                 }
                 trim_end(val);
         }
-        return set(ctx, p, val, origin, err, errlen);
+        if ((rc = set(ctx, p, val, origin, err, errlen)) != 0)
+                return rc;
+        return seen_add(seen, p, lineno, origin, err, errlen);
 }
 
 int relay_conffile_load(const char *path, relay_conffile_set_fn *set, void *ctx, char *err,
@@ -129,6 +183,7 @@ int relay_conffile_load(const char *path, relay_conffile_set_fn *set, void *ctx,
 {
         FILE *f = fopen(path, "r");
         char *line = NULL, *origin;
+        seen_t seen = {0};
         size_t cap = 0, originlen = strlen(path) + 16;
         unsigned lineno = 0;
         ssize_t n;
@@ -161,7 +216,7 @@ int relay_conffile_load(const char *path, relay_conffile_set_fn *set, void *ctx,
                 /* Editors on some systems start UTF-8 files with a byte order mark. */
                 if (lineno == 1 && strncmp(text, "\xef\xbb\xbf", 3) == 0)
                         text += 3;
-                rc = load_line(set, ctx, text, origin, err, errlen);
+                rc = load_line(set, ctx, &seen, lineno, text, origin, err, errlen);
                 if (rc < 0)
                         break;
                 errno = 0;
@@ -171,6 +226,7 @@ int relay_conffile_load(const char *path, relay_conffile_set_fn *set, void *ctx,
                               strerror(errno ? errno : EIO));
                 rc = RELAY_EINVAL;
         }
+        seen_free(&seen);
         free(origin);
         free(line);
         fclose(f);

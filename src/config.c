@@ -203,18 +203,19 @@ static const char *suggest_key(const char *word)
 }
 
 /*
- * The librdkafka property closest to name, copied into buf ("" when none is
- * close). librdkafka has no list API, but its property table, printed by
- * rd_kafka_conf_properties_show() (the source of its CONFIGURATION.md), has
- * the name in the first column of every row. Only runs on the error path.
+ * librdkafka has no list API for its properties, but its property table,
+ * printed by rd_kafka_conf_properties_show() (the source of its
+ * CONFIGURATION.md), has the name in the first column of every row and who
+ * reads it in the second: C (consumers), P (producers) or * (both). Calls
+ * fn with each row's name and that column, both trimmed. Only runs on an
+ * error path or for a kafka.* key actually set.
  */
-static void suggest_kafka_prop(const char *name, char *buf, size_t len)
+static void kafka_props_each(void (*fn)(void *ctx, const char *name, const char *cp), void *ctx)
 {
         char *text = NULL, *line, *save = NULL;
-        size_t textlen = 0, bestd = SIZE_MAX;
+        size_t textlen = 0;
         FILE *f = open_memstream(&text, &textlen);
 
-        buf[0] = '\0';
         if (f == NULL)
                 return;
         rd_kafka_conf_properties_show(f);
@@ -224,21 +225,78 @@ static void suggest_kafka_prop(const char *name, char *buf, size_t len)
         }
         for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
                 size_t n = strcspn(line, " |");
-                size_t d;
+                char *cp;
                 if (n == 0 || line[n] == '\0' || strchr("#-", line[0]) != NULL)
                         continue;
+                cp = strchr(line + n, '|');
                 line[n] = '\0';
                 if (strcmp(line, "Property") == 0)
                         continue;
-                d = edit_distance(name, line);
-                if (d < bestd) {
-                        bestd = d;
-                        snprintf(buf, len, "%s", line);
+                if (cp == NULL)
+                        cp = "";
+                else {
+                        cp++;
+                        cp += strspn(cp, " ");
+                        cp[strcspn(cp, " |")] = '\0';
                 }
+                fn(ctx, line, cp);
         }
-        if (!close_enough(bestd, name))
-                buf[0] = '\0';
         free(text);
+}
+
+typedef struct {
+        const char *name;
+        size_t bestd;
+        char *buf;
+        size_t len;
+} suggest_t;
+
+static void suggest_row(void *ctx, const char *name, const char *cp)
+{
+        suggest_t *s = ctx;
+        size_t d = edit_distance(s->name, name);
+        (void)cp;
+        if (d < s->bestd) {
+                s->bestd = d;
+                snprintf(s->buf, s->len, "%s", name);
+        }
+}
+
+/* The librdkafka property closest to name, copied into buf ("" when none is close). */
+static void suggest_kafka_prop(const char *name, char *buf, size_t len)
+{
+        suggest_t s = {.name = name, .bestd = SIZE_MAX, .buf = buf, .len = len};
+
+        buf[0] = '\0';
+        kafka_props_each(suggest_row, &s);
+        if (!close_enough(s.bestd, name))
+                buf[0] = '\0';
+}
+
+typedef struct {
+        const char *name;
+        bool consumer, other; /* rows of that name for consumers only, for producers or both */
+} who_reads_t;
+
+static void who_reads_row(void *ctx, const char *name, const char *cp)
+{
+        who_reads_t *w = ctx;
+        if (strcmp(name, w->name) != 0)
+                return;
+        if (strcmp(cp, "C") == 0)
+                w->consumer = true;
+        else
+                w->other = true;
+}
+
+/* Is name a property only librdkafka's consumers read? (Some names have a
+ * row in both the global and the topic table.) */
+static bool kafka_prop_consumer_only(const char *name)
+{
+        who_reads_t w = {.name = name};
+
+        kafka_props_each(who_reads_row, &w);
+        return w.consumer && !w.other;
 }
 
 static bool kafka_prop_is_secret(const char *name)
@@ -663,7 +721,7 @@ static int store_key(relay_config_t *c, size_t i, const char *value, const char 
                      char *err, size_t errlen)
 {
         const key_def_t *k = &keys[i];
-        char why[RELAY_ERRBUF];
+        char why[RELAY_ERRBUF], vb[RELAY_ABBREV_BUF];
         char *norm = NULL, *org;
         int64_t num = 0;
         int rc;
@@ -680,7 +738,7 @@ static int store_key(relay_config_t *c, size_t i, const char *value, const char 
                                       origin, why);
                 else
                         relay_err_set(err, errlen, "invalid value \"%s\" for \"%s\" (at %s): %s",
-                                      value, k->name, origin, why);
+                                      relay_abbrev(value, vb, sizeof(vb)), k->name, origin, why);
                 return RELAY_EINVAL;
         }
         if (norm == NULL && (norm = strdup(value)) == NULL)
@@ -702,7 +760,8 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
 {
         const char *name = key + strlen(KAFKA_PREFIX);
         char kerr[RELAY_ERRBUF] = "";
-        char hint[128];
+        char hint[128], nb[RELAY_ABBREV_BUF];
+        const char *shown;
         kafka_prop_t *kp = NULL;
         char *v, *o;
 
@@ -718,17 +777,18 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
                 break;
         case RD_KAFKA_CONF_UNKNOWN:
                 suggest_kafka_prop(name, hint, sizeof(hint));
+                shown = relay_abbrev(name, nb, sizeof(nb));
                 if (hint[0] != '\0')
                         relay_err_set(err, errlen,
                                       "unknown librdkafka property \"%s\" in configuration key "
-                                      "\"%s\" (at %s); did you mean \"kafka.%s\"?",
-                                      name, key, origin, hint);
+                                      "\"kafka.%s\" (at %s); did you mean \"kafka.%s\"?",
+                                      shown, shown, origin, hint);
                 else
                         relay_err_set(err, errlen,
                                       "unknown librdkafka property \"%s\" in configuration key "
-                                      "\"%s\" (at %s); see librdkafka's CONFIGURATION.md for "
-                                      "property names",
-                                      name, key, origin);
+                                      "\"kafka.%s\" (at %s); see librdkafka's CONFIGURATION.md "
+                                      "for property names",
+                                      shown, shown, origin);
                 return RELAY_EINVAL;
         case RD_KAFKA_CONF_INVALID:
         default:
@@ -783,6 +843,7 @@ int relay_config_set(relay_config_t *c, const char *key, const char *value, cons
                      char *err, size_t errlen)
 {
         const char *hint;
+        char kb[RELAY_ABBREV_BUF];
         size_t i;
 
         if (origin == NULL)
@@ -796,6 +857,7 @@ int relay_config_set(relay_config_t *c, const char *key, const char *value, cons
         if (strncmp(key, KAFKA_PREFIX, strlen(KAFKA_PREFIX)) == 0)
                 return store_kafka(c, key, value, origin, err, errlen);
         hint = suggest_key(key);
+        key = relay_abbrev(key, kb, sizeof(kb));
         if (hint != NULL)
                 relay_err_set(err, errlen,
                               "unknown configuration key \"%s\" (at %s); did you mean \"%s\"?", key,
@@ -815,8 +877,9 @@ int relay_config_set_arg(relay_config_t *c, const char *arg, char *err, size_t e
         int rc;
 
         if (eq == NULL || eq == arg) {
+                char ab[RELAY_ABBREV_BUF];
                 relay_err_set(err, errlen, "invalid --set argument \"%s\": expected KEY=VALUE",
-                              arg != NULL ? arg : "");
+                              arg != NULL ? relay_abbrev(arg, ab, sizeof(ab)) : "");
                 return RELAY_EINVAL;
         }
         key = strndup(arg, (size_t)(eq - arg));
@@ -1034,6 +1097,28 @@ static int check_transactional(const relay_config_t *c, char *err, size_t errlen
         return 0;
 }
 
+/* librdkafka takes a consumer property in a producer's configuration and
+ * ignores it, with a CONFWARN line the relay logs only at debug level. In
+ * exactly-once mode the checkpoint reader, a consumer, is given them too. */
+static int check_consumer_props(const relay_config_t *c, char *err, size_t errlen)
+{
+        if (strcmp(relay_config_get(c, "delivery.mode"), "at-least-once") != 0)
+                return 0;
+        for (size_t i = 0; i < c->nkafka; i++) {
+                const kafka_prop_t *kp = &c->kafka[i];
+                if (kafka_prop_consumer_only(kp->name)) {
+                        relay_err_set(err, errlen,
+                                      "kafka.%s (at %s) is a librdkafka consumer property: with "
+                                      "delivery.mode = at-least-once the relay only produces, so "
+                                      "it would have no effect; remove it (a consumer of the "
+                                      "events, such as outbox-inbox, is configured on its own)",
+                                      kp->name, kp->origin);
+                        return RELAY_EINVAL;
+                }
+        }
+        return 0;
+}
+
 /* The producer refuses it too, but only once the relay has connected:
  * here check and --print-config refuse it first. */
 static int check_idempotence(const relay_config_t *c, char *err, size_t errlen)
@@ -1124,6 +1209,8 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen)
                 }
         }
 
+        if ((rc = check_consumer_props(c, err, errlen)))
+                return rc;
         if ((rc = check_transactional(c, err, errlen)))
                 return rc;
         if ((rc = check_idempotence(c, err, errlen)))

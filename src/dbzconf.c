@@ -237,8 +237,9 @@ static int set(relay_config_t *c, const char *key, const char *value, const char
 static int refuse(char *err, size_t errlen, const char *path, const char *k, const char *v,
                   const char *why)
 {
+        char vb[RELAY_ABBREV_BUF];
         relay_err_set(err, errlen, "%s: Debezium key \"%s\" = \"%s\" cannot be honoured: %s", path, k,
-                      v, why);
+                      relay_abbrev(v, vb, sizeof(vb)), why);
         return RELAY_EINVAL;
 }
 

@@ -74,6 +74,17 @@ static int print_only(void (*print)(FILE *), const char **sets)
 }
 
 /*
+ * The exit status of --health-check: 0 when healthy, 1 otherwise, and
+ * nothing else (Docker reserves a HEALTHCHECK's 2): a verdict line that
+ * could not be written is reported, but does not change the verdict.
+ */
+static int health_verdict(bool healthy)
+{
+        (void)finish_stdout();
+        return healthy ? 0 : 1;
+}
+
+/*
  * --health-check without the HTTP endpoint (http.listen = off): is another
  * outbox-relay process alive (not a zombie, not stopped) in this process
  * namespace? 0 or 1.
@@ -117,7 +128,7 @@ static int health_check_proc(void)
         closedir(d);
         if (!found)
                 printf("unhealthy: no live " PROG " process\n");
-        return found ? finish_stdout() : 1;
+        return health_verdict(found);
 }
 
 /* The commands besides running the relay; the first argument names one. */
@@ -231,12 +242,12 @@ static int health_check(const char *listen)
                                     sizeof(err));
         if (status < 0) {
                 printf("unhealthy: %s\n", err);
-                return 1;
+                return health_verdict(false);
         }
         body[strcspn(body, "\n")] = '\0';
         printf("%s: /healthz answered %d %s\n", status == 200 ? "healthy" : "unhealthy", status,
                body);
-        return status == 200 ? finish_stdout() : 1;
+        return health_verdict(status == 200);
 }
 
 int main(int argc, char **argv)
@@ -294,11 +305,21 @@ int main(int argc, char **argv)
         while ((opt = getopt_long(argc, argv, ":c:s:hV", options, NULL)) != -1) {
                 switch (opt) {
                 case 'c':
-                        config_file = optarg;
+                case OPT_DEBEZIUM_CONFIG: {
+                        /* One file each: a second one silently replaced the first. */
+                        const char **file = opt == 'c' ? &config_file : &dbz_file;
+                        if (*file != NULL) {
+                                free(sets);
+                                snprintf(err, sizeof(err),
+                                         "option \"--%s\" is given twice (\"%s\" and \"%s\"), "
+                                         "but one file is read; put the keys in one file, or "
+                                         "override the file's with the environment or --set",
+                                         opt == 'c' ? "config" : "debezium-config", *file, optarg);
+                                return config_error(err);
+                        }
+                        *file = optarg;
                         break;
-                case OPT_DEBEZIUM_CONFIG:
-                        dbz_file = optarg;
-                        break;
+                }
                 case 's':
                         sets[nsets++] = optarg;
                         break;

@@ -30,9 +30,10 @@ typedef struct {
 /* Every option main.c accepts, in --help order. */
 static const option_doc_t options[] = {
         {"-c, --config=FILE",
-         "read configuration from FILE (default: the file named by OUTBOX_RELAY_CONFIG, else none)"},
+         "read configuration from FILE, given once (default: the file named by OUTBOX_RELAY_CONFIG, "
+         "else none)"},
         {"    --debezium-config=FILE",
-         "read a Debezium configuration as is, below --config: a Debezium Server "
+         "read a Debezium configuration as is (given once), below --config: a Debezium Server "
          "application.properties or a Kafka Connect connector JSON (connector, Outbox Event Router "
          "and converter keys mapped; keys without effect listed in a warning; others refused; a "
          "connector without key.converter and value.converter needs format.profile)"},
@@ -316,7 +317,9 @@ static void man_keys(FILE *out)
                 "below: with one request in flight an event waits for the one before anyway) and "
                 "queue.buffering.max.messages = 10000. With statistics.interval.ms set and "
                 "log.level = debug, librdkafka's statistics (events per request, round trips) are "
-                "logged. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
+                "logged. A consumer-only property (group.id, auto.offset.reset, ...) is refused "
+                "with delivery.mode = at-least-once, where nothing consumes; exactly-once gives it "
+                "to the checkpoint reader too. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
                 "with \".\" written as \"_\".");
         for (size_t i = 0; relay_config_keydoc(i, &d); i++)
                 man_key(out, d.name, d.desc, d.values, d.def, "empty", d.env);
@@ -381,16 +384,22 @@ void relay_manual_print_man(FILE *out)
         roff_line(out,
                   "Configuration is layered: defaults < file < environment < --set. The file "
                   "(--config FILE, or the file named by OUTBOX_RELAY_CONFIG) holds \"key = value\" "
-                  "lines and \"#\" comments; a value may be double-quoted, and inside quotes a "
-                  "backslash escapes a double quote or a backslash. Unknown keys and bad values "
-                  "are refused with their file and line, and the relay exits 2. Passwords never "
+                  "lines and \"#\" comments (also after a value, following a blank: \"a#b\" stays "
+                  "a value); a value may be double-quoted, and inside quotes a backslash escapes a "
+                  "double quote or a backslash, and \\n, \\t and \\r are a newline, a tab and a "
+                  "carriage return (as --print-config writes them). Unknown keys, bad values and "
+                  "a key set twice in one file are refused with their file and line, and the "
+                  "relay exits 2 (a later layer may set a key the file set). Passwords never "
                   "reach the logs or --print-config. The keys:");
         man_keys(out);
         fputs(".SH ENVIRONMENT\n", out);
         roff_tp(out, "OUTBOX_RELAY_CONFIG", "The configuration file, when --config is not given.");
         roff_tp(out, "OUTBOX_RELAY_<KEY>",
                 "Any key, upper-cased with \".\" written as \"_\" (slot.name is "
-                "OUTBOX_RELAY_SLOT_NAME). Any other OUTBOX_RELAY_ variable is refused.");
+                "OUTBOX_RELAY_SLOT_NAME). Any other OUTBOX_RELAY_ variable is refused, except "
+                "those Kubernetes sets for a Service named outbox-relay, which are ignored: "
+                "OUTBOX_RELAY_SERVICE_HOST, OUTBOX_RELAY_SERVICE_PORT[_<name>], OUTBOX_RELAY_PORT "
+                "and OUTBOX_RELAY_PORT_<port>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR].");
         roff_tp(out, "PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, ...",
                 "Read by libpq for what postgres.conninfo leaves out.");
         fputs(".SH EXIT STATUS\n", out);
@@ -418,7 +427,10 @@ void relay_manual_print_man(FILE *out)
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "
                   "streams or stands by, STATUS= saying which (or that it backs off, and why, while "
                   "it waits to retry), STOPPING=1 when it drains, and WATCHDOG=1 from its "
-                  "main loop when the unit sets WatchdogSec. The unit outbox-relay.service reads "
+                  "main loop when the unit sets WatchdogSec. A backfill (snapshot.mode = initial) "
+                  "runs before READY=1: while it makes progress the relay says so in STATUS= and "
+                  "extends the start timeout (EXTEND_TIMEOUT_USEC), so TimeoutStartSec does not "
+                  "end it (the next start would backfill again). The unit outbox-relay.service reads "
                   RELAY_SYSCONFDIR "/outbox-relay.conf as a credential (the file may be readable "
                   "by root only) and runs as a dynamic user; exit statuses 2 and 5 are not "
                   "restarted, since a restart cannot fix them.");
@@ -509,8 +521,9 @@ void relay_manual_print_inbox_man(FILE *out)
         fputs(".SH OPTIONS\n", out);
         roff_tps(out, inbox_options, COUNT(inbox_options));
         fputs(".SH CONFIGURATION\n", out);
-        roff_line(out, "Layers: defaults < --config file < --set. Unknown keys and bad values "
-                       "are refused with their origin (exit 2). The keys:");
+        roff_line(out, "Layers: defaults < --config file < --set. Unknown keys, bad values and "
+                       "a key set twice in the file are refused with their origin (exit 2). The "
+                       "keys:");
         for (size_t i = 0; relay_inbox_config_keydoc(i, &d); i++)
                 man_key(out, d.name, d.desc, "", d.def, "none", NULL);
         roff_tp(out, "kafka.<property>",

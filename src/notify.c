@@ -19,9 +19,15 @@
 
 #include <systemd/sd-daemon.h>
 
+/* relay_notify_extend_start(): each message allows this much more, and is
+ * sent at most this often (so a few messages may be lost in between). */
+#define EXTEND_USEC (30u * 1000000u)
+#define EXTEND_EVERY_USEC (5u * 1000000u)
+
 static bool watchdog_checked;
 static uint64_t watchdog_usec; /* 0: no watchdog asked for */
 static uint64_t last_ping_usec;
+static uint64_t last_extend_usec;
 
 static uint64_t now_usec(void)
 {
@@ -56,6 +62,15 @@ void relay_notify_status(const char *status)
         sd_notifyf(0, "STATUS=%.*s", (int)strcspn(status, "\n"), status);
 }
 
+void relay_notify_extend_start(void)
+{
+        uint64_t now = now_usec();
+        if (last_extend_usec != 0 && now - last_extend_usec < EXTEND_EVERY_USEC)
+                return;
+        last_extend_usec = now;
+        sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu", (unsigned long long)EXTEND_USEC);
+}
+
 void relay_notify_stopping(void)
 {
         sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining what is in flight");
@@ -75,6 +90,10 @@ void relay_notify_watchdog(void)
 void relay_notify_status(const char *status)
 {
         (void)status;
+}
+
+void relay_notify_extend_start(void)
+{
 }
 
 void relay_notify_stopping(void)

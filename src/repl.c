@@ -174,23 +174,28 @@ static void add_quoted(relay_strbuf_t *b, const relay_repl_t *r, char how, const
  */
 static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
 {
+        return relay_pq_exec_waiting(r->conn, sql, r->tick, r->tick_ctx);
+}
+
+PGresult *relay_pq_exec_waiting(PGconn *conn, const char *sql, relay_tick_fn *tick, void *ctx)
+{
         PGresult *res, *last = NULL;
         bool cancelled = false;
 
-        if (r->tick == NULL)
-                return PQexec(r->conn, sql);
-        if (!PQsendQuery(r->conn, sql))
-                return PQmakeEmptyPGresult(r->conn, PGRES_FATAL_ERROR);
-        while (PQisBusy(r->conn)) {
-                struct pollfd p = {.fd = PQsocket(r->conn), .events = POLLIN};
+        if (tick == NULL)
+                return PQexec(conn, sql);
+        if (!PQsendQuery(conn, sql))
+                return PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+        while (PQisBusy(conn)) {
+                struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN};
                 if (poll(&p, 1, TICK_MS) < 0 && errno != EINTR)
                         break;
                 /* A lost connection: PQgetResult() below says so. */
-                if (!PQconsumeInput(r->conn))
+                if (!PQconsumeInput(conn))
                         break;
                 char why[RELAY_ERRBUF];
-                if (!cancelled && r->tick(r->tick_ctx, why, sizeof(why)) != 0) {
-                        PGcancel *c = PQgetCancel(r->conn);
+                if (!cancelled && tick(ctx, why, sizeof(why)) != 0) {
+                        PGcancel *c = PQgetCancel(conn);
                         if (c != NULL)
                                 PQcancel(c, why, sizeof(why));
                         PQfreeCancel(c);
@@ -198,11 +203,11 @@ static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
                 }
         }
         /* As PQexec(): the last result is the answer. */
-        while ((res = PQgetResult(r->conn)) != NULL) {
+        while ((res = PQgetResult(conn)) != NULL) {
                 PQclear(last);
                 last = res;
         }
-        return last != NULL ? last : PQmakeEmptyPGresult(r->conn, PGRES_FATAL_ERROR);
+        return last != NULL ? last : PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
 }
 
 void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx)

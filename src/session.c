@@ -394,6 +394,15 @@ static int session_waiting(void *ctx, char *err, size_t errlen)
         return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
 }
 
+/* A backfill's FETCH waits on the server (its first one sorts the whole
+ * table): the loop's duties go on, and the start, which is making
+ * progress, is extended past the unit's start timeout. */
+static int backfill_waiting(void *ctx, char *err, size_t errlen)
+{
+        relay_notify_extend_start();
+        return session_waiting(ctx, err, errlen);
+}
+
 /* Register the transactional.id (up to EOS_INIT_MS); the stream is started. */
 static int eos_init(relay_session_t *s, char *err, size_t errlen)
 {
@@ -1098,6 +1107,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 relay_err_set(err, errlen, "out of memory");
                 return rc;
         }
+        relay_backfill_set_tick(b, backfill_waiting, s);
         int64_t started = relay_now_ms(), last_log = started;
         char tables[512];
         relay_log_info("backfilling table%s %s%s%s%s: the rows committed before " RELAY_LSN_FMT
@@ -1107,6 +1117,10 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                        *set->snapshot_filter ? " where (" : "",
                        set->snapshot_filter, *set->snapshot_filter ? ")" : "",
                        RELAY_LSN_ARGS(consistent));
+        /* It runs before READY=1, for as long as the table takes: the
+         * unit's start timeout must not end it (it would start over). */
+        relay_notify_status("backfilling: relaying the rows the outbox table holds");
+        relay_notify_extend_start();
         s->txn_lsn = 0;
         s->commit_ts = relay_pg_now_us();
         if ((rc = relay_acktrack_begin(s->ack, 0))) {
@@ -1121,6 +1135,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                         rc = RELAY_ESTOPPED;
                         break;
                 }
+                relay_notify_extend_start();
                 if ((rc = relay_backfill_next(b, &row, err, errlen)) <= 0)
                         break;
                 rc = relay_outbox_map(out, &row, s->commit_ts, &ev, err, errlen);
@@ -1152,6 +1167,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                 return rc;
         }
         while (!relay_acktrack_drained(s->ack) || relay_producer_outq_len(s->prod) > 0) {
+                relay_notify_extend_start();
                 if (*s->stop) {
                         relay_err_set(err, errlen, "stopped during the backfill; the next start "
                                                    "backfills again");

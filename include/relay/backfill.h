@@ -68,6 +68,17 @@ const relay_pgo_relation_t *relay_backfill_relation(const relay_backfill_t *b);
 int relay_backfill_next(relay_backfill_t *b, relay_pgo_insert_t *row, char *err,
                         size_t errlen) RELAY_MUST_CHECK;
 
+/**
+ * @brief Install tick (ctx borrowed; NULL: none): called every 100 ms while
+ *        a FETCH waits on the server. The first one sorts the whole table
+ *        (ORDER BY age(xmin), ...) before it returns a row: minutes for a
+ *        large table, which blocked the caller's loop (no watchdog, /healthz
+ *        stalled: systemd's WatchdogSec killed the relay and the next start
+ *        backfilled again). A tick that returns non-zero cancels the FETCH,
+ *        which then fails with the server's cancellation.
+ */
+void relay_backfill_set_tick(relay_backfill_t *b, relay_tick_fn *tick, void *ctx);
+
 /** @brief Rows returned so far. */
 uint64_t relay_backfill_rows(const relay_backfill_t *b);
 

@@ -131,6 +131,18 @@ char *relay_dupn(const char *s, size_t n);
  */
 char *relay_utf8_sanitize(const char *s);
 
+/** @brief Size of a relay_abbrev() buffer: room for a key or value quoted in a message. */
+#define RELAY_ABBREV_BUF 96
+
+/**
+ * @brief s as a message may quote it: s itself when it is shorter than
+ *        buflen, else its start, cut on a UTF-8 character boundary, plus
+ *        "...", written into buf. A message quoting a pasted blob whole
+ *        would fill the error buffer before it names the key, the file line
+ *        and the fix. Returns s or buf (borrowed).
+ */
+const char *relay_abbrev(const char *s, char *buf, size_t buflen);
+
 /** @brief free() each of the n pointers at ptrs (NULL ones too). */
 void relay_free_all(void *const *ptrs, size_t n);
 

@@ -33,6 +33,17 @@ void relay_notify_watchdog(void);
  */
 void relay_notify_status(const char *status);
 
+/**
+ * @brief EXTEND_TIMEOUT_USEC=: the start is still making progress (a
+ *        backfill, which runs before READY=1), so the service manager must
+ *        not end it at TimeoutStartSec: a backfill cut there starts over at
+ *        the next start, sending again what it had sent, for ever. Each
+ *        message allows 30 s more; call at every step of the work, from the
+ *        main loop's thread: it sends at most every 5 s, so a backfill that
+ *        stops stepping lets the start time out again.
+ */
+void relay_notify_extend_start(void);
+
 /** @brief STOPPING=1: a stop was requested and the relay is draining. */
 void relay_notify_stopping(void);
 

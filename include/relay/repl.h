@@ -60,6 +60,22 @@ void relay_repl_free(relay_repl_t *r);
  */
 void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx);
 
+/**
+ * @brief PQexec(conn, sql) for a command that may take as long as the server
+ *        needs (another session's transaction, a sort of a whole table),
+ *        sent asynchronously with tick called every 100 ms meanwhile (tick
+ *        NULL: PQexec() itself), so the caller's loop keeps its duties. A
+ *        tick that returns non-zero cancels the command, which then fails
+ *        with the server's cancellation. conn is any libpq connection
+ *        (struct pg_conn is PGconn); the result (struct pg_result,
+ *        PGresult) is the caller's to PQclear(); NULL only when out of
+ *        memory.
+ */
+struct pg_conn;
+struct pg_result;
+struct pg_result *relay_pq_exec_waiting(struct pg_conn *conn, const char *sql,
+                                        relay_tick_fn *tick, void *ctx);
+
 /** @brief The server's version number (e.g. 150020). */
 int relay_repl_server_version(const relay_repl_t *r);
 

@@ -13,7 +13,12 @@
 # takes over (READY=1, streaming) and relays what was inserted meanwhile.
 # B's walsender terminated: B backs off, and its STATUS= must say so (not
 # keep "streaming"), then READY=1 streaming again and it relays what follows.
-# SIGTERM to B: STOPPING=1, exit 0. Registered only in builds with libsystemd.
+# SIGTERM to B: STOPPING=1, exit 0. Relay C backfills 3 000 rows (slowed to
+# at least 12 s) before it streams: it must extend the start timeout
+# (EXTEND_TIMEOUT_USEC) and say so in STATUS= meanwhile, then send READY=1;
+# Kafka holds each row once. Relay D's backfill waits 20 s on the server's
+# first FETCH (a filter that sleeps): WATCHDOG=1 and EXTEND_TIMEOUT_USEC=
+# must go on meanwhile. Registered only in builds with libsystemd.
 #
 # SPDX-License-Identifier: Apache-2.0
 import os
@@ -47,30 +52,31 @@ def psql(dbname, sql):
         check=True, capture_output=True, text=True).stdout.strip()
 
 
-def kafka_count():
-    out = subprocess.run(["kcat", "-b", env["RELAY_TEST_KAFKA"], "-C", "-t", topic, "-o", "beginning",
+def kafka_count(t=topic):
+    out = subprocess.run(["kcat", "-b", env["RELAY_TEST_KAFKA"], "-C", "-t", t, "-o", "beginning",
                           "-e", "-q", "-f", "%k\n"], capture_output=True, text=True, timeout=60)
     return len([l for l in out.stdout.splitlines() if l])
 
 
-def kafka_wait(want):
+def kafka_wait(want, t=topic):
     """Kafka's count once it reaches want, or after 120 s."""
     deadline = time.monotonic() + 120
-    n = kafka_count()
+    n = kafka_count(t)
     while n < want and time.monotonic() < deadline:
         time.sleep(1)
-        n = kafka_count()
+        n = kafka_count(t)
     return n
 
 
-def insert(first, count):
-    psql(db, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-             "SELECT gen_random_uuid(), '%s', 'agg-' || g, 'NotifyEvent', jsonb_build_object('i', g) "
-             "FROM generate_series(%d, %d) g" % (aggtype, first, first + count - 1))
+def insert(first, count, dbname=db, agg=aggtype):
+    psql(dbname, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                 "SELECT gen_random_uuid(), '%s', 'agg-' || g, 'NotifyEvent', "
+                 "jsonb_build_object('i', g) FROM generate_series(%d, %d) g"
+                 % (agg, first, first + count - 1))
 
 
 class Relay:
-    def __init__(self, name, watchdog_usec):
+    def __init__(self, name, watchdog_usec, dbname=db, extra=()):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix="relay-notify-")
         self.path = os.path.join(self.dir, "notify.sock")
@@ -86,13 +92,13 @@ class Relay:
         if watchdog_usec:
             e["WATCHDOG_USEC"] = str(watchdog_usec)
         conninfo = "host=%s port=%s user=%s dbname=%s" % (
-            env["RELAY_TEST_PGHOST"], env["RELAY_TEST_PGPORT"], env["RELAY_TEST_PGUSER"], db)
+            env["RELAY_TEST_PGHOST"], env["RELAY_TEST_PGPORT"], env["RELAY_TEST_PGUSER"], dbname)
         with open(self.log, "w") as logf:
             self.proc = subprocess.Popen(
                 [env["RELAY_BIN"], "--set", "postgres.conninfo=" + conninfo,
                  "--set", "kafka.bootstrap.servers=" + env["RELAY_TEST_KAFKA"],
                  "--set", "slot.name=" + slot, "--set", "status.interval.ms=1000",
-                 "--set", "http.listen=off"],
+                 "--set", "http.listen=off"] + [a for x in extra for a in ("--set", x)],
                 env=e, stdout=logf, stderr=subprocess.STDOUT)
         self.reader = threading.Thread(target=self.read, daemon=True)
         self.reader.start()
@@ -156,6 +162,33 @@ def ready_with(status):
     return lambda ms: any("READY=1" in m.split("\n") and ("STATUS=" + status) in m for m in ms)
 
 
+def backfill_case(name, rows, watchdog_usec, extra):
+    """A relay on a database of its own whose start backfills rows rows
+    (slot.name + "_" + name: another database's slot). Checks that it gets
+    to READY=1 streaming, that Kafka holds each row once and that it stops
+    with 0; returns it and the messages it sent before READY=1."""
+    dbname, agg = "%s_%s" % (db, name), "%s_%s" % (aggtype, name)
+    psql("postgres", "CREATE DATABASE " + dbname)
+    with open(os.path.join(env["RELAY_SQL_DIR"], "001_outbox.sql")) as f:
+        psql(dbname, f.read())
+    insert(1, rows, dbname, agg)
+    r = Relay(name, watchdog_usec, dbname,
+              ("snapshot.mode=initial", "slot.name=%s_%s" % (slot, name)) + extra)
+    relays.append(r)
+    up = r.wait_for(ready_with("streaming"), 180)
+    tap(up, "relay %s backfills, then sends READY=1 with STATUS=streaming" % name.upper(),
+        "messages: %r\n%s" % (r.messages[-5:], r.logtail()))
+    with r.lock:
+        before = r.messages[:next((i for i, m in enumerate(r.messages)
+                                   if "READY=1" in m.split("\n")), len(r.messages))]
+    n = kafka_wait(rows, "outbox.event." + agg)
+    tap(n == rows, "Kafka holds the %d backfilled events, none twice" % rows, "Kafka holds %d" % n)
+    rc = r.stop()
+    tap(rc == 0, "relay %s exits 0 on SIGTERM" % name.upper(),
+        "exit status %d\n%s" % (rc, r.logtail()))
+    return r, before
+
+
 relays = []
 try:
     psql("postgres", "CREATE DATABASE " + db)
@@ -210,13 +243,45 @@ try:
     tap(b.count("STOPPING=1") >= 1, "relay B sends STOPPING=1", "messages: %r" % b.messages[-5:])
     tap(b.count("WATCHDOG=1") == 0, "relay B, not asked for a watchdog, sends no WATCHDOG=1",
         "%d WATCHDOG=1 messages" % b.count("WATCHDOG=1"))
+
+    # C: a backfill runs before READY=1, for as long as the table takes; the
+    # unit's start timeout (TimeoutStartSec, 90 s by default) would end it,
+    # and the next start would backfill again from the first row, for ever.
+    # While it makes progress the relay extends the start timeout
+    # (EXTEND_TIMEOUT_USEC). 3 000 rows at most 50 in flight, sent every
+    # 200 ms (linger): at least 12 s of backfill.
+    c, before = backfill_case("c", 3000, 0, ("kafka.linger.ms=200",
+                                             "kafka.queue.buffering.max.messages=50"))
+    ext = [l for m in before for l in m.split("\n") if l.startswith("EXTEND_TIMEOUT_USEC=")]
+    tap(len(ext) >= 2 and all(int(l.split("=")[1]) >= 10000000 for l in ext),
+        "relay C extends the start timeout while it backfills (%d EXTEND_TIMEOUT_USEC= of at "
+        "least 10 s before READY=1)" % len(ext), "before READY=1: %r" % before)
+    tap(any(l.startswith("STATUS=backfilling") for m in before for l in m.split("\n")),
+        "relay C's STATUS says it backfills", "before READY=1: %r" % before)
+
+    # D: the backfill's first FETCH sorts the whole table before it returns
+    # a row (minutes for a large one; here a filter that sleeps 10 ms a row,
+    # 2 000 rows: at least 20 s). A blocking FETCH stopped the loop: no
+    # WATCHDOG=1 (WatchdogSec=30s killed the relay, and the next start
+    # backfilled again), no extension. With a 2 s watchdog the relay must
+    # ping all along (at most every 0.5 s) and keep extending.
+    d, before = backfill_case("d", 2000, 2000000,
+                              ("snapshot.filter=pg_sleep(0.01) IS NOT NULL",))
+    pings = sum(1 for m in before if "WATCHDOG=1" in m.split("\n"))
+    ext = sum(1 for m in before for l in m.split("\n") if l.startswith("EXTEND_TIMEOUT_USEC="))
+    tap(pings >= 10 and ext >= 3,
+        "relay D keeps feeding the watchdog and extending the start while the server sorts the "
+        "table (%d WATCHDOG=1, %d EXTEND_TIMEOUT_USEC= before READY=1)" % (pings, ext),
+        d.logtail())
 finally:
     for r in relays:
         r.close()
     try:
         psql("postgres", "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                         "WHERE slot_name = '%s' AND NOT active" % slot)
-        psql("postgres", "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
+                         "WHERE slot_name IN ('%s', '%s_c', '%s_d') AND NOT active"
+                         % (slot, slot, slot))
+        for suffix in ("", "_c", "_d"):
+            psql("postgres", "DROP DATABASE IF EXISTS %s%s WITH (FORCE)" % (db, suffix))
     except subprocess.CalledProcessError as e:
         print("# cleanup: " + e.stderr.strip(), flush=True)
 

@@ -202,6 +202,24 @@ static void health_check_bad_config(void)
            out);
 }
 
+/*
+ * --health-check of a healthy relay whose standard output cannot be written
+ * (a full disk, a closed pipe): the verdict is still 0, never the 2 of a
+ * write error, which Docker reserves. Over HTTP and, with http.listen = off,
+ * by /proc (this relay is a live outbox-relay process).
+ */
+static void health_check_unwritable(int port)
+{
+        char args[128], out[512];
+        snprintf(args, sizeof(args), "--set http.listen=127.0.0.1:%d", port);
+        is_int(health_check(args, out, sizeof(out)), 0, "--health-check of the streaming relay: 0");
+        snprintf(args, sizeof(args), "--set http.listen=127.0.0.1:%d >/dev/full", port);
+        is_int(health_check(args, out, sizeof(out)), 0,
+               "  also with standard output unwritable (/dev/full), never 2");
+        is_int(health_check("--set http.listen=off >/dev/full", out, sizeof(out)), 0,
+               "--health-check by /proc with standard output unwritable: 0, never 2");
+}
+
 int main(void)
 {
         int port = h_http_port(1);
@@ -218,6 +236,7 @@ int main(void)
         h_relay_t *r = fx_case_relay(&fc, "relay streams with http.listen on");
         fx_writers_t *ws = fx_writers_start(&wc);
         ok(h_workload_wait_count(&wc, 1, 30000) > 0, "events flow");
+        health_check_unwritable(port);
 
         /* Malformed requests, one connection each. */
         static const struct {

@@ -543,6 +543,13 @@ static void test_file(void)
         file_fails("# ok\nstatus.interval.ms = 5\n", 2,
                    "invalid value \"5\" for \"status.interval.ms\"");
         file_fails("slot.name = a\nslot.name = Bad\n", 2, "must be a replication slot name");
+        /* A key twice in one file: the earlier line would do nothing, in
+         * silence (the example file lists every key commented out, and a
+         * line appended at the end is the classic way to get there). */
+        file_fails("slot.name = a\n# later\nslot.name = b\n", 3,
+                   "is already set on line 1 of this file; remove one of the two lines");
+        file_fails("kafka.linger.ms = 5\nkafka.linger.ms = 10\n", 2,
+                   "configuration key \"kafka.linger.ms\"");
 
         path = write_temp("\xef\xbb\xbf# a BOM, CRLF line ends, comments and quoting\r\n"
                           "   # indented comment\r\n"
@@ -715,6 +722,128 @@ static void test_help(void)
         free(buf);
 }
 
+/* ok(cond, desc) about err; on failure, show the end of err (where it was cut). */
+static void err_says(bool cond, const char *desc)
+{
+        size_t n = strlen(err);
+        if (!ok(cond, "%s", desc))
+                tap_diag("  message ends: %s", err + (n > 200 ? n - 200 : 0));
+}
+
+/*
+ * A very long key or value (a list of hundreds of tables, a pasted blob) is
+ * quoted only in part: quoted whole, it filled the error buffer, and the
+ * message was cut before it named the key, the file line and the rule.
+ */
+static void test_long_input(void)
+{
+        enum { LONG = 3000 };
+        char *big = malloc(LONG + 64), *text = malloc(2 * LONG + 256), *path;
+        relay_config_t *c = new_config();
+        char at[300];
+
+        if (big == NULL || text == NULL)
+                tap_bail("out of memory");
+        memset(big, '9', LONG);
+        big[LONG] = '\0';
+        sprintf(text, "slot.name = ok\nstatus.interval.ms = %s\n", big);
+        path = write_temp(text);
+        snprintf(at, sizeof(at), "(at %s:2)", path);
+        is_int(relay_config_load_file(c, path, err, sizeof(err)), RELAY_EINVAL,
+               "a 3 000-digit value in a file fails");
+        err_says(has(err, "\"status.interval.ms\"") && has(err, at) &&
+                         has(err, "between 100 and 3600000") && has(err, "..."),
+                 "  naming the key, its line and the rule, the value cut short");
+        unlink(path);
+        free(path);
+
+        memset(big, 'k', LONG);
+        sprintf(text, "# comment\n%s = 1\n", big);
+        path = write_temp(text);
+        snprintf(at, sizeof(at), "(at %s:2)", path);
+        is_int(relay_config_load_file(c, path, err, sizeof(err)), RELAY_EINVAL,
+               "a 3 000-byte key in a file fails");
+        err_says(has(err, "unknown configuration key") && has(err, at) &&
+                        has(err, "lists the keys"),
+                 "  naming its line and where the keys are listed");
+        unlink(path);
+        free(path);
+
+        sprintf(text, "%s = \"unclosed\n", big);
+        path = write_temp(text);
+        snprintf(at, sizeof(at), "(at %s:1)", path);
+        is_int(relay_config_load_file(c, path, err, sizeof(err)), RELAY_EINVAL,
+               "an unclosed quote after a 3 000-byte key fails");
+        err_says(has(err, at) && has(err, "has no closing double quote"),
+                 "  naming its line and the problem");
+        unlink(path);
+        free(path);
+
+        sprintf(text, "kafka.%s=1", big);
+        err[0] = '\0';
+        is_int(relay_config_set_arg(c, text, err, sizeof(err)), RELAY_EINVAL,
+               "--set kafka.<3 000 bytes>=1 fails");
+        err_says(has(err, "unknown librdkafka property") && has(err, "(at --set)") &&
+                        has(err, "CONFIGURATION.md"),
+                 "  naming --set and where the properties are listed");
+
+        /* Cut on a character boundary: the message stays UTF-8. */
+        strcpy(text, "outbox.table=");
+        for (size_t i = 0; i < 1000; i++)
+                strcat(text, "\xc3\xa9");
+        err[0] = '\0';
+        is_int(relay_config_set_arg(c, text, err, sizeof(err)), RELAY_EINVAL,
+               "--set outbox.table=<1 000 x \"\\u00e9\"> fails");
+        char *clean = relay_utf8_sanitize(err);
+        err_says(has(err, "\"outbox.table\" (at --set)") && clean && strcmp(clean, err) == 0,
+                 "  naming the key, in valid UTF-8");
+        free(clean);
+
+        relay_config_free(c);
+        free(big);
+        free(text);
+}
+
+/*
+ * A librdkafka consumer property in kafka.* (group.id copied from a
+ * consumer's configuration, say) is accepted by librdkafka's configuration
+ * and then ignored by the relay's producer, with a CONFWARN line only at
+ * log.level = debug: a setting that silently does nothing. Nothing consumes
+ * in at-least-once mode, so it is refused there, naming the fix; in
+ * exactly-once mode it reaches the checkpoint reader, a consumer.
+ */
+static void test_consumer_props(void)
+{
+        static const char *const consumer[] = {"kafka.group.id=orders",
+                                               "kafka.auto.offset.reset=earliest",
+                                               "kafka.isolation.level=read_committed"};
+        for (size_t i = 0; i < sizeof(consumer) / sizeof(consumer[0]); i++) {
+                relay_config_t *c = new_config();
+                char key[64];
+                snprintf(key, sizeof(key), "%.*s (at --set)",
+                         (int)(strchr(consumer[i], '=') - consumer[i]), consumer[i]);
+                set_ok(c, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
+                is_int(relay_config_set_arg(c, consumer[i], err, sizeof(err)), 0,
+                       "--set %s is a property librdkafka knows", consumer[i]);
+                is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+                       "  but at-least-once, with nothing consuming, refuses it");
+                if (!ok(has(err, key) && has(err, "consumer property") && has(err, "remove it"),
+                        "  naming it, where it was set and the fix"))
+                        tap_diag("  message: %s", err);
+                set_ok(c, "delivery.mode=exactly-once", "delivery.mode", "exactly-once");
+                is_int(relay_config_validate(c, err, sizeof(err)), 0,
+                       "  exactly-once takes it (the checkpoint reader consumes): %s", err);
+                relay_config_free(c);
+        }
+        relay_config_t *c = new_config();
+        set_ok(c, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
+        set_ok(c, "kafka.compression.type=zstd", "kafka.compression.type", "zstd");
+        set_ok(c, "kafka.client.id=me", "kafka.client.id", "me");
+        is_int(relay_config_validate(c, err, sizeof(err)), 0,
+               "producer and common properties validate: %s", err);
+        relay_config_free(c);
+}
+
 int main(void)
 {
         test_defaults();
@@ -727,5 +856,7 @@ int main(void)
         test_masking();
         test_round_trip();
         test_help();
+        test_long_input();
+        test_consumer_props();
         return done_testing();
 }

@@ -206,6 +206,23 @@ int main(void)
                 relay_config_free(c);
                 remove(tmp);
         }
+        /* A long value is quoted only in part: quoted whole, it filled the
+         * error buffer before the message said why it was refused. */
+        {
+                char *text = malloc(64 + 200 * 16);
+                if (text == NULL)
+                        tap_bail("out of memory");
+                strcpy(text, "debezium.source.table.include.list=");
+                for (int i = 0; i < 200; i++)
+                        strcat(text, "public.outbox.*,");
+                strcat(text, "\n");
+                c = load_text(text, notes, sizeof(notes), err, sizeof(err), &rc);
+                ok(rc == RELAY_EINVAL && strstr(err, "...\" cannot be honoured") &&
+                           strstr(err, "comma-separated"),
+                   "a 3 200-byte value refused, quoted in part, saying why: %.120s", err);
+                relay_config_free(c);
+                free(text);
+        }
         /* Debezium's defaults for the keys a configuration leaves out: the
          * connector streams from slot "debezium" and publication
          * "dbz_publication", so the relay, which takes over that slot, must
