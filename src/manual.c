@@ -96,7 +96,8 @@ static const command_doc_t commands[] = {
          "tail ends: the relay's slot is never created or moved, and Kafka is not used. Shows "
          "events committed after tail started. A byte string that is not valid UTF-8 (a bytea "
          "payload) is written base64-encoded under its name plus \"_base64\" (payload_base64). "
-         "SIGINT or SIGTERM ends it with exit status 0; 3 when the server or the publication is "
+         "SIGINT or SIGTERM ends it with exit status 0, as does a reader that stops reading "
+         "(outbox-relay tail | head); 3 when the server or the publication is "
          "not usable (tail never creates the publication), 1 when the stream breaks, 2 for a bad "
          "command line or configuration"},
 };

@@ -34,7 +34,21 @@ struct relay_tail {
         relay_repl_t *repl; /* src's connection, borrowed */
         relay_lsn_t start;
         relay_lsn_t received; /* end of the last commit, or a keepalive's end when idle */
+        bool reader_gone; /* out is a pipe its reader closed (`tail | head`): a stop */
 };
+
+/* Writing out failed (errno). A reader that went away ends tail as a stop
+ * does, as `head` expects of what it reads from; anything else (a full
+ * disk) is an error. */
+static int out_failed(relay_tail_t *t, char *err, size_t errlen)
+{
+        if (errno == EPIPE) {
+                t->reader_gone = true;
+                return 0;
+        }
+        return relay_err(err, errlen, RELAY_EIO, "could not write to standard output: %s",
+                         strerror(errno));
+}
 
 void relay_tail_free(relay_tail_t *t)
 {
@@ -187,10 +201,8 @@ static int write_event(relay_tail_t *t, FILE *out, const relay_source_step_t *st
         json_decref(o);
         if (!line)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        int rc = fprintf(out, "%s\n", line) < 0 ? RELAY_EIO : 0;
+        int rc = fprintf(out, "%s\n", line) < 0 ? out_failed(t, err, errlen) : 0;
         free(line);
-        if (rc)
-                relay_err_set(err, errlen, "could not write to standard output: %s", strerror(errno));
         return rc;
 }
 
@@ -211,12 +223,7 @@ static int on_message(relay_tail_t *t, FILE *out, const relay_walmsg_t *w, bool 
         case RELAY_STEP_COMMIT:
                 if (st.msg.commit.end_lsn > t->received)
                         t->received = st.msg.commit.end_lsn;
-                if (fflush(out) != 0) {
-                        relay_err_set(err, errlen, "could not write to standard output: %s",
-                                      strerror(errno));
-                        return RELAY_EIO;
-                }
-                return 0;
+                return fflush(out) != 0 ? out_failed(t, err, errlen) : 0;
         case RELAY_STEP_ROW:
         case RELAY_STEP_MESSAGE:
                 return write_event(t, out, &st, err, errlen);
@@ -244,10 +251,11 @@ int relay_tail_run(relay_tail_t *t, FILE *out, const volatile sig_atomic_t *stop
 
         if (interval <= 0 || interval > STATUS_MS)
                 interval = STATUS_MS;
-        while (!*stop) {
+        while (!*stop && !t->reader_gone) {
                 relay_walmsg_t w;
                 bool reply = false;
-                while (!*stop && (rc = relay_repl_read(t->repl, &w, err, errlen)) > 0)
+                while (!*stop && !t->reader_gone &&
+                       (rc = relay_repl_read(t->repl, &w, err, errlen)) > 0)
                         if ((rc = on_message(t, out, &w, &reply, err, errlen)))
                                 return rc;
                 if (rc < 0)
@@ -258,7 +266,7 @@ int relay_tail_run(relay_tail_t *t, FILE *out, const volatile sig_atomic_t *stop
                                 return rc;
                         last_status = mono_ms();
                 }
-                if (*stop)
+                if (*stop || t->reader_gone)
                         break;
                 struct pollfd pfd = {.fd = relay_repl_socket(t->repl), .events = POLLIN};
                 if (relay_repl_wants_write(t->repl))
@@ -273,10 +281,8 @@ int relay_tail_run(relay_tail_t *t, FILE *out, const volatile sig_atomic_t *stop
                 if ((pfd.revents & POLLOUT) && (rc = relay_repl_flush(t->repl, err, errlen)))
                         return rc;
         }
-        if (fflush(out) != 0) {
-                relay_err_set(err, errlen, "could not write to standard output: %s", strerror(errno));
-                return RELAY_EIO;
-        }
+        if (!t->reader_gone && fflush(out) != 0 && (rc = out_failed(t, err, errlen)))
+                return rc;
         /* The slot is dropped with the connection; a clean end just says goodbye first. */
         return relay_repl_stop(t->repl, 2000, NULL, err, errlen);
 }

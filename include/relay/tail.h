@@ -58,8 +58,9 @@ relay_lsn_t relay_tail_start_lsn(const relay_tail_t *t);
 
 /**
  * @brief Write one JSON line per event to out (flushed at each
- *        commit) until *stop becomes non-zero, then end the stream.
- * @returns 0 after a stop; RELAY_EIO when the connection broke or out
+ *        commit) until *stop becomes non-zero or out's reader goes away
+ *        (EPIPE: `tail | head`), then end the stream.
+ * @returns 0 after either; RELAY_EIO when the connection broke or out
  *          could not be written (err says which); RELAY_EPROTO; RELAY_ENOMEM.
  */
 int relay_tail_run(relay_tail_t *t, FILE *out, const volatile sig_atomic_t *stop, char *err,

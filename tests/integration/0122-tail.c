@@ -25,14 +25,20 @@
  *   - a server that refuses the connection is not usable: exit 3, as the
  *     manual says (1 is for a stream that breaks);
  *   - SIGTERM while tail creates its slot, which waits for a transaction
- *     held open, ends it with exit 0 (one signal, not a second one's 1).
+ *     held open, ends it with exit 0 (one signal, not a second one's 1);
+ *   - a reader that stops reading (`tail | head -n 1`) ends tail with exit
+ *     0 and no error (it used to say "could not write to standard output:
+ *     Broken pipe" and exit 1), and its temporary slot is gone.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -392,6 +398,66 @@ static void case_stop_while_creating(const char *db, const char *set_conn)
         PQfinish(c);
 }
 
+/* Insert one event in its own transaction. */
+static void insert_one(PGconn *c, const char *agg)
+{
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), 'tailpipe', '%s', 'T', '{}')",
+                  agg);
+}
+
+static void case_reader_gone(PGconn *c, const char *set_conn)
+{
+        const char *sets[] = {set_conn, NULL};
+        int fds[2];
+        if (pipe(fds) != 0 || fcntl(fds[0], F_SETFD, FD_CLOEXEC) != 0 ||
+            fcntl(fds[1], F_SETFD, FD_CLOEXEC) != 0)
+                tap_bail("could not make a pipe");
+        h_relay_t *t = h_proc_start_out(h_env("RELAY_BIN"), "tail", NULL, sets, fds[1]);
+        close(fds[1]);
+        if (!ok(h_relay_wait_log(t, "tailing publication", 30000), "reader gone: tail streams")) {
+                h_relay_diag_log(t);
+                h_relay_free(t);
+                close(fds[0]);
+                return;
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "outbox_relay_tail_%ld", (long)h_relay_pid(t));
+        insert_one(c, "pipe-1");
+        /* head -n 1: read the first line, then go away. */
+        FILE *in = fdopen(fds[0], "r");
+        char line[4096];
+        bool got = in && fgets(line, sizeof(line), in) != NULL;
+        ok(got && strstr(line, "pipe-1") != NULL, "reader gone: the reader got the first event");
+        if (in)
+                fclose(in);
+        else
+                close(fds[0]);
+        /* The next line meets a pipe nobody reads. */
+        insert_one(c, "pipe-2");
+        int rc = h_relay_wait(t, 30000);
+        is_int(rc, 0, "reader gone: tail ends with exit 0");
+        char *log = h_relay_log(t);
+        ok(!strstr(log, "error"), "reader gone: no error is said");
+        if (rc != 0 || strstr(log, "error"))
+                h_relay_diag_log(t);
+        free(log);
+        h_relay_free(t);
+        /* The server drops the temporary slot as the walsender exits. */
+        int64_t deadline = h_now_ms() + 20000;
+        char *n;
+        while ((n = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = "
+                                  "'%s'",
+                               name)) != NULL &&
+               strcmp(n, "0") != 0 && h_now_ms() < deadline) {
+                free(n);
+                h_sleep_ms(100);
+        }
+        is_str(n ? n : "?", "0", "reader gone: its temporary slot is gone");
+        free(n);
+}
+
 int main(void)
 {
         char *db = h_pg_create_db("tail");
@@ -414,6 +480,7 @@ int main(void)
         case_error_not_utf8(c, set_conn);
         case_unreachable();
         case_stop_while_creating(db, set_conn);
+        case_reader_gone(c, set_conn);
 
         PQfinish(c);
         h_pg_drop_db(db);

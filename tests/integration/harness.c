@@ -1139,6 +1139,12 @@ h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const cha
 h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opts,
                         const char *const *sets)
 {
+        return h_proc_start_out(bin, cmd, opts, sets, -1);
+}
+
+h_relay_t *h_proc_start_out(const char *bin, const char *cmd, const char *const *opts,
+                            const char *const *sets, int out)
+{
         static bool atexit_done;
         const char *logdir = getenv("RELAY_TEST_LOGDIR");
         char *name = h_unique_name("relay");
@@ -1152,7 +1158,7 @@ h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opt
                 logdir = "/tmp";
         memset(r, 0, sizeof(*r));
         r->log_path = h_format("%s/%s.log", logdir, name);
-        if (cmd)
+        if (cmd && out < 0)
                 r->out_path = h_format("%s/%s.out", logdir, name);
         free(name);
 
@@ -1186,7 +1192,9 @@ h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opt
         nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (nullfd < 0)
                 tap_bail("could not open /dev/null: %s", strerror(errno));
-        outfd = r->out_path ? open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : logfd;
+        outfd = out >= 0 ? out
+                : r->out_path ? open(r->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                              : logfd;
         if (outfd < 0)
                 tap_bail("could not open \"%s\": %s", r->out_path, strerror(errno));
         fflush(stdout);
@@ -1211,7 +1219,7 @@ h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opt
                 _exit(127);
         }
         setpgid(pid, pid); /* also in the parent: no race with h_relay_free */
-        if (outfd != logfd)
+        if (outfd != logfd && outfd != out)
                 close(outfd);
         close(logfd);
         close(nullfd);

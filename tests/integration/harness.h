@@ -267,6 +267,12 @@ h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const cha
  */
 h_relay_t *h_proc_start(const char *bin, const char *cmd, const char *const *opts,
                         const char *const *sets);
+/**
+ * As h_proc_start() with the program's standard output on the descriptor
+ * out (borrowed: the caller closes it; -1: as h_proc_start()).
+ */
+h_relay_t *h_proc_start_out(const char *bin, const char *cmd, const char *const *opts,
+                            const char *const *sets, int out);
 /** A command's standard output so far (caller frees; "" for the relay itself). */
 char *h_relay_stdout(const h_relay_t *r);
 /**
