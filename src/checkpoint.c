@@ -22,21 +22,32 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
         relay_log_debug("librdkafka (checkpoint) %d %s: %s", level, fac, buf);
 }
 
+/* The reader's own settings, whatever kafka.* says (relay_config_validate()
+ * refuses them there: relay_checkpoint_own_setting()). */
+static const char *const reader_own[][2] = {
+        {"group.id", "outbox-relay-checkpoint-reader"}, /* never joined: assign() */
+        {"enable.auto.commit", "false"},
+        {"enable.partition.eof", "true"},
+        {"isolation.level", "read_committed"},
+        {"auto.offset.reset", "earliest"},
+        {"allow.auto.create.topics", "false"},
+        /* The end of a partition shows as an empty fetch, which the
+         * broker holds this long: librdkafka's 500 ms default was
+         * half a second of every exactly-once start (the data came
+         * in the first 10 ms). */
+        {"fetch.wait.max.ms", "10"},
+};
+
+const char *relay_checkpoint_own_setting(const char *prop)
+{
+        for (size_t i = 0; i < sizeof(reader_own) / sizeof(reader_own[0]); i++)
+                if (strcmp(prop, reader_own[i][0]) == 0)
+                        return reader_own[i][1];
+        return NULL;
+}
+
 static rd_kafka_t *consumer(const relay_config_t *cfg, char *err, size_t errlen)
 {
-        static const char *const ours[][2] = {
-                {"group.id", "outbox-relay-checkpoint-reader"}, /* never joined: assign() */
-                {"enable.auto.commit", "false"},
-                {"enable.partition.eof", "true"},
-                {"isolation.level", "read_committed"},
-                {"auto.offset.reset", "earliest"},
-                {"allow.auto.create.topics", "false"},
-                /* The end of a partition shows as an empty fetch, which the
-                 * broker holds this long: librdkafka's 500 ms default was
-                 * half a second of every exactly-once start (the data came
-                 * in the first 10 ms). */
-                {"fetch.wait.max.ms", "10"},
-        };
         rd_kafka_conf_t *conf = rd_kafka_conf_new();
         char kerr[RELAY_ERRBUF];
         rd_kafka_t *rk;
@@ -52,8 +63,8 @@ static rd_kafka_t *consumer(const relay_config_t *cfg, char *err, size_t errlen)
                 relay_config_kafka_at(cfg, i, &name, &value);
                 rd_kafka_conf_set(conf, name, value, kerr, sizeof(kerr));
         }
-        for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
-                if (rd_kafka_conf_set(conf, ours[i][0], ours[i][1], kerr, sizeof(kerr))) {
+        for (size_t i = 0; i < sizeof(reader_own) / sizeof(reader_own[0]); i++) {
+                if (rd_kafka_conf_set(conf, reader_own[i][0], reader_own[i][1], kerr, sizeof(kerr))) {
                         relay_err_set(err, errlen, "could not configure the checkpoint reader: %s",
                                       kerr);
                         rd_kafka_conf_destroy(conf);

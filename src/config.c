@@ -29,6 +29,7 @@
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
+#include "relay/checkpoint.h"
 #include "relay/conffile.h"
 #include "relay/config.h"
 #include "relay/kadmin.h"
@@ -1097,16 +1098,43 @@ static int check_transactional(const relay_config_t *c, char *err, size_t errlen
         return 0;
 }
 
+/* Whether a and b are the same value of librdkafka property name as
+ * librdkafka reads them ("TRUE" and "true", "Read_Committed" and
+ * "read_committed"): each as it gives it back once set. */
+static bool kafka_same_value(const char *name, const char *a, const char *b)
+{
+        char kerr[256], va[512], vb[512];
+        size_t la = sizeof(va), lb = sizeof(vb);
+        rd_kafka_conf_t *ca = rd_kafka_conf_new(), *cb = rd_kafka_conf_new();
+        bool same = ca && cb && rd_kafka_conf_set(ca, name, a, kerr, sizeof(kerr)) == RD_KAFKA_CONF_OK &&
+                    rd_kafka_conf_set(cb, name, b, kerr, sizeof(kerr)) == RD_KAFKA_CONF_OK &&
+                    rd_kafka_conf_get(ca, name, va, &la) == RD_KAFKA_CONF_OK &&
+                    rd_kafka_conf_get(cb, name, vb, &lb) == RD_KAFKA_CONF_OK && strcmp(va, vb) == 0;
+        if (ca)
+                rd_kafka_conf_destroy(ca);
+        if (cb)
+                rd_kafka_conf_destroy(cb);
+        return same;
+}
+
 /* librdkafka takes a consumer property in a producer's configuration and
  * ignores it, with a CONFWARN line the relay logs only at debug level. In
  * exactly-once mode the checkpoint reader, a consumer, is given them too. */
 static int check_consumer_props(const relay_config_t *c, char *err, size_t errlen)
 {
-        if (strcmp(relay_config_get(c, "delivery.mode"), "at-least-once") != 0)
-                return 0;
+        bool eos = strcmp(relay_config_get(c, "delivery.mode"), "at-least-once") != 0;
         for (size_t i = 0; i < c->nkafka; i++) {
                 const kafka_prop_t *kp = &c->kafka[i];
-                if (kafka_prop_consumer_only(kp->name)) {
+                const char *own = eos ? relay_checkpoint_own_setting(kp->name) : NULL;
+                if (own && !kafka_same_value(kp->name, kp->value, own)) {
+                        relay_err_set(err, errlen,
+                                      "kafka.%s (at %s) would have no effect: the exactly-once "
+                                      "checkpoint reader, the relay's only consumer, sets %s = %s "
+                                      "itself; remove it",
+                                      kp->name, kp->origin, kp->name, own);
+                        return RELAY_EINVAL;
+                }
+                if (!eos && kafka_prop_consumer_only(kp->name)) {
                         relay_err_set(err, errlen,
                                       "kafka.%s (at %s) is a librdkafka consumer property: with "
                                       "delivery.mode = at-least-once the relay only produces, so "

@@ -320,7 +320,10 @@ static void man_keys(FILE *out)
                 "log.level = debug, librdkafka's statistics (events per request, round trips) are "
                 "logged. A consumer-only property (group.id, auto.offset.reset, ...) is refused "
                 "with delivery.mode = at-least-once, where nothing consumes; exactly-once gives it "
-                "to the checkpoint reader too. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
+                "to the checkpoint reader too, except those the reader sets itself (group.id, "
+                "enable.auto.commit, enable.partition.eof, isolation.level = read_committed, "
+                "auto.offset.reset = earliest, allow.auto.create.topics = false, fetch.wait.max.ms "
+                "= 10), refused unless set to the same value. Environment: OUTBOX_RELAY_KAFKA_<PROPERTY>, "
                 "with \".\" written as \"_\".");
         for (size_t i = 0; relay_config_keydoc(i, &d); i++)
                 man_key(out, d.name, d.desc, d.values, d.def, "empty", d.env);

@@ -45,4 +45,11 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                           relay_lsn_t *out, bool *found, char *err,
                           size_t errlen) RELAY_MUST_CHECK;
 
+/**
+ * @brief The value the checkpoint reader gives the librdkafka property prop
+ *        whatever the configuration's kafka.* pairs say (borrowed, static),
+ *        or NULL when it takes theirs.
+ */
+const char *relay_checkpoint_own_setting(const char *prop);
+
 #endif

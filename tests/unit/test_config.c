@@ -815,8 +815,8 @@ static void test_long_input(void)
 static void test_consumer_props(void)
 {
         static const char *const consumer[] = {"kafka.group.id=orders",
-                                               "kafka.auto.offset.reset=earliest",
-                                               "kafka.isolation.level=read_committed"};
+                                               "kafka.auto.offset.reset=latest",
+                                               "kafka.isolation.level=read_uncommitted"};
         for (size_t i = 0; i < sizeof(consumer) / sizeof(consumer[0]); i++) {
                 relay_config_t *c = new_config();
                 char key[64];
@@ -831,10 +831,36 @@ static void test_consumer_props(void)
                         "  naming it, where it was set and the fix"))
                         tap_diag("  message: %s", err);
                 set_ok(c, "delivery.mode=exactly-once", "delivery.mode", "exactly-once");
-                is_int(relay_config_validate(c, err, sizeof(err)), 0,
-                       "  exactly-once takes it (the checkpoint reader consumes): %s", err);
+                is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+                       "  exactly-once refuses it too: the checkpoint reader sets it itself");
+                if (!ok(has(err, key) && has(err, "checkpoint reader") && has(err, "remove it"),
+                        "  naming it, where it was set, the reader's own value and the fix"))
+                        tap_diag("  message: %s", err);
                 relay_config_free(c);
         }
+        /* The reader's own value, as librdkafka reads it, is no conflict. */
+        relay_config_t *same = new_config();
+        set_ok(same, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
+        set_ok(same, "delivery.mode=exactly-once", "delivery.mode", "exactly-once");
+        set_ok(same, "kafka.isolation.level=read_committed", "kafka.isolation.level",
+               "read_committed");
+        set_ok(same, "kafka.enable.auto.commit=FALSE", "kafka.enable.auto.commit", "FALSE");
+        is_int(relay_config_validate(same, err, sizeof(err)), 0,
+               "exactly-once takes the reader's own values (read_committed, FALSE): %s", err);
+        set_ok(same, "kafka.enable.auto.commit=true", "kafka.enable.auto.commit", "true");
+        is_int(relay_config_validate(same, err, sizeof(err)), RELAY_EINVAL,
+               "  but not another (enable.auto.commit=true)");
+        relay_config_free(same);
+        /* A consumer property the checkpoint reader takes from kafka.*. */
+        relay_config_t *e = new_config();
+        set_ok(e, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
+        set_ok(e, "kafka.fetch.max.bytes=1048576", "kafka.fetch.max.bytes", "1048576");
+        is_int(relay_config_validate(e, err, sizeof(err)), RELAY_EINVAL,
+               "kafka.fetch.max.bytes: at-least-once refuses it");
+        set_ok(e, "delivery.mode=exactly-once", "delivery.mode", "exactly-once");
+        is_int(relay_config_validate(e, err, sizeof(err)), 0,
+               "  exactly-once takes it (the checkpoint reader consumes with it): %s", err);
+        relay_config_free(e);
         relay_config_t *c = new_config();
         set_ok(c, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
         set_ok(c, "kafka.compression.type=zstd", "kafka.compression.type", "zstd");
