@@ -213,23 +213,31 @@ static void add_quoted(relay_strbuf_t *b, const relay_repl_t *r, char how, const
  */
 static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
 {
+        return relay_pg_exec_waiting(r->conn, sql, -1, NULL, r->tick, r->tick_ctx);
+}
+
+PGresult *relay_pg_exec_waiting(PGconn *conn, const char *sql, int nparams,
+                                const char *const *params, relay_tick_fn *tick, void *ctx)
+{
         PGresult *res, *last = NULL;
         bool cancelled = false;
 
-        if (r->tick == NULL)
-                return PQexec(r->conn, sql);
-        if (!PQsendQuery(r->conn, sql))
-                return PQmakeEmptyPGresult(r->conn, PGRES_FATAL_ERROR);
-        while (PQisBusy(r->conn)) {
-                struct pollfd p = {.fd = PQsocket(r->conn), .events = POLLIN};
+        if (tick == NULL)
+                return nparams < 0 ? PQexec(conn, sql)
+                                   : PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        if (!(nparams < 0 ? PQsendQuery(conn, sql)
+                          : PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)))
+                return PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+        while (PQisBusy(conn)) {
+                struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN};
                 if (poll(&p, 1, TICK_MS) < 0 && errno != EINTR)
                         break;
                 /* A lost connection: PQgetResult() below says so. */
-                if (!PQconsumeInput(r->conn))
+                if (!PQconsumeInput(conn))
                         break;
                 char why[RELAY_ERRBUF];
-                if (!cancelled && r->tick(r->tick_ctx, why, sizeof(why)) != 0) {
-                        PGcancel *c = PQgetCancel(r->conn);
+                if (!cancelled && tick(ctx, why, sizeof(why)) != 0) {
+                        PGcancel *c = PQgetCancel(conn);
                         if (c != NULL)
                                 PQcancel(c, why, sizeof(why));
                         PQfreeCancel(c);
@@ -237,11 +245,11 @@ static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
                 }
         }
         /* As PQexec(): the last result is the answer. */
-        while ((res = PQgetResult(r->conn)) != NULL) {
+        while ((res = PQgetResult(conn)) != NULL) {
                 PQclear(last);
                 last = res;
         }
-        return last != NULL ? last : PQmakeEmptyPGresult(r->conn, PGRES_FATAL_ERROR);
+        return last != NULL ? last : PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
 }
 
 void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx)

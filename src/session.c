@@ -1057,7 +1057,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
 
         if ((rc = relay_repl_create_snapshot_slot(s->repl, snapshot, sizeof(snapshot), &consistent,
                                                   err, errlen)) ||
-            (rc = relay_backfill_open(&b, set, snapshot, err, errlen)))
+            (rc = relay_backfill_open(&b, set, snapshot, session_waiting, s, err, errlen)))
                 return rc;
         if ((rc = relay_outbox_bind(out, relay_backfill_relation(b))) < 0) {
                 relay_backfill_free(b);

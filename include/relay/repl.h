@@ -51,6 +51,21 @@ char *relay_repl_session_options(const char *conninfo);
 void relay_repl_free(relay_repl_t *r);
 
 /**
+ * @brief PQexec() (nparams < 0: the simple query protocol) or PQexecParams()
+ *        (text parameters, text results) on conn for a statement that may
+ *        wait on the server for long: with a tick (ctx borrowed), it is sent
+ *        asynchronously and tick called about every 100 ms until the answer
+ *        is in; a tick that returns non-zero cancels the statement, which
+ *        then fails with the server's cancellation. NULL tick: it blocks.
+ * @returns the last result (caller clears), never NULL but out of memory.
+ */
+struct pg_conn;   /* libpq's PGconn */
+struct pg_result; /* libpq's PGresult */
+struct pg_result *relay_pg_exec_waiting(struct pg_conn *conn, const char *sql, int nparams,
+                                        const char *const *params, relay_tick_fn *tick,
+                                        void *ctx);
+
+/**
  * @brief Install tick (ctx borrowed; NULL: none, such commands just block):
  *        called while a command waits on other sessions (creating a slot
  *        waits for every transaction running then to end, however long).

@@ -22,49 +22,23 @@
 #include "faults/faults.h"
 #include "harness.h"
 
-static long slot_count(PGconn *c, const char *slot)
-{
-        char *v = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'",
-                             slot);
-        long n = strtol(v, NULL, 10);
-        free(v);
-        return n;
-}
-
 int main(void)
 {
-        int port = h_http_port(4);
         fx_case_t fc;
         char topic[300];
-        fx_case_open(&fc, "slotwait", "sw");
-        snprintf(topic, sizeof(topic), "outbox.event.%s", fc.suffix);
-        h_pg_create_outbox(fc.c, "outbox");
-        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
-        fx_sets_add(&fc.sets, "http.listen=127.0.0.1:%d", port);
-        fx_sets_add(&fc.sets, "%s", "http.liveness.timeout.ms=1000");
+        int port = fx_alive_case_open(&fc, "slotwait", "sw", 4, topic, sizeof(topic));
 
         PGconn *holder = h_pg_connect(fc.db);
         h_pg_exec(holder, "BEGIN");
         h_pg_exec(holder, "SELECT pg_current_xact_id()");
 
         h_relay_t *r = h_relay_start(fc.sets.v);
-        int64_t deadline = h_now_ms() + 60000;
-        bool waits;
-        while (!(waits = h_pg_slot_creation_waits(fc.c, fc.db)) && h_now_ms() < deadline)
-                h_sleep_ms(100);
-        if (!ok(waits, "creating the slot waits for the open transaction"))
-                h_relay_diag_log(r);
-        h_sleep_ms(3000);
-        char *body = NULL;
-        int st = h_http_request(port, "GET", "/healthz", 2000, &body);
-        is_int(st, 200, "/healthz: 200 after 3 s of waiting, liveness timeout 1 s: %s",
-               body ? body : "");
-        free(body);
-        ok(h_pg_slot_creation_waits(fc.c, fc.db), "the creation still waits meanwhile");
+        fx_waits_alive(r, fc.c, fc.db, h_pg_slot_creation_waits, port,
+                       "creating the slot (for the open transaction)");
 
         fx_stop_relay(r, "SIGTERM ends the relay (exit 0) while the transaction is still open");
         h_relay_free(r);
-        is_int(slot_count(fc.c, fc.slot), 0, "no slot is left behind");
+        is_int(fx_slot_count(fc.c, fc.slot), 0, "no slot is left behind");
 
         h_pg_exec(holder, "COMMIT");
         PQfinish(holder);
