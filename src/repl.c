@@ -259,13 +259,26 @@ void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx)
 }
 
 /*
+ * The commands that wait on other sessions, before the stream starts (a
+ * tick sends status updates on a started one): CREATE_REPLICATION_SLOT for
+ * the transactions running when it began, CREATE PUBLICATION ... FOR TABLE
+ * for a lock on a table that conflicts with its SHARE UPDATE EXCLUSIVE (a
+ * CREATE INDEX CONCURRENTLY, a migration's open ALTER TABLE).
+ */
+static bool may_wait(const char *sql)
+{
+        return strncmp(sql, "CREATE_REPLICATION_SLOT ", 24) == 0 ||
+               strncmp(sql, "CREATE PUBLICATION ", 19) == 0;
+}
+
+/*
  * Run an SQL command built the way PostgreSQL's format() builds one: %L
  * inserts a string argument quoted as a literal, %I as an identifier, %s as
  * it is (the relay's own fragments), %% a percent sign; nothing else is
  * converted. One place quotes every name, and no fixed buffer bounds a
  * command. CREATE_REPLICATION_SLOT waits for every transaction running when
- * it began (its snapshot needs them ended), so it runs in exec_waiting().
- * NULL (err set) when out of memory.
+ * it began (its snapshot needs them ended), so it runs in exec_waiting(),
+ * as does every command may_wait() names. NULL (err set) when out of memory.
  */
 static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *fmt, va_list ap)
 {
@@ -288,8 +301,7 @@ static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *f
         }
         char *sql = relay_strbuf_finish(&b);
         if (sql != NULL)
-                res = strncmp(sql, "CREATE_REPLICATION_SLOT ", 24) == 0 ? exec_waiting(r, sql)
-                                                                        : PQexec(r->conn, sql);
+                res = may_wait(sql) ? exec_waiting(r, sql) : PQexec(r->conn, sql);
         free(sql);
         if (res == NULL)
                 relay_err_set(err, errlen, "out of memory");

@@ -247,6 +247,21 @@ int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port
 /** How many replication slots named slot the server has (0 or 1). */
 long fx_slot_count(PGconn *c, const char *slot);
 
+/**
+ * Stop relay r, whose start waits (fx_waits_alive()), with SIGTERM and free
+ * it: exit 0 within 60 s (its log shown otherwise), and no slot named
+ * k->slot left. Two test points.
+ */
+static __attribute__((unused)) void fx_stop_waiting(h_relay_t *r, const fx_case_t *k)
+{
+        int rc = h_relay_stop(r, 60000);
+        is_int(rc, 0, "SIGTERM ends the relay (exit 0) while the holder still holds");
+        if (rc != 0)
+                h_relay_diag_log(r);
+        h_relay_free(r);
+        is_int(fx_slot_count(k->c, k->slot), 0, "no slot is left behind");
+}
+
 /** Undo fx_case_open and free the settings; with wc, delete its topics too. */
 void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc);
 

@@ -50,10 +50,7 @@ int main(void)
         fx_waits_alive(r, fc.c, fc.db, h_pg_backfill_waits, port,
                        "the backfill's FETCH (for the lock)");
 
-        if (fx_stop_relay(r, "SIGTERM ends the relay (exit 0) while the lock is still held"))
-                h_relay_diag_log(r);
-        h_relay_free(r);
-        is_int(fx_slot_count(fc.c, fc.slot), 0, "no slot is left behind");
+        fx_stop_waiting(r, &fc);
 
         h_pg_exec(holder, "SELECT pg_advisory_unlock(4242)");
         PQfinish(holder);

@@ -470,6 +470,11 @@ bool h_pg_slot_creation_waits(PGconn *c, const char *db)
                              "backend_type = 'walsender' AND query LIKE 'CREATE_REPLICATION_SLOT%'");
 }
 
+bool h_pg_publication_creation_waits(PGconn *c, const char *db)
+{
+        return pg_lock_waits(c, db, "backend_type = 'walsender' AND query LIKE 'CREATE PUBLICATION%'");
+}
+
 bool h_pg_backfill_waits(PGconn *c, const char *db)
 {
         return pg_lock_waits(c, db, "application_name = 'outbox-relay backfill'");

@@ -142,6 +142,10 @@ void h_pg_create_outbox(PGconn *c, const char *table_name);
  *  (for the transactions open when it began to end). */
 bool h_pg_slot_creation_waits(PGconn *c, const char *db);
 
+/** Whether a walsender of database db waits on a lock in CREATE PUBLICATION
+ *  (for a lock on an outbox table another session holds). */
+bool h_pg_publication_creation_waits(PGconn *c, const char *db);
+
 /** Whether the relay's backfill connection to database db waits on a lock
  *  (a table lock, an advisory lock its snapshot.filter takes). */
 bool h_pg_backfill_waits(PGconn *c, const char *db);
