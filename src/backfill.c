@@ -38,9 +38,20 @@ struct relay_backfill {
         bool done;
         relay_pgo_value_t *values;  /* rel's ncols, views into batch */
         uint64_t rows;
-        relay_tick_fn *tick;        /* NULL: a FETCH blocks */
+        relay_tick_fn *tick;        /* while a statement waits; NULL: none */
         void *tick_ctx;
 };
+
+/*
+ * Every statement may wait long (a lock on the table, the first FETCH's
+ * sort, a slow filter): the caller's tick keeps its loop alive meanwhile
+ * and can cancel it (relay_pg_exec_waiting()). nparams < 0: the simple
+ * query protocol; else the extended one, which takes one statement only.
+ */
+static PGresult *exec(relay_backfill_t *b, const char *sql, int nparams, const char *const *params)
+{
+        return relay_pg_exec_waiting(b->conn, sql, nparams, params, b->tick, b->tick_ctx);
+}
 
 /* The server's message without its trailing newline. */
 static void pg_message(char *err, size_t errlen, const char *what, const char *msg)
@@ -66,7 +77,7 @@ static bool sqlstate_is(const PGresult *res, const char *code)
 static int command(relay_backfill_t *b, const char *sql, const char *what, char *err,
                    size_t errlen)
 {
-        PGresult *res = PQexec(b->conn, sql);
+        PGresult *res = exec(b, sql, -1, NULL);
         int rc = 0;
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
                 pg_message(err, errlen, what,
@@ -150,7 +161,7 @@ static int describe(relay_backfill_t *b, const char *qtable, char *err, size_t e
         if (!(sql = malloc(n)))
                 goto nomem;
         snprintf(sql, n, "SELECT * FROM %s LIMIT 0", qtable);
-        res = PQexec(b->conn, sql);
+        res = exec(b, sql, -1, NULL);
         if (PQresultStatus(res) != PGRES_TUPLES_OK) {
                 rc = table_error(b, res, false, err, errlen);
                 goto out;
@@ -199,11 +210,11 @@ static int rls_check(relay_backfill_t *b, const char *qtable, char *err, size_t 
         const char *params[3] = {qtable, t->schema, t->name};
         /* quote_ident: the fix must name "Relay" so, or it alters role relay
          * (and a schema "order" so, or it is a syntax error). */
-        PGresult *res = PQexecParams(b->conn,
-                                     "SELECT pg_catalog.row_security_active($1::pg_catalog.regclass), "
-                                     "pg_catalog.quote_ident(current_user), "
-                                     "pg_catalog.quote_ident($2) || '.' || pg_catalog.quote_ident($3)",
-                                     3, NULL, params, NULL, NULL, 0);
+        PGresult *res = exec(b,
+                             "SELECT pg_catalog.row_security_active($1::pg_catalog.regclass), "
+                             "pg_catalog.quote_ident(current_user), "
+                             "pg_catalog.quote_ident($2) || '.' || pg_catalog.quote_ident($3)",
+                             3, params);
         int rc = 0;
         if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
                 rc = table_error(b, res, false, err, errlen);
@@ -228,7 +239,7 @@ static int declare(relay_backfill_t *b, const char *qtable, char *err, size_t er
         if (!sql)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if (b->table > 0) {
-                PGresult *res = PQexec(b->conn, "CLOSE relay_backfill");
+                PGresult *res = exec(b, "CLOSE relay_backfill", -1, NULL);
                 int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : table_error(b, res, false,
                                                                                    err, errlen);
                 PQclear(res);
@@ -242,7 +253,7 @@ static int declare(relay_backfill_t *b, const char *qtable, char *err, size_t er
                  "ORDER BY pg_catalog.age(xmin) DESC, "
                  "cmin::pg_catalog.text::pg_catalog.int8, ctid", /* cid has no ordering */
                  qtable, *filter ? " WHERE (" : "", filter, *filter ? "\n)" : "");
-        PGresult *res = PQexecParams(b->conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+        PGresult *res = exec(b, sql, 0, NULL);
         free(sql);
         int rc = 0;
         if (PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -278,7 +289,7 @@ static int open_table(relay_backfill_t *b, size_t i, char *err, size_t errlen)
 }
 
 int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, const char *snapshot,
-                        char *err, size_t errlen)
+                        relay_tick_fn *tick, void *ctx, char *err, size_t errlen)
 {
         const char *keys[] = {"dbname", "client_encoding", "options", "application_name", NULL};
         char *options = relay_repl_session_options(set->postgres_conninfo);
@@ -292,6 +303,8 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         if (!b || !options)
                 goto nomem;
         b->set = set;
+        b->tick = tick;
+        b->tick_ctx = ctx;
         b->conn = vals[0] ? PQconnectdbParams(keys, vals, 1)
                           : PQconnectdbParams(keys + 1, vals + 1, 0);
         free(options);
@@ -328,12 +341,6 @@ fail:
         return rc;
 }
 
-void relay_backfill_set_tick(relay_backfill_t *b, relay_tick_fn *tick, void *ctx)
-{
-        b->tick = tick;
-        b->tick_ctx = ctx;
-}
-
 const relay_pgo_relation_t *relay_backfill_relation(const relay_backfill_t *b)
 {
         return b->rel;
@@ -355,7 +362,7 @@ int relay_backfill_next(relay_backfill_t *b, relay_pgo_insert_t *row, char *err,
                 if (b->done)
                         return 0;
                 snprintf(sql, sizeof(sql), "FETCH %d FROM relay_backfill", FETCH_ROWS);
-                b->batch = relay_pq_exec_waiting(b->conn, sql, b->tick, b->tick_ctx);
+                b->batch = exec(b, sql, -1, NULL);
                 b->next_row = 0;
                 if (PQresultStatus(b->batch) != PGRES_TUPLES_OK) {
                         int rc = table_error(b, b->batch, *b->set->snapshot_filter != '\0', err,

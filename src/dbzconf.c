@@ -311,8 +311,7 @@ static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const
          * partition. */
         if (!kc || !vc)
                 return 0;
-        const char *chosen = NULL;
-        const char *conv[2] = {kc, vc};
+        const char *chosen = NULL, *conv[2] = {kc, vc};
         const char *sch[2] = {relay_pairs_get(p, "key.converter.schemas.enable"),
                               relay_pairs_get(p, "value.converter.schemas.enable")};
         for (int i = 0; i < 2; i++) {
@@ -333,10 +332,16 @@ static int profile(relay_config_t *c, const relay_pairs_t *p, bool server, const
                                       cv,
                                       "the profiles cover StringConverter, ByteArrayConverter and "
                                       "JsonConverter");
-                if (chosen && strcmp(chosen, prof) != 0)
-                        return refuse(err, errlen, path, "key.converter", cv,
-                                      "key and value converters differ; a profile has one "
-                                      "encoding for both");
+                if (chosen && strcmp(chosen, prof) != 0) {
+                        /* The value's is named as set, the key's beside it:
+                         * both are the user's to change. */
+                        char why[RELAY_ERRBUF];
+                        snprintf(why, sizeof(why),
+                                 "it gives format.profile %s, but key.converter \"%s\" gives %s; "
+                                 "a profile has one encoding for both",
+                                 prof, kc, chosen);
+                        return refuse(err, errlen, path, "value.converter", cv, why);
+                }
                 chosen = prof;
         }
         return set(c, "format.profile", chosen, path, "key.converter/value.converter", err, errlen);

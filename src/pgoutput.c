@@ -396,6 +396,61 @@ static uint32_t base_type(const relay_pgoutput_t *d, uint32_t typid)
         return hit ? hit->base : typid;
 }
 
+/*
+ * Built-in types by name, those whose values the relay reads by type
+ * (format.c's kinds, outbox.c's partition and timestamp columns). Their
+ * OIDs are fixed (catalog/pg_type.dat) and names unique in pg_catalog.
+ */
+static const struct builtin {
+        const char *name;
+        uint32_t oid;
+} builtins[] = {
+    {"bool", 16},         {"bytea", 17},        {"int8", 20},   {"int2", 21},  {"int4", 23},
+    {"text", 25},         {"json", 114},        {"bpchar", 1042}, {"varchar", 1043},
+    {"timestamp", 1114}, {"timestamptz", 1184}, {"uuid", 2950}, {"jsonb", 3802},
+};
+
+/*
+ * A Type message names the base type of a domain (proto.c's
+ * logicalrep_write_typ() sends getBaseType()'s namespace and name under
+ * the domain's OID), as of the change it precedes: a domain made after
+ * relay_pgoutput_set_domains(), or dropped since, is learned from the
+ * stream. pgoutput sends one before the Relation for every column whose
+ * type is not built in. Only a built-in base the relay tells apart is
+ * recorded; any other stays as named, as the base itself would.
+ */
+static int learn_type(relay_pgoutput_t *d, uint32_t oid, const char *nsp, const char *name)
+{
+        uint32_t base = 0;
+        if (nsp[0] != '\0' && strcmp(nsp, "pg_catalog") != 0)
+                return 0;
+        for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
+                if (strcmp(name, builtins[i].name) == 0)
+                        base = builtins[i].oid;
+        if (base == 0 || base == oid)
+                return 0;
+        size_t lo = 0, hi = d->ndomains;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (d->domains[mid].oid < oid)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo < d->ndomains && d->domains[lo].oid == oid) {
+                d->domains[lo].base = base;
+                return 0;
+        }
+        struct domain *v = realloc(d->domains, (d->ndomains + 1) * sizeof(*v));
+        if (!v)
+                return RELAY_ENOMEM;
+        memmove(v + lo + 1, v + lo, (d->ndomains - lo) * sizeof(*v));
+        v[lo] = (struct domain){.oid = oid, .base = base};
+        d->domains = v;
+        d->ndomains++;
+        return 0;
+}
+
 int relay_pgoutput_set_domains(relay_pgoutput_t *d, const uint32_t *domains,
                                const uint32_t *bases, size_t n, char *err, size_t errlen)
 {
@@ -490,6 +545,8 @@ static int parse_type(relay_pgoutput_t *d, struct rd *r, relay_pgo_msg_t *out,
 
         if (!rd_u32(r, &m->oid) || !rd_str(r, &m->nspname, &len) || !rd_str(r, &m->name, &len))
                 return TRUNC;
+        if (learn_type(d, m->oid, m->nspname, m->name))
+                return nomem(err, errlen, 'Y');
         return RELAY_OK;
 }
 

@@ -49,6 +49,7 @@ struct relay_repl {
         char backfill_slot[64]; /* the temporary slot of a backfill, "" when none */
         relay_tick_fn *tick; /* NULL: none */
         void *tick_ctx;
+        bool pub_skipped; /* the walsender warned it skipped our publication (notice_receiver) */
 };
 
 /* How often a command that waits on other sessions ticks (exec_waiting()). */
@@ -118,10 +119,48 @@ static int publication_gone(const relay_repl_t *r, const PGresult *res, char *er
                          m ? m : "publication does not exist", r->slot);
 }
 
+/*
+ * PostgreSQL 18's pgoutput no longer fails at a change its publication
+ * does not cover for being missing (dropped, not yet made): it warns
+ * "skipped loading publication" (55000) and decodes on without it, so
+ * the outbox rows written meanwhile are never sent, and confirming what
+ * follows would lose them in silence. The same stop as before 18, with
+ * what happened there.
+ */
+static int publication_skipped(const relay_repl_t *r, char *err, size_t errlen)
+{
+        return relay_err(err, errlen, RELAY_ESETUP,
+                         "replication stream: publication \"%s\" does not exist; it was dropped "
+                         "while the slot had changes to send, which PostgreSQL 18 skips with a "
+                         "warning (their events never reach the relay): create it if it is "
+                         "missing, move the slot past them with SELECT "
+                         "pg_replication_slot_advance('%s', pg_current_wal_lsn()) or drop the "
+                         "slot, and check the outbox for events written since the last one in "
+                         "Kafka",
+                         r->publication, r->slot);
+}
+
 static bool sqlstate_is(const PGresult *res, const char *code)
 {
         const char *s = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
         return s && strcmp(s, code) == 0;
+}
+
+/*
+ * The server's notices are logged as every connection's are; one from the
+ * walsender saying it skipped our publication (publication_skipped()) is
+ * also remembered for relay_repl_read(). Known by SQLSTATE, the untranslated
+ * severity and the publication's name, which no lc_messages translates.
+ */
+static void notice_receiver(void *arg, const PGresult *res)
+{
+        relay_repl_t *r = arg;
+        const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+        const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+        if (sqlstate_is(res, "55000") && sev && strcmp(sev, "WARNING") == 0 && msg &&
+            strstr(msg, r->publication))
+                r->pub_skipped = true;
+        relay_log_server_notice(NULL, PQresultErrorMessage(res));
 }
 
 /* A failed query on a connection that is gone is a lost connection, not a setup problem. */
@@ -174,17 +213,20 @@ static void add_quoted(relay_strbuf_t *b, const relay_repl_t *r, char how, const
  */
 static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
 {
-        return relay_pq_exec_waiting(r->conn, sql, r->tick, r->tick_ctx);
+        return relay_pg_exec_waiting(r->conn, sql, -1, NULL, r->tick, r->tick_ctx);
 }
 
-PGresult *relay_pq_exec_waiting(PGconn *conn, const char *sql, relay_tick_fn *tick, void *ctx)
+PGresult *relay_pg_exec_waiting(PGconn *conn, const char *sql, int nparams,
+                                const char *const *params, relay_tick_fn *tick, void *ctx)
 {
         PGresult *res, *last = NULL;
         bool cancelled = false;
 
         if (tick == NULL)
-                return PQexec(conn, sql);
-        if (!PQsendQuery(conn, sql))
+                return nparams < 0 ? PQexec(conn, sql)
+                                   : PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        if (!(nparams < 0 ? PQsendQuery(conn, sql)
+                          : PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)))
                 return PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
         while (PQisBusy(conn)) {
                 struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN};
@@ -217,13 +259,26 @@ void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx)
 }
 
 /*
+ * The commands that wait on other sessions, before the stream starts (a
+ * tick sends status updates on a started one): CREATE_REPLICATION_SLOT for
+ * the transactions running when it began, CREATE PUBLICATION ... FOR TABLE
+ * for a lock on a table that conflicts with its SHARE UPDATE EXCLUSIVE (a
+ * CREATE INDEX CONCURRENTLY, a migration's open ALTER TABLE).
+ */
+static bool may_wait(const char *sql)
+{
+        return strncmp(sql, "CREATE_REPLICATION_SLOT ", 24) == 0 ||
+               strncmp(sql, "CREATE PUBLICATION ", 19) == 0;
+}
+
+/*
  * Run an SQL command built the way PostgreSQL's format() builds one: %L
  * inserts a string argument quoted as a literal, %I as an identifier, %s as
  * it is (the relay's own fragments), %% a percent sign; nothing else is
  * converted. One place quotes every name, and no fixed buffer bounds a
  * command. CREATE_REPLICATION_SLOT waits for every transaction running when
- * it began (its snapshot needs them ended), so it runs in exec_waiting().
- * NULL (err set) when out of memory.
+ * it began (its snapshot needs them ended), so it runs in exec_waiting(),
+ * as does every command may_wait() names. NULL (err set) when out of memory.
  */
 static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *fmt, va_list ap)
 {
@@ -246,8 +301,7 @@ static PGresult *vexecf(relay_repl_t *r, char *err, size_t errlen, const char *f
         }
         char *sql = relay_strbuf_finish(&b);
         if (sql != NULL)
-                res = strncmp(sql, "CREATE_REPLICATION_SLOT ", 24) == 0 ? exec_waiting(r, sql)
-                                                                        : PQexec(r->conn, sql);
+                res = may_wait(sql) ? exec_waiting(r, sql) : PQexec(r->conn, sql);
         free(sql);
         if (res == NULL)
                 relay_err_set(err, errlen, "out of memory");
@@ -459,7 +513,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
         r->conn = vals[0] ? PQconnectdbParams(keys, vals, 1) : PQconnectdbParams(keys + 1, vals + 1, 0);
         if (r->conn)
-                PQsetNoticeProcessor(r->conn, relay_log_server_notice, NULL);
+                PQsetNoticeReceiver(r->conn, notice_receiver, r);
         free(options);
         options = NULL;
         if (!r->conn)
@@ -1271,6 +1325,10 @@ int relay_repl_read(relay_repl_t *r, relay_walmsg_t *msg, char *err, size_t errl
                 r->copybuf = NULL;
         }
         int n = PQgetCopyData(r->conn, &r->copybuf, 1);
+        /* Before the message after the warning: nothing past the skipped
+         * changes is decoded, so nothing past them is confirmed. */
+        if (r->pub_skipped)
+                return publication_skipped(r, err, errlen);
         if (n > 0) {
                 int rc = relay_walproto_parse(r->copybuf, (size_t)n, msg, err, errlen);
                 return rc ? rc : 1;

@@ -394,7 +394,7 @@ static int session_waiting(void *ctx, char *err, size_t errlen)
         return s->streaming ? relay_session_status(s, false, err, errlen) : 0;
 }
 
-/* A backfill's FETCH waits on the server (its first one sorts the whole
+/* A backfill statement waits on the server (the first FETCH sorts the whole
  * table): the loop's duties go on, and the start, which is making
  * progress, is extended past the unit's start timeout. */
 static int backfill_waiting(void *ctx, char *err, size_t errlen)
@@ -1100,14 +1100,13 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
 
         if ((rc = relay_repl_create_snapshot_slot(s->repl, snapshot, sizeof(snapshot), &consistent,
                                                   err, errlen)) ||
-            (rc = relay_backfill_open(&b, set, snapshot, err, errlen)))
+            (rc = relay_backfill_open(&b, set, snapshot, backfill_waiting, s, err, errlen)))
                 return rc;
         if ((rc = relay_outbox_bind(out, relay_backfill_relation(b))) < 0) {
                 relay_backfill_free(b);
                 relay_err_set(err, errlen, "out of memory");
                 return rc;
         }
-        relay_backfill_set_tick(b, backfill_waiting, s);
         int64_t started = relay_now_ms(), last_log = started;
         char tables[512];
         relay_log_info("backfilling table%s %s%s%s%s: the rows committed before " RELAY_LSN_FMT

@@ -41,7 +41,11 @@ typedef struct relay_backfill relay_backfill_t;
  *        returned; the replication connection that exported it must not
  *        run another command before this returns) and open the cursor over
  *        outbox.table with snapshot.filter. set is borrowed and must
- *        outlive the reader.
+ *        outlive the reader. While any of its statements waits on the
+ *        server (here or in relay_backfill_next()), tick (ctx borrowed;
+ *        NULL: none, they block) is called about every 100 ms; a tick that
+ *        returns non-zero cancels the statement, which then fails with the
+ *        server's cancellation (the tick's caller knows why).
  * @returns 0 and *out (caller frees with relay_backfill_free()); RELAY_EIO
  *          when the server cannot be reached or the connection broke;
  *          RELAY_ESETUP for a filter the server refuses (the message names
@@ -49,7 +53,8 @@ typedef struct relay_backfill relay_backfill_t;
  *          RELAY_ENOMEM.
  */
 int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, const char *snapshot,
-                        char *err, size_t errlen) RELAY_MUST_CHECK;
+                        relay_tick_fn *tick, void *ctx, char *err,
+                        size_t errlen) RELAY_MUST_CHECK;
 
 /**
  * @brief The relation the rows belong to: outbox.table with the columns of
@@ -67,17 +72,6 @@ const relay_pgo_relation_t *relay_backfill_relation(const relay_backfill_t *b);
  */
 int relay_backfill_next(relay_backfill_t *b, relay_pgo_insert_t *row, char *err,
                         size_t errlen) RELAY_MUST_CHECK;
-
-/**
- * @brief Install tick (ctx borrowed; NULL: none): called every 100 ms while
- *        a FETCH waits on the server. The first one sorts the whole table
- *        (ORDER BY age(xmin), ...) before it returns a row: minutes for a
- *        large table, which blocked the caller's loop (no watchdog, /healthz
- *        stalled: systemd's WatchdogSec killed the relay and the next start
- *        backfilled again). A tick that returns non-zero cancels the FETCH,
- *        which then fails with the server's cancellation.
- */
-void relay_backfill_set_tick(relay_backfill_t *b, relay_tick_fn *tick, void *ctx);
 
 /** @brief Rows returned so far. */
 uint64_t relay_backfill_rows(const relay_backfill_t *b);

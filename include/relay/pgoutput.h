@@ -176,7 +176,10 @@ void relay_pgoutput_free(relay_pgoutput_t *d);
  *        OID, where a SELECT (the backfill) names the base type: the
  *        decoder gives relay_pgo_relation_coltype() the base type, so that
  *        a column is one kind of value however it is read. A domain not
- *        given (made after this call) stays as the Relation names it.
+ *        given (made after this call) is learned from the Type message
+ *        pgoutput sends before the Relation (it names the base type), when
+ *        its base is a built-in type the relay reads by (bytea, the JSON
+ *        and text kinds, uuid, integers, bool, timestamps).
  *        Replaces what an earlier call gave; relations decoded before keep
  *        their types.
  * @returns 0; RELAY_ENOMEM.

@@ -51,6 +51,21 @@ char *relay_repl_session_options(const char *conninfo);
 void relay_repl_free(relay_repl_t *r);
 
 /**
+ * @brief PQexec() (nparams < 0: the simple query protocol) or PQexecParams()
+ *        (text parameters, text results) on conn for a statement that may
+ *        wait on the server for long: with a tick (ctx borrowed), it is sent
+ *        asynchronously and tick called about every 100 ms until the answer
+ *        is in; a tick that returns non-zero cancels the statement, which
+ *        then fails with the server's cancellation. NULL tick: it blocks.
+ * @returns the last result (caller clears), never NULL but out of memory.
+ */
+struct pg_conn;   /* libpq's PGconn */
+struct pg_result; /* libpq's PGresult */
+struct pg_result *relay_pg_exec_waiting(struct pg_conn *conn, const char *sql, int nparams,
+                                        const char *const *params, relay_tick_fn *tick,
+                                        void *ctx);
+
+/**
  * @brief Install tick (ctx borrowed; NULL: none, such commands just block):
  *        called while a command waits on other sessions (creating a slot
  *        waits for every transaction running then to end, however long).
@@ -59,22 +74,6 @@ void relay_repl_free(relay_repl_t *r);
  *        caller that ended the wait knows why).
  */
 void relay_repl_set_tick(relay_repl_t *r, relay_tick_fn *tick, void *ctx);
-
-/**
- * @brief PQexec(conn, sql) for a command that may take as long as the server
- *        needs (another session's transaction, a sort of a whole table),
- *        sent asynchronously with tick called every 100 ms meanwhile (tick
- *        NULL: PQexec() itself), so the caller's loop keeps its duties. A
- *        tick that returns non-zero cancels the command, which then fails
- *        with the server's cancellation. conn is any libpq connection
- *        (struct pg_conn is PGconn); the result (struct pg_result,
- *        PGresult) is the caller's to PQclear(); NULL only when out of
- *        memory.
- */
-struct pg_conn;
-struct pg_result;
-struct pg_result *relay_pq_exec_waiting(struct pg_conn *conn, const char *sql,
-                                        relay_tick_fn *tick, void *ctx);
 
 /** @brief The server's version number (e.g. 150020). */
 int relay_repl_server_version(const relay_repl_t *r);

@@ -416,6 +416,28 @@ void fx_case_open(fx_case_t *k, const char *name, const char *tag)
         k->c = h_pg_connect(k->db);
 }
 
+int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port_offset,
+                       char *topic, size_t topiclen)
+{
+        int port = h_http_port(port_offset);
+        fx_case_open(k, name, tag);
+        snprintf(topic, topiclen, "outbox.event.%s", k->suffix);
+        h_pg_create_outbox(k->c, "outbox");
+        fx_sets_init(&k->sets, k->db, k->slot, NULL);
+        fx_sets_add(&k->sets, "http.listen=127.0.0.1:%d", port);
+        fx_sets_add(&k->sets, "%s", "http.liveness.timeout.ms=1000");
+        return port;
+}
+
+long fx_slot_count(PGconn *c, const char *slot)
+{
+        char *v = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'",
+                             slot);
+        long n = strtol(v, NULL, 10);
+        free(v);
+        return n;
+}
+
 void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pause_ms,
                          h_workload_conf_t *wc)
 {

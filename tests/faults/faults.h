@@ -191,6 +191,31 @@ static __attribute__((unused)) h_relay_t *fx_case_relay(const fx_case_t *k, cons
         return r;
 }
 
+/**
+ * A relay's start that waits on the server (what: "creating the slot", ...):
+ * waits(c, db) must come true within 60 s, then /healthz on port answer 200
+ * after 3 s more (http.liveness.timeout.ms = 1000: the loop turns while it
+ * waits), waits(c, db) still true. Three test points.
+ */
+static __attribute__((unused)) void fx_waits_alive(h_relay_t *r, PGconn *c, const char *db,
+                                                   bool (*waits)(PGconn *, const char *), int port,
+                                                   const char *what)
+{
+        int64_t deadline = h_now_ms() + 60000;
+        bool w;
+        while (!(w = waits(c, db)) && h_now_ms() < deadline)
+                h_sleep_ms(100);
+        if (!ok(w, "%s waits", what))
+                h_relay_diag_log(r);
+        h_sleep_ms(3000);
+        char *body = NULL;
+        int st = h_http_request(port, "GET", "/healthz", 2000, &body);
+        is_int(st, 200, "/healthz: 200 after 3 s of waiting, liveness timeout 1 s: %s",
+               body ? body : "");
+        free(body);
+        ok(waits(c, db), "%s still waits meanwhile", what);
+}
+
 /** Stop relay r with SIGTERM; one test point (what): exit 0 within 60 s,
  *  its log shown otherwise. Returns the exit code. */
 static __attribute__((unused)) int fx_stop_relay(h_relay_t *r, const char *what)
@@ -209,6 +234,33 @@ static __attribute__((unused)) int fx_stop_relay(h_relay_t *r, const char *what)
  */
 void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pause_ms,
                          h_workload_conf_t *wc);
+
+/**
+ * A case for a start that waits (fx_waits_alive()): fx_case_open(k, name,
+ * tag), a table "outbox" whose events for aggregatetype k->suffix go to
+ * topic, k->sets initialised with /healthz on h_http_port(port_offset) and
+ * http.liveness.timeout.ms = 1000. Returns that port; bails on failure.
+ */
+int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port_offset,
+                       char *topic, size_t topiclen);
+
+/** How many replication slots named slot the server has (0 or 1). */
+long fx_slot_count(PGconn *c, const char *slot);
+
+/**
+ * Stop relay r, whose start waits (fx_waits_alive()), with SIGTERM and free
+ * it: exit 0 within 60 s (its log shown otherwise), and no slot named
+ * k->slot left. Two test points.
+ */
+static __attribute__((unused)) void fx_stop_waiting(h_relay_t *r, const fx_case_t *k)
+{
+        int rc = h_relay_stop(r, 60000);
+        is_int(rc, 0, "SIGTERM ends the relay (exit 0) while the holder still holds");
+        if (rc != 0)
+                h_relay_diag_log(r);
+        h_relay_free(r);
+        is_int(fx_slot_count(k->c, k->slot), 0, "no slot is left behind");
+}
 
 /** Undo fx_case_open and free the settings; with wc, delete its topics too. */
 void fx_case_close(fx_case_t *k, const h_workload_conf_t *wc);

@@ -12,6 +12,12 @@
  * (or drop it), check the outbox. Done as it says, a relay started again
  * relays what is written afterwards.
  *
+ * PostgreSQL 18 decodes on instead, warning "skipped loading publication"
+ * (55000) for each change it leaves out: their events never reach the
+ * relay, and confirming what follows would lose them in silence. The
+ * relay stops there the same way (before, it went on: gap-1 was never
+ * sent, b-1 was, and nothing said so but a logged warning).
+ *
  * Before, the relay called the slot dropped or invalidated (exit 5) and
  * said to drop it "or set slot.recreate = true"; with slot.recreate = true
  * it retried for ever, logging "recreating it", and recreated nothing.

@@ -16,6 +16,11 @@
  * initial), one after (streamed); both values must be the three bytes
  * 00 FF 41, the keys as written.
  *
+ * The relay learns the server's domains when a session starts. A third
+ * row comes after a domain made while it streams (over bytea, with a
+ * domain over that) and the payload column ALTERed to it: its Relation
+ * names an OID the relay did not learn, and it must still give the bytes.
+ *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <stdio.h>
@@ -42,9 +47,14 @@ int main(void)
         h_relay_t *r = h_relay_start(sets);
         ok(h_relay_streams(r, 60000), "the relay streams");
         h_pg_exec(k.c, INSERT, k.aggtype, "streamed");
+        /* Made after the session started: the relay has not seen them. */
+        h_pg_exec(k.c, "CREATE DOMAIN late_bytes AS bytea");
+        h_pg_exec(k.c, "CREATE DOMAIN late_payload AS late_bytes CHECK (octet_length(VALUE) < 100)");
+        h_pg_exec(k.c, "ALTER TABLE outbox ALTER COLUMN payload TYPE late_payload");
+        h_pg_exec(k.c, INSERT, k.aggtype, "late domain");
         h_relayed_t rel;
-        h_wait_relayed(k.c, k.slot, k.topic, 2, 60000, &rel);
-        ok(rel.in_kafka == 2 && rel.confirmed, "both events relayed (%lld in Kafka, confirmed %d)",
+        h_wait_relayed(k.c, k.slot, k.topic, 3, 60000, &rel);
+        ok(rel.in_kafka == 3 && rel.confirmed, "all three events relayed (%lld in Kafka, confirmed %d)",
            (long long)rel.in_kafka, rel.confirmed);
         h_relayed_free(&rel);
 
@@ -56,8 +66,8 @@ int main(void)
                         m[i].key ? m[i].key : "(null key)", m[i].value_len))
                         tap_diag("  got \"%.*s\"", (int)m[i].value_len, m[i].value);
         }
-        const char *keys[] = {"backfilled", "streamed", NULL};
-        is_int((long)h_kafka_count_keys(k.topic, keys), 2, "keys as written");
+        const char *keys[] = {"backfilled", "streamed", "late domain", NULL};
+        is_int((long)h_kafka_count_keys(k.topic, keys), 3, "keys as written");
         h_msgs_free(m, n);
         h_relay_stop(r, 60000);
         h_relay_free(r);

@@ -471,16 +471,32 @@ void h_pg_create_outbox(PGconn *c, const char *table_name)
                   table_name);
 }
 
-bool h_pg_slot_creation_waits(PGconn *c, const char *db)
+/* Whether a backend of database db matching cond waits on a lock. */
+static bool pg_lock_waits(PGconn *c, const char *db, const char *cond)
 {
         char *v = h_pg_value(c,
                              "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' "
-                             "AND backend_type = 'walsender' AND wait_event_type = 'Lock' "
-                             "AND query LIKE 'CREATE_REPLICATION_SLOT%%'",
-                             db);
+                             "AND wait_event_type = 'Lock' AND %s",
+                             db, cond);
         bool waits = strcmp(v, "0") != 0;
         free(v);
         return waits;
+}
+
+bool h_pg_slot_creation_waits(PGconn *c, const char *db)
+{
+        return pg_lock_waits(c, db,
+                             "backend_type = 'walsender' AND query LIKE 'CREATE_REPLICATION_SLOT%'");
+}
+
+bool h_pg_publication_creation_waits(PGconn *c, const char *db)
+{
+        return pg_lock_waits(c, db, "backend_type = 'walsender' AND query LIKE 'CREATE PUBLICATION%'");
+}
+
+bool h_pg_backfill_waits(PGconn *c, const char *db)
+{
+        return pg_lock_waits(c, db, "application_name = 'outbox-relay backfill'");
 }
 
 char *h_pg_create_db(const char *prefix)

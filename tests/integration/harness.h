@@ -150,6 +150,14 @@ bool h_pg_run_named(PGconn *c, const char *text, const char *from, const char *u
  *  (for the transactions open when it began to end). */
 bool h_pg_slot_creation_waits(PGconn *c, const char *db);
 
+/** Whether a walsender of database db waits on a lock in CREATE PUBLICATION
+ *  (for a lock on an outbox table another session holds). */
+bool h_pg_publication_creation_waits(PGconn *c, const char *db);
+
+/** Whether the relay's backfill connection to database db waits on a lock
+ *  (a table lock, an advisory lock its snapshot.filter takes). */
+bool h_pg_backfill_waits(PGconn *c, const char *db);
+
 /* --- Kafka -------------------------------------------------------------- */
 
 /** Create a topic (partitions, the broker's default replication factor: 1 on

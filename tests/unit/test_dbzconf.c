@@ -48,6 +48,18 @@ static relay_config_t *load_text(const char *text, char *notes, size_t nl, char 
         return c;
 }
 
+/* A connector refused at load, its message holding want1 and want2. */
+static void refused_naming(const char *json, const char *what, const char *want1,
+                           const char *want2)
+{
+        char notes[2048], err[RELAY_ERRBUF];
+        int rc;
+        relay_config_t *c = load_text(json, notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, RELAY_EINVAL, "%s: refused", what);
+        ok(strstr(err, want1) && strstr(err, want2), "  naming %s and %s (%s)", want1, want2, err);
+        relay_config_free(c);
+}
+
 int main(void)
 {
         char notes[2048], err[RELAY_ERRBUF];
@@ -257,6 +269,20 @@ int main(void)
            relay_config_origin(c, "format.profile") ? relay_config_origin(c, "format.profile")
                                                     : "the default");
         relay_config_free(c);
+
+        /* Converters that differ: the message names each as the file sets it. */
+        refused_naming("{\"config\": {\"key.converter\": "
+                       "\"org.apache.kafka.connect.storage.StringConverter\", \"value.converter\": "
+                       "\"org.apache.kafka.connect.json.JsonConverter\"}}",
+                       "key StringConverter, value JsonConverter",
+                       "\"value.converter\" = \"org.apache.kafka.connect.json.JsonConverter\"",
+                       "key.converter \"org.apache.kafka.connect.storage.StringConverter\"");
+        refused_naming("{\"config\": {\"key.converter\": "
+                       "\"org.apache.kafka.connect.json.JsonConverter\", \"value.converter\": "
+                       "\"org.apache.kafka.connect.json.JsonConverter\", "
+                       "\"value.converter.schemas.enable\": \"false\"}}",
+                       "JsonConverter with and without schemas",
+                       "gives format.profile connect-json,", "gives connect-json-schema;");
 
         /* Booleans as Kafka Connect and Debezium read them: case-insensitive,
          * blanks around ignored (ConfigDef.parseType, Configuration.getBoolean). */

@@ -1107,6 +1107,80 @@ static void test_domains(void)
         relay_pgoutput_free(d);
 }
 
+static struct wb type_msg(uint32_t oid, const char *nsp, const char *name)
+{
+        struct wb w = {.n = 0};
+
+        put8(&w, 'Y');
+        put32(&w, oid);
+        putstr(&w, nsp);
+        putstr(&w, name);
+        return w;
+}
+
+/* Relation relid "public"."t" of n columns c0, c1, ... of the types given. */
+static struct wb typed_relation_msg(uint32_t relid, int n, const uint32_t *types)
+{
+        struct wb w = {.n = 0};
+        char name[16];
+
+        put8(&w, 'R');
+        put32(&w, relid);
+        putstr(&w, "public");
+        putstr(&w, "t");
+        put8(&w, 'd');
+        put16(&w, n);
+        for (int i = 0; i < n; i++) {
+                snprintf(name, sizeof(name), "c%d", i);
+                put8(&w, 0);
+                putstr(&w, name);
+                put32(&w, types[i]);
+                put32(&w, 0xffffffff);
+        }
+        return w;
+}
+
+/*
+ * pgoutput sends a Type message before a Relation for each column of a type
+ * not built in, naming a domain's base type under the domain's OID: a domain
+ * the decoder was never given (made after relay_pgoutput_set_domains()) is
+ * its base type from then on, when that base is a built-in one it reads by.
+ */
+static void test_domains_from_type_messages(void)
+{
+        relay_pgoutput_t *d;
+        const uint32_t types[] = {90010, 90011, 90012, 90013, 90014};
+        const uint32_t given = 90014, given_base = 25;
+        if (relay_pgoutput_new(&d, 1, err, sizeof(err)) ||
+            relay_pgoutput_set_domains(d, &given, &given_base, 1, err, sizeof(err)))
+                tap_bail("relay_pgoutput_new: %s", err);
+        struct wb w = type_msg(90010, "", "bytea");
+        is_int(decode(d, w.b, w.n), RELAY_OK, "Type: a domain over pg_catalog's bytea decodes");
+        is_int(m.kind, RELAY_PGO_TYPE, "  as a Type");
+        w = type_msg(90011, "pg_catalog", "jsonb");
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  one naming pg_catalog by name");
+        w = type_msg(90012, "public", "bytea");
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  a type of another schema named bytea");
+        w = type_msg(90013, "", "numeric");
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  a domain over numeric");
+        w = typed_relation_msg(16500, 5, types);
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  the Relation after them");
+        const relay_pgo_relation_t *rel = relay_pgoutput_relation(d, 16500);
+        is_int(relay_pgo_relation_coltype(rel, 0), 17, "  the bytea domain is bytea");
+        is_int(relay_pgo_relation_coltype(rel, 1), 3802, "  the jsonb domain is jsonb");
+        is_int(relay_pgo_relation_coltype(rel, 2), 90012, "  public.bytea is not pg_catalog's");
+        is_int(relay_pgo_relation_coltype(rel, 3), 90013, "  a base it does not tell apart stays");
+        is_int(relay_pgo_relation_coltype(rel, 4), 25, "  a domain it was given keeps its base");
+        /* The stream's catalog wins: an OID the server gave another domain since. */
+        w = type_msg(90010, "", "text");
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  a later Type for the same OID");
+        w = typed_relation_msg(16501, 1, types);
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  and a Relation");
+        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16501), 0), 25,
+               "  the later base");
+        relay_pgoutput_free(d);
+}
+
 int main(void)
 {
         fixtures = getenv("RELAY_FIXTURES");
@@ -1120,6 +1194,7 @@ int main(void)
         test_sweeps();
         test_relation_new();
         test_domains();
+        test_domains_from_type_messages();
         free(cur);
         return done_testing();
 }
