@@ -402,8 +402,10 @@ int main(int argc, char **argv)
         free(sets);
         /* Debezium's bytes were asked for, and a Connect connector without
          * both converters does not say which (the worker's are used):
-         * the relay's own raw format would be a silent change. */
-        if (rc == 0 && dbz_file != NULL && relay_config_origin(cfg, "format.profile") == NULL)
+         * the relay's own raw format would be a silent change. status
+         * writes nothing to Kafka (the cutover runs it on Debezium's file). */
+        if (rc == 0 && dbz_file != NULL && cmd != CMD_STATUS &&
+            relay_config_origin(cfg, "format.profile") == NULL)
                 rc = relay_err(err, sizeof(err), RELAY_EINVAL,
                                "%s does not set key.converter and value.converter, so Kafka "
                                "Connect uses its worker's, which the file does not show (and the "

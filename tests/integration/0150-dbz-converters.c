@@ -10,7 +10,9 @@
  * naming both fixes) unless format.profile is set in a layer above the
  * Debezium file; with both converters it starts as before.
  *
- * The relay runs with --print-config, which needs no server.
+ * The relay runs with --print-config, which needs no server. `status`,
+ * which sends nothing to Kafka (README's cutover runs it on Debezium's
+ * file), is not refused.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -31,20 +33,28 @@
 
 #define STRING_CONVERTER "\"org.apache.kafka.connect.storage.StringConverter\""
 
-/* Run --print-config on a connector with extra config lines; the exit code,
- * *log its standard error (caller frees). */
-static int print_config(const char *extra, const char *set, char **log)
+/* Run cmd (NULL: the relay with --print-config) on a connector with extra
+ * config lines, with conninfo (NULL: none) and set; the exit code, *log
+ * its standard error (caller frees). */
+static int run_on(const char *cmd, const char *conninfo, const char *extra, const char *set,
+                  char **log)
 {
         char *file = fx_fmt("%s/0150-%d.json", h_env("RELAY_TEST_ENV_DIR"), (int)getpid());
         h_write_file(file, CONNECTOR, extra);
-        const char *opts[] = {"--debezium-config", file, "--print-config", NULL};
-        const char *sets[] = {"kafka.bootstrap.servers=127.0.0.1:9", set, NULL};
+        const char *opts[] = {"--debezium-config", file, cmd ? NULL : "--print-config", NULL};
+        const char *sets[] = {"kafka.bootstrap.servers=127.0.0.1:9", set ? set : conninfo,
+                              set ? conninfo : NULL, NULL};
         char *out = NULL;
-        int rc = h_relay_run_cmd(NULL, opts, sets, 30000, &out, log);
+        int rc = h_relay_run_cmd(cmd, opts, sets, 30000, &out, log);
         free(out);
         remove(file);
         free(file);
         return rc;
+}
+
+static int print_config(const char *extra, const char *set, char **log)
+{
+        return run_on(NULL, NULL, extra, set, log);
 }
 
 int main(void)
@@ -80,5 +90,25 @@ int main(void)
         if (rc != 0)
                 tap_diag("%s", log);
         free(log);
+
+        /* status reads the slot and sends nothing to Kafka: README's
+         * cutover runs it on Debezium's file, which need not name the
+         * converters. It answers as with format.profile set. */
+        char *db = h_pg_create_db("dbzconv");
+        char *ci = h_pg_conninfo(db);
+        char *set_ci = fx_fmt("postgres.conninfo=%s", ci);
+        char *log2;
+        rc = run_on("status", set_ci, "", NULL, &log);
+        int want = run_on("status", set_ci, "", "format.profile=connect-string", &log2);
+        ok(rc != 2 && rc == want && !strstr(log, "key.converter"),
+           "status: not refused for the converters (exit %d; with format.profile %d)", rc, want);
+        if (rc != want || strstr(log, "key.converter"))
+                tap_diag("%s", log);
+        free(log);
+        free(log2);
+        free(set_ci);
+        free(ci);
+        h_pg_drop_db(db);
+        free(db);
         return done_testing();
 }
