@@ -1126,23 +1126,22 @@ static int check_consumer_props(const relay_config_t *c, char *err, size_t errle
         for (size_t i = 0; i < c->nkafka; i++) {
                 const kafka_prop_t *kp = &c->kafka[i];
                 const char *own = eos ? relay_checkpoint_own_setting(kp->name) : NULL;
-                if (own && !kafka_same_value(kp->name, kp->value, own)) {
-                        relay_err_set(err, errlen,
-                                      "kafka.%s (at %s) would have no effect: the exactly-once "
-                                      "checkpoint reader, the relay's only consumer, sets %s = %s "
-                                      "itself; remove it",
-                                      kp->name, kp->origin, kp->name, own);
-                        return RELAY_EINVAL;
-                }
-                if (!eos && kafka_prop_consumer_only(kp->name)) {
-                        relay_err_set(err, errlen,
-                                      "kafka.%s (at %s) is a librdkafka consumer property: with "
-                                      "delivery.mode = at-least-once the relay only produces, so "
-                                      "it would have no effect; remove it (a consumer of the "
-                                      "events, such as outbox-inbox, is configured on its own)",
-                                      kp->name, kp->origin);
-                        return RELAY_EINVAL;
-                }
+                char why[256];
+                if (own && !kafka_same_value(kp->name, kp->value, own))
+                        snprintf(why, sizeof(why),
+                                 "would have no effect: the exactly-once checkpoint reader, the "
+                                 "relay's only consumer, sets %s = %s itself; remove it",
+                                 kp->name, own);
+                else if (!eos && kafka_prop_consumer_only(kp->name))
+                        snprintf(why, sizeof(why),
+                                 "is a librdkafka consumer property: with delivery.mode = "
+                                 "at-least-once the relay only produces, so it would have no "
+                                 "effect; remove it (a consumer of the events, such as "
+                                 "outbox-inbox, is configured on its own)");
+                else
+                        continue;
+                return relay_err(err, errlen, RELAY_EINVAL, "kafka.%s (at %s) %s", kp->name,
+                                 kp->origin, why);
         }
         return 0;
 }
