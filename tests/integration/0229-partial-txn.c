@@ -112,15 +112,9 @@ int main(void)
         /* T1's commit record starts at or after before_t1, and nothing
          * else is written there but the later A transactions and the
          * noise: a confirmed position at or past it confirms T1. */
-        bool held = true;
-        char *conf = NULL;
-        for (int i = 0; i < 8 && held; i++) {
-                h_pg_exec(fc.c, "INSERT INTO noise (v) VALUES ('x')");
-                h_sleep_ms(500);
-                free(conf);
-                conf = h_pg_confirmed_lsn(fc.c, fc.slot);
-                held = conf && !h_pg_lsn_ge(fc.c, conf, before_t1);
-        }
+        char *conf;
+        bool held = h_pg_confirmed_stays_below(fc.c, fc.slot, before_t1, 8,
+                                               "INSERT INTO noise (v) VALUES ('x')", &conf);
         ok(held, "over 4 s of status updates the slot stays below T1 (confirmed %s, T1's commit "
                  "at or after %s)",
            conf ? conf : "(null)", before_t1);
