@@ -382,6 +382,25 @@ int64_t h_pg_wait_confirmed(PGconn *c, const char *slot, const char *lsn, int ti
         }
 }
 
+bool h_pg_confirmed_stays_below(PGconn *c, const char *slot, const char *lsn, int rounds,
+                                const char *noise_sql, char **last)
+{
+        bool below = true;
+        char *conf = NULL;
+        for (int i = 0; i < rounds && below; i++) {
+                h_pg_exec(c, "%s", noise_sql);
+                h_sleep_ms(500);
+                free(conf);
+                conf = h_pg_confirmed_lsn(c, slot);
+                below = conf && !h_pg_lsn_ge(c, conf, lsn);
+        }
+        if (last)
+                *last = conf;
+        else
+                free(conf);
+        return below;
+}
+
 long h_pg_pending_inserts_with(PGconn *c, const char *slot, const char *needle)
 {
         int64_t deadline = h_now_ms() + 30000;

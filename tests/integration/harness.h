@@ -126,6 +126,15 @@ bool h_pg_lsn_ge(PGconn *c, const char *a, const char *b);
 int64_t h_pg_wait_confirmed(PGconn *c, const char *slot, const char *lsn, int timeout_ms);
 
 /**
+ * While keepalives flow: rounds times, run noise_sql on c (an unrelated
+ * write, so the server has WAL past lsn to send keepalives for), wait
+ * 500 ms and read slot's confirmed_flush_lsn. True when it stayed below
+ * lsn every time; *last (caller frees; may be NULL) gets the last value.
+ */
+bool h_pg_confirmed_stays_below(PGconn *c, const char *slot, const char *lsn, int rounds,
+                                const char *noise_sql, char **last);
+
+/**
  * Inserts still pending in slot (not confirmed: a peek, publication
  * outbox_pub) whose message bytes contain needle. Waits up to 30 s for the
  * slot to be released by its last walsender first (bails otherwise).
