@@ -293,6 +293,7 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                 relay_metrics_retry(s->proc->metrics);
                 rc = send_in_place(s, ev, &cls, why, sizeof(why), err, errlen);
                 if (rc == 0) {
+                        s->n.events++; /* relayed; a dead-letter copy counts as that */
                         relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
                         relay_log_info("event \"%.*s\" delivered to \"%s\" on attempt %d",
                                        RELAY_ID_ARGS(ev->id, ev->id_len), ev->topic, attempts + 1);
@@ -379,8 +380,6 @@ int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char 
                 s->inplace.settling = true;
                 rc = resend(s, &ev, lsn, attempts, why, err, errlen);
                 s->inplace.settling = false;
-                if (rc == 0)
-                        s->n.events++;
                 return rc;
         }
         rc = relay_session_send(s, &ev, TAG_SEQ(relay_acktrack_add(s->ack)), err, errlen);
