@@ -429,6 +429,23 @@ int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port
         return port;
 }
 
+char *fx_eos_case_open(fx_case_t *k, const char *name, const char *tag, char **key)
+{
+        fx_case_open(k, name, tag);
+        h_pg_create_outbox(k->c, "outbox");
+        h_pg_exec_file(k->c, "002_publication.sql");
+        char *ck_topic = fx_fmt("outbox.relay.checkpoints_%s", k->suffix);
+        const char *compact[] = {"cleanup.policy", "compact", NULL};
+        h_kafka_create_topic_config(ck_topic, 1, compact);
+        char *sysid = h_pg_value(k->c, "SELECT system_identifier::text FROM pg_control_system()");
+        *key = fx_fmt("%s/%s", sysid, k->slot);
+        free(sysid);
+        fx_sets_init(&k->sets, k->db, k->slot, NULL);
+        fx_sets_add(&k->sets, "%s", "delivery.mode=exactly-once");
+        fx_sets_add(&k->sets, "eos.checkpoint.topic=%s", ck_topic);
+        return ck_topic;
+}
+
 long fx_slot_count(PGconn *c, const char *slot)
 {
         char *v = h_pg_value(c, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'",

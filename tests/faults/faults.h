@@ -244,6 +244,15 @@ void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pa
 int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port_offset,
                        char *topic, size_t topiclen);
 
+/**
+ * An exactly-once case on the environment's Kafka: fx_case_open(k, name,
+ * tag), a table "outbox" with the publication, k->sets initialised for
+ * delivery.mode = exactly-once with a compacted checkpoint topic of its own.
+ * Returns that topic; *key gets the slot's checkpoint key (system
+ * identifier/slot). The caller frees both.
+ */
+char *fx_eos_case_open(fx_case_t *k, const char *name, const char *tag, char **key);
+
 /** How many replication slots named slot the server has (0 or 1). */
 long fx_slot_count(PGconn *c, const char *slot);
 

@@ -29,19 +29,10 @@
 int main(void)
 {
         fx_case_t fc;
-        fx_case_open(&fc, "eosstale", "st");
-        h_pg_create_outbox(fc.c, "outbox");
-        h_pg_exec_file(fc.c, "002_publication.sql");
-        char *ck_topic = fx_fmt("outbox.relay.checkpoints_%s", fc.suffix);
-        const char *compact[] = {"cleanup.policy", "compact", NULL};
-        h_kafka_create_topic_config(ck_topic, 1, compact);
-        char *sysid = h_pg_value(fc.c, "SELECT system_identifier::text FROM pg_control_system()");
-        char *key = fx_fmt("%s/%s", sysid, fc.slot);
+        char *key;
+        char *ck_topic = fx_eos_case_open(&fc, "eosstale", "st", &key);
         /* Far beyond this server's WAL. */
         h_kafka_produce(ck_topic, key, "FF/0");
-        fx_sets_init(&fc.sets, fc.db, fc.slot, NULL);
-        fx_sets_add(&fc.sets, "delivery.mode=exactly-once");
-        fx_sets_add(&fc.sets, "eos.checkpoint.topic=%s", ck_topic);
         char *topic = fx_fmt("outbox.event.st_%s", fc.suffix);
 
         /* The slot first, then the events: they wait in it. */
@@ -89,7 +80,7 @@ int main(void)
         h_relay_free(r);
 
         h_kafka_delete_topic(ck_topic);
-        free(ck_topic), free(sysid), free(key), free(topic), free(end);
+        free(ck_topic), free(key), free(topic), free(end);
         fx_case_close(&fc, NULL);
         return done_testing();
 }
