@@ -574,8 +574,6 @@ void fx_notify_close(fx_notify_t *n)
 
 /* --- writers that survive a database restart ---------------------------------- */
 
-static const char *const fx_aggtypes[H_WORKLOAD_TYPES] = {"order", "customer"};
-
 static int fx_cmp_int(const void *a, const void *b)
 {
         return *(const int *)a - *(const int *)b;
@@ -622,16 +620,7 @@ static void *fx_writer_main(void *arg)
                 qsort(aggs, (size_t)n, sizeof(int), fx_cmp_int); /* lock order: no deadlocks */
                 bool good = fx_writer_exec(c, "BEGIN", false);
                 for (int i = 0; good && i < n; i++) {
-                        int t = aggs[i] % H_WORKLOAD_TYPES;
-                        snprintf(sql, sizeof(sql),
-                                 "WITH v AS (UPDATE aggregates SET version = version + 1 "
-                                 "WHERE id = %d RETURNING version) "
-                                 "INSERT INTO outbox (id, aggregatetype, aggregateid, type, "
-                                 "payload) SELECT gen_random_uuid(), '%s_%s', 'agg-%d', "
-                                 "'%sEvent', jsonb_build_object('agg', %d, 'v', v.version, "
-                                 "'w', %d, 'pad', repeat('x', 150)) FROM v RETURNING id",
-                                 aggs[i], fx_aggtypes[t], conf->suffix, aggs[i], fx_aggtypes[t],
-                                 aggs[i], w->id);
+                        h_workload_event_sql(sql, sizeof(sql), conf->suffix, aggs[i], w->id);
                         good = fx_writer_exec(c, sql, true);
                 }
                 if (good)

@@ -76,16 +76,24 @@ static int exec_ok(PGconn *c, const char *sql, char *err, size_t errlen)
         return good;
 }
 
+void h_workload_event_sql(char *sql, size_t len, const char *suffix, int agg, int writer)
+{
+        int t = agg % H_WORKLOAD_TYPES;
+        /* The payload repeats the row's id: h_workload_verify() compares
+         * the id header with it. */
+        snprintf(sql, len,
+                 "WITH v AS (UPDATE aggregates SET version = version + 1 WHERE id = %d RETURNING "
+                 "version), u AS (SELECT gen_random_uuid() AS id) INSERT INTO outbox (id, "
+                 "aggregatetype, aggregateid, type, payload) SELECT u.id, '%s_%s', 'agg-%d', "
+                 "'%sEvent', jsonb_build_object('agg', %d, 'v', v.version, 'w', %d, 'id', u.id, "
+                 "'pad', repeat('x', 150)) FROM v, u RETURNING id",
+                 agg, aggtypes[t], suffix, agg, aggtypes[t], agg, writer);
+}
+
 static int add_event(PGconn *c, writer_t *w, int agg, int del)
 {
         char sql[1024];
-        int t = agg % H_WORKLOAD_TYPES;
-        snprintf(sql, sizeof(sql),
-                 "WITH v AS (UPDATE aggregates SET version = version + 1 WHERE id = %d RETURNING "
-                 "version) INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-                 "SELECT gen_random_uuid(), '%s_%s', 'agg-%d', '%sEvent', jsonb_build_object('agg', "
-                 "%d, 'v', v.version, 'w', %d, 'pad', repeat('x', 150)) FROM v RETURNING id",
-                 agg, aggtypes[t], w->conf->suffix, agg, aggtypes[t], agg, w->id);
+        h_workload_event_sql(sql, sizeof(sql), w->conf->suffix, agg, w->id);
         PGresult *r = PQexec(c, sql);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
                 snprintf(w->err, sizeof(w->err), "insert: %.400s", PQerrorMessage(c));
@@ -277,12 +285,17 @@ void h_workload_verify(PGconn *c, const h_workload_conf_t *conf, h_verify_t *out
                         json_error_t je;
                         json_t *j = json_loadb(m->value ? m->value : "", m->value_len, 0, &je);
                         int agg = -1, v = -1, wr = -1;
-                        if (!j || json_unpack(j, "{s:i, s:i, s:i}", "agg", &agg, "v", &v, "w", &wr) != 0 ||
+                        const char *pid = NULL; /* the row's id, which the payload repeats */
+                        if (!j ||
+                            json_unpack(j, "{s:i, s:i, s:i, s:s}", "agg", &agg, "v", &v, "w", &wr,
+                                        "id", &pid) != 0 ||
                             agg < 0 || agg >= na) {
                                 out->bad_value++;
                                 json_decref(j);
                                 continue;
                         }
+                        char want_id[64];
+                        snprintf(want_id, sizeof(want_id), "%s", pid);
                         json_decref(j);
                         char want_key[32], want_type[64];
                         snprintf(want_key, sizeof(want_key), "agg-%d", agg);
@@ -296,7 +309,8 @@ void h_workload_verify(PGconn *c, const h_workload_conf_t *conf, h_verify_t *out
                         const char *hid = h_msg_header(m, "id", &hl);
                         const char *htype = h_msg_header(m, "type", &hl);
                         snprintf(want_type, sizeof(want_type), "%sEvent", aggtypes[t]);
-                        if (!hid || strlen(hid) != 36 || !htype || strcmp(htype, want_type) != 0)
+                        if (!hid || strcmp(hid, want_id) != 0 || !htype ||
+                            strcmp(htype, want_type) != 0)
                                 out->bad_headers++;
                         /* Partition order per aggregate: each committed version's
                          * first occurrence must come after those of the versions

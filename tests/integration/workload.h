@@ -77,6 +77,13 @@ long long h_workload_wait_count(const h_workload_conf_t *conf, long long n, int 
 /** Consume both topics and compare with the committed versions in the database. */
 void h_workload_verify(PGconn *c, const h_workload_conf_t *conf, h_verify_t *out);
 
+/**
+ * The statement that writes one event of aggregate agg as writer number
+ * writer does (the aggregate's next version; the payload repeats the row's
+ * id, which h_workload_verify() compares with the id header), into sql.
+ */
+void h_workload_event_sql(char *sql, size_t len, const char *suffix, int agg, int writer);
+
 /** Print a verify result as TAP diagnostics. */
 void h_workload_diag(const h_verify_t *v);
 
