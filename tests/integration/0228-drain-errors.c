@@ -72,8 +72,8 @@ int main(void)
 
         /* --- 2. a drain failure after an unmappable event ---------------- */
         h_pg_exec(fc.c, "ALTER TABLE outbox ALTER COLUMN aggregateid DROP NOT NULL");
-        char *id2;
-        r = fx_relay_reads_event(&fc, port, "'agg-2'", &id2, NULL);
+        char *id2, *lsn2;
+        r = fx_relay_reads_event(&fc, port, "'agg-2'", &id2, &lsn2);
         /* Refused for good: librdkafka does not retry it. */
         rd_kafka_mock_push_request_errors(g_mock, PRODUCE_API, 1, RD_KAFKA_RESP_ERR_INVALID_RECORD);
         char *id3 = fx_insert_event(&fc, "NULL", NULL);
@@ -88,8 +88,11 @@ int main(void)
                    !h_relay_wait_log(r, "resuming from the slot", 0),
            "saying what happens to the event: no session resumes, the next start sends it");
         h_relay_free(r);
+        /* And it does: the refused event is not confirmed. */
+        fx_check_held(&fc, id2, lsn2);
 
         free(id3);
+        free(lsn2);
         free(id2);
         free(killed);
         free(lsn_event);
