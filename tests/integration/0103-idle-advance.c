@@ -108,7 +108,22 @@ int main(void)
         char *lsn_held = h_pg_wal_lsn(c);
         write_noise(c, NOISE_TXNS, 15);
         char *lsn_noise = h_pg_wal_lsn(c);
-        /* A negative: give the relay several status intervals to get it wrong. */
+        /* First the positive: the relay received the WAL past the event
+         * and the unrelated writes (its status updates' write position,
+         * pg_stat_replication.write_lsn); then the negative: give it
+         * several status intervals to get the confirmation wrong. */
+        bool received = false;
+        for (int64_t end = h_now_ms() + 30000; !received && h_now_ms() < end; h_sleep_ms(100)) {
+                char *w = h_pg_value(c,
+                                     "SELECT coalesce(r.write_lsn >= '%s', false) FROM "
+                                     "pg_stat_replication r JOIN pg_replication_slots s ON "
+                                     "s.active_pid = r.pid WHERE s.slot_name = '%s'",
+                                     lsn_noise, slot);
+                received = w && strcmp(w, "t") == 0;
+                free(w);
+        }
+        ok(received, "the relay received the WAL past the event and the unrelated writes (%s)",
+           lsn_noise);
         h_sleep_ms(4 * STATUS_INTERVAL_MS);
         is_int(h_kafka_count(good_topic), FIRST_EVENTS,
                "the new event is not in Kafka yet (held by linger.ms)");
