@@ -137,6 +137,9 @@ static const signal_doc_t signals[] = {
          "Kafka to acknowledge what is in flight, confirm it to PostgreSQL and exit 0; nothing is "
          "sent twice on the next start. A second signal exits at once with status 1 (nothing "
          "more is confirmed, so nothing is lost)"},
+        {"SIGHUP",
+         "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
+         "and PgBouncer do on SIGHUP); a restart applies a changed one"},
         {"SIGPIPE", "ignored"},
 };
 
@@ -145,13 +148,14 @@ static const signal_doc_t signals[] = {
 /* --- --help -------------------------------------------------------------- */
 
 /* Write text word-wrapped to HELP_WIDTH, every line after the first (and
- * the first too when first_col is past the indent) starting at indent. */
+ * the first too when first_col reaches the indent: a name as long as the
+ * indent would run into its text) starting at indent. */
 static void wrap(FILE *out, const char *text, size_t first_col, size_t indent)
 {
         size_t col = first_col;
         const char *p = text;
 
-        if (col > indent) {
+        if (col >= indent && col > 0) {
                 fputc('\n', out);
                 col = 0;
         }
