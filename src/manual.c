@@ -115,7 +115,9 @@ static const exit_doc_t exits[] = {
             "after a stop signal in a session that had started (also in the final flush of what "
             "was in flight, or the connection lost before its confirmation reached PostgreSQL: "
             "those events are sent again on the next start), or a second stop signal"},
-        {2, "bad command line or configuration"},
+        {2, "bad command line or configuration (said on one line; a log line of the relay's "
+            "log.format when that is known to be json: set before the error, in the "
+            "environment or with --set)"},
         {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
             "wal_level, privilege, missing table or publication, unreachable at start; an "
             "exactly-once checkpoint beyond the server's WAL end)"},
