@@ -430,8 +430,11 @@ void relay_manual_print_man(FILE *out)
                   "/readyz (200 while streaming with a Kafka broker up, or standing by; 503 while "
                   "backing off after an error), each health answer with a short JSON body. The "
                   "server runs on a thread of its own and reads a snapshot the main loop "
-                  "publishes, so a client cannot slow the relay; at most 64 connections, 16 per "
-                  "address, 10 s idle timeout. The README lists every metric.");
+                  "publishes, so a client cannot slow the relay; at most 64 connections from "
+                  "other addresses, 16 per address, 10 s idle timeout, and 16 more for 127.0.0.1 "
+                  "and ::1, which --health-check asks from: clients elsewhere that hold every "
+                  "slot cannot fail it (a liveness probe should run it rather than GET /healthz "
+                  "from another address). The README lists every metric.");
         fputs(".SH SYSTEMD\n", out);
         roff_line(out,
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "
