@@ -7,8 +7,11 @@
  */
 #include "relay/checkpoint.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -81,8 +84,70 @@ static rd_kafka_t *consumer(const relay_config_t *cfg, char *err, size_t errlen)
         return rk;
 }
 
+/* How often the waits below call the tick (as the read's poll does). */
+#define TICK_MS 100
+
+/* The tick, when there is one: 0, or its code with err filled. */
+static int call_tick(relay_tick_fn *tick, void *ctx, char *err, size_t errlen)
+{
+        return tick ? tick(ctx, err, errlen) : 0;
+}
+
+/*
+ * rd_kafka_metadata() for one topic, which blocks for as long as the
+ * brokers take (up to timeout_ms) and has no asynchronous form in
+ * librdkafka 2.0: it runs on a thread of its own while the caller's thread
+ * calls the tick every TICK_MS (the watchdog, /healthz, the stream's status
+ * updates). A request cut into shorter calls would fail a broker slower
+ * than one slice, each call waiting for its own answer. A tick that asks to
+ * stop cannot cut the request short (the consumer is freed only after it):
+ * the ticks go on until it returns, the tick's code is returned then.
+ */
+typedef struct {
+        rd_kafka_t *rk;
+        rd_kafka_topic_t *rkt;
+        int timeout_ms;
+        const struct rd_kafka_metadata *md; /* the answer: caller destroys */
+        rd_kafka_resp_err_t e;
+        atomic_bool done;
+} metadata_call_t;
+
+static void *metadata_thread(void *arg)
+{
+        metadata_call_t *mc = arg;
+        mc->e = rd_kafka_metadata(mc->rk, 0, mc->rkt, &mc->md, mc->timeout_ms);
+        atomic_store(&mc->done, true);
+        return NULL;
+}
+
+static rd_kafka_resp_err_t metadata_ticking(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int timeout_ms,
+                                            relay_tick_fn *tick, void *ctx,
+                                            const struct rd_kafka_metadata **md, int *trc,
+                                            char *err, size_t errlen)
+{
+        metadata_call_t mc = {.rk = rk, .rkt = rkt, .timeout_ms = timeout_ms};
+        pthread_t t;
+
+        atomic_init(&mc.done, false);
+        *trc = 0;
+        if (tick == NULL || pthread_create(&t, NULL, metadata_thread, &mc) != 0)
+                return rd_kafka_metadata(rk, 0, rkt, md, timeout_ms); /* no thread: it blocks */
+        while (!atomic_load(&mc.done)) {
+                char later[RELAY_ERRBUF]; /* the first failing tick's message is kept */
+                int rc = *trc ? tick(ctx, later, sizeof(later)) : tick(ctx, err, errlen);
+                if (*trc == 0)
+                        *trc = rc;
+                struct timespec ts = {.tv_nsec = TICK_MS * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        pthread_join(t, NULL);
+        *md = mc.md;
+        return mc.e;
+}
+
 /* CreateTopics: one partition (one key lives in one partition anyway), compacted. */
-static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err, size_t errlen)
+static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, relay_tick_fn *tick,
+                        void *ctx, char *err, size_t errlen)
 {
         char kerr[RELAY_ERRBUF];
         rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, 1, -1, kerr, sizeof(kerr));
@@ -98,7 +163,13 @@ static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, char 
         rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
         rd_kafka_AdminOptions_set_operation_timeout(req.opt, timeout_ms, kerr, sizeof(kerr));
         rd_kafka_CreateTopics(rk, &nt, 1, req.opt, req.q);
-        rd_kafka_event_t *ev = relay_kadmin_wait(&req, timeout_ms + 1000);
+        /* Asynchronous: the tick goes on while the controller answers. */
+        int64_t deadline = relay_now_ms() + timeout_ms + 1000;
+        rd_kafka_event_t *ev;
+        while (!(ev = relay_kadmin_wait(&req, TICK_MS)) && relay_now_ms() < deadline)
+                if ((rc = call_tick(tick, ctx, err, errlen)))
+                        goto out;
+        rc = RELAY_EKAFKA;
         if (!ev) {
                 relay_err_set(err, errlen, "could not create checkpoint topic \"%s\": timed out",
                               topic);
@@ -173,8 +244,14 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                 return RELAY_EKAFKA;
         int64_t deadline = relay_now_ms() + timeout_ms;
         rkt = rd_kafka_topic_new(rk, topic, NULL);
-        rd_kafka_resp_err_t e = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
+        int trc = 0;
+        rd_kafka_resp_err_t e = rkt ? metadata_ticking(rk, rkt, timeout_ms, tick, ctx, &md, &trc,
+                                                       err, errlen)
                                     : rd_kafka_last_error();
+        if (trc) {
+                rc = trc;
+                goto out;
+        }
         if (e) {
                 relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s", topic,
                               rd_kafka_err2str(e));
@@ -182,7 +259,7 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
         }
         if (md->topic_cnt != 1 || md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
             md->topics[0].partition_cnt == 0) {
-                rc = create_topic(rk, topic, timeout_ms, err, errlen);
+                rc = create_topic(rk, topic, timeout_ms, tick, ctx, err, errlen);
                 goto out; /* a new topic holds no checkpoint */
         }
         if (md->topics[0].err) {
@@ -222,8 +299,7 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
                         timed_out(md, end, done, timeout_ms, err, errlen);
                         goto out;
                 }
-                int trc = tick ? tick(ctx, err, errlen) : 0;
-                if (trc) {
+                if ((trc = call_tick(tick, ctx, err, errlen))) {
                         rc = trc;
                         goto out;
                 }

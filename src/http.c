@@ -8,7 +8,9 @@
  * unknown paths 404, other methods 405; connections are capped in total
  * and per client address and closed after RELAY_HTTP_TIMEOUT_S idle, so a
  * slow client holds a slot for at most that long and can never hold the
- * loop at all.
+ * loop at all. Idle clients from enough addresses (4 x 16) still fill the
+ * slots, and refresh them as they close: the loopback address
+ * --health-check asks from has slots of its own (http.h).
  *
  * The listening socket is bound here rather than by libmicrohttpd, so a
  * failure (address in use, not a local address) is reported with its cause.
@@ -108,6 +110,10 @@ struct relay_http {
         relay_metrics_t *m;
         int64_t stall_ms;
         int fd;
+        /* Open connections from other addresses than the host's own
+         * loopback one. Read and written by libmicrohttpd's one thread only
+         * (its callbacks), so no lock. */
+        unsigned shared;
 };
 
 bool relay_http_available(void)
@@ -165,6 +171,48 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics, /healthz or /readyz\n");
 }
 
+/* Is the client the host's own loopback address, 127.0.0.1 or ::1 (also
+ * as ::ffff:127.0.0.1 on a dual-stack socket), which --health-check asks
+ * from? Other 127.x addresses are clients like any other. */
+static bool from_local(const struct sockaddr *a)
+{
+        if (a == NULL)
+                return false;
+        if (a->sa_family == AF_INET)
+                return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+        if (a->sa_family != AF_INET6)
+                return false;
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+        static const unsigned char mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+        return IN6_IS_ADDR_LOOPBACK(a6) || memcmp(a6->s6_addr, mapped, sizeof(mapped)) == 0;
+}
+
+/* Admit a connection: the shared slots are for other addresses; the local
+ * one is capped by libmicrohttpd's total (shared + its per-address limit). */
+static enum MHD_Result admit(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+        relay_http_t *h = cls;
+        (void)addrlen;
+        return from_local(addr) || h->shared < RELAY_HTTP_MAX_CONNECTIONS ? MHD_YES : MHD_NO;
+}
+
+/* Count the shared slots: called once when an admitted connection starts,
+ * once when it closes. */
+static void count_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                             enum MHD_ConnectionNotificationCode toe)
+{
+        relay_http_t *h = cls;
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        (void)socket_context;
+        if (ci != NULL && from_local(ci->client_addr))
+                return;
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+                h->shared++;
+        else if (h->shared > 0)
+                h->shared--;
+}
+
 /* libmicrohttpd's own messages: the module does not log (and they name
  * nothing an operator can act on that the status codes do not show). */
 static void quiet(void *cls, const char *fmt, va_list ap)
@@ -207,9 +255,11 @@ int relay_http_start(relay_http_t **out, const char *addr, int64_t stall_ms, rel
         }
         h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
                                         (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-                                0, NULL, NULL, handler, h,
+                                0, admit, h, handler, h,
                                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd,
-                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)RELAY_HTTP_MAX_CONNECTIONS,
+                                MHD_OPTION_NOTIFY_CONNECTION, count_connection, h,
+                                MHD_OPTION_CONNECTION_LIMIT,
+                                (unsigned)(RELAY_HTTP_MAX_CONNECTIONS + RELAY_HTTP_MAX_PER_IP),
                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)RELAY_HTTP_MAX_PER_IP,
                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RELAY_HTTP_TIMEOUT_S,
                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,

@@ -54,6 +54,58 @@ static int config_error(const char *msg)
         return RELAY_EXIT_CONFIG;
 }
 
+/*
+ * The log format a configuration error of the relay is written in: the one
+ * the relay would have logged in, as far as it is known. Layers past the one
+ * that failed were not applied, so log.format is taken from what cfg holds,
+ * then the environment, then --set, as the layers rank; one that is itself
+ * wrong leaves the format unknown, and unknown is text. A log pipeline that
+ * parses JSON lines would drop or mangle a text line, the one that says why
+ * the relay exits.
+ */
+static relay_log_format_t error_log_format(const relay_config_t *cfg, const char *const *sets,
+                                           size_t nsets)
+{
+        static const char key[] = "log.format", env[] = "OUTBOX_RELAY_LOG_FORMAT";
+        const char *v = getenv(env);
+        char err[RELAY_ERRBUF], envbuf[128];
+        char *envp[] = {envbuf, NULL};
+        relay_config_t *probe = NULL;
+        relay_log_format_t format = RELAY_LOG_TEXT;
+        int rc;
+
+        if (cfg == NULL || relay_config_new(&probe) != 0)
+                return RELAY_LOG_TEXT;
+        rc = relay_config_set(probe, key, relay_config_get(cfg, key), "configuration", err,
+                              sizeof(err));
+        /* The environment layer's own parsing, given that one variable. */
+        if (rc == 0 && v != NULL) {
+                if ((size_t)snprintf(envbuf, sizeof(envbuf), "%s=%s", env, v) >= sizeof(envbuf))
+                        rc = RELAY_EINVAL;
+                else
+                        rc = relay_config_load_env(probe, envp, err, sizeof(err));
+        }
+        for (size_t i = 0; rc == 0 && i < nsets; i++)
+                if (strncmp(sets[i], key, strlen(key)) == 0 && sets[i][strlen(key)] == '=')
+                        rc = relay_config_set_arg(probe, sets[i], err, sizeof(err));
+        if (rc == 0)
+                format = (relay_log_format_t)relay_config_get_choice(probe, key);
+        relay_config_free(probe);
+        return format;
+}
+
+/* A configuration error that ends the relay: a JSON log line when the relay
+ * was to log in JSON (error_log_format()), config_error()'s line otherwise. */
+static int relay_config_error(const relay_config_t *cfg, const char *const *sets, size_t nsets,
+                              const char *msg)
+{
+        if (error_log_format(cfg, sets, nsets) != RELAY_LOG_JSON)
+                return config_error(msg);
+        relay_log_configure(RELAY_LOG_INFO, RELAY_LOG_JSON);
+        relay_log_fatal("%s", msg);
+        return RELAY_EXIT_CONFIG;
+}
+
 /* Flush stdout and report a failure to write it (a closed pipe, a full disk). */
 static int finish_stdout(void)
 {
@@ -399,7 +451,6 @@ int main(int argc, char **argv)
                 rc = relay_config_load_env(cfg, environ, err, sizeof(err));
         for (size_t i = 0; rc == 0 && i < nsets; i++)
                 rc = relay_config_set_arg(cfg, sets[i], err, sizeof(err));
-        free(sets);
         /* Debezium's bytes were asked for, and a Connect connector without
          * both converters does not say which (the worker's are used):
          * the relay's own raw format would be a silent change. status
@@ -419,6 +470,7 @@ int main(int argc, char **argv)
          * answer is 0 or 1, also for a configuration it cannot read (Docker
          * reserves a HEALTHCHECK's 2). */
         if (health) {
+                free(sets);
                 if (rc == 0) {
                         rc = health_check(relay_config_get(cfg, "http.listen"));
                 } else {
@@ -438,9 +490,16 @@ int main(int argc, char **argv)
         if (rc == 0)
                 rc = relay_settings_load(&set, cfg, err, sizeof(err));
         if (rc < 0) {
+                /* The relay's log; a command, or --print-config, is read by a person. */
+                if (cmd == CMD_RELAY && !print_config)
+                        rc = relay_config_error(cfg, sets, nsets, err);
+                else
+                        rc = config_error(err);
+                free(sets);
                 relay_config_free(cfg);
-                return config_error(err);
+                return rc;
         }
+        free(sets);
         relay_log_configure(set->log_level, set->log_format);
         if (dbz_notes[0])
                 relay_log_warning("Debezium configuration \"%s\": keys without effect here "

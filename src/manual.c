@@ -115,7 +115,9 @@ static const exit_doc_t exits[] = {
             "after a stop signal in a session that had started (also in the final flush of what "
             "was in flight, or the connection lost before its confirmation reached PostgreSQL: "
             "those events are sent again on the next start), or a second stop signal"},
-        {2, "bad command line or configuration"},
+        {2, "bad command line or configuration (said on one line; a log line of the relay's "
+            "log.format when that is known to be json: set before the error, in the "
+            "environment or with --set)"},
         {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
             "wal_level, privilege, missing table or publication, unreachable at start; an "
             "exactly-once checkpoint beyond the server's WAL end)"},
@@ -137,6 +139,9 @@ static const signal_doc_t signals[] = {
          "Kafka to acknowledge what is in flight, confirm it to PostgreSQL and exit 0; nothing is "
          "sent twice on the next start. A second signal exits at once with status 1 (nothing "
          "more is confirmed, so nothing is lost)"},
+        {"SIGHUP",
+         "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
+         "and PgBouncer do on SIGHUP); a restart applies a changed one"},
         {"SIGPIPE", "ignored"},
 };
 
@@ -145,13 +150,14 @@ static const signal_doc_t signals[] = {
 /* --- --help -------------------------------------------------------------- */
 
 /* Write text word-wrapped to HELP_WIDTH, every line after the first (and
- * the first too when first_col is past the indent) starting at indent. */
+ * the first too when first_col reaches the indent: a name as long as the
+ * indent would run into its text) starting at indent. */
 static void wrap(FILE *out, const char *text, size_t first_col, size_t indent)
 {
         size_t col = first_col;
         const char *p = text;
 
-        if (col > indent) {
+        if (col >= indent && col > 0) {
                 fputc('\n', out);
                 col = 0;
         }
@@ -424,8 +430,11 @@ void relay_manual_print_man(FILE *out)
                   "/readyz (200 while streaming with a Kafka broker up, or standing by; 503 while "
                   "backing off after an error), each health answer with a short JSON body. The "
                   "server runs on a thread of its own and reads a snapshot the main loop "
-                  "publishes, so a client cannot slow the relay; at most 64 connections, 16 per "
-                  "address, 10 s idle timeout. The README lists every metric.");
+                  "publishes, so a client cannot slow the relay; at most 64 connections from "
+                  "other addresses, 16 per address, 10 s idle timeout, and 16 more for 127.0.0.1 "
+                  "and ::1, which --health-check asks from: clients elsewhere that hold every "
+                  "slot cannot fail it (a liveness probe should run it rather than GET /healthz "
+                  "from another address). The README lists every metric.");
         fputs(".SH SYSTEMD\n", out);
         roff_line(out,
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "

@@ -10,6 +10,7 @@
 #include "relay/relay.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -117,6 +118,47 @@ int relay_install_signals(char *err, size_t errlen)
         return relay_stop_signals(on_signal, true, err, errlen);
 }
 
+/*
+ * SIGHUP: PostgreSQL and PgBouncer reload their configuration on it, and
+ * its default action ended the relay at once (status 129) without a drain,
+ * so everything in flight was sent again. The relay has no reload (its
+ * layers include the environment, which a running process cannot re-read),
+ * so it says that a restart applies a changed configuration, and goes on.
+ * Logging from a handler is not async-signal-safe: a thread of its own
+ * takes the signal with sigwait() instead, blocked everywhere else.
+ */
+static sigset_t hangup_set;
+
+static void *hangup_notes(void *arg)
+{
+        int sig;
+        (void)arg;
+        for (;;)
+                if (sigwait(&hangup_set, &sig) == 0)
+                        relay_log_warning("SIGHUP received, but outbox-relay does not reload its "
+                                          "configuration: restart it (SIGTERM stops it cleanly) "
+                                          "to apply a changed one; ignoring");
+        return NULL;
+}
+
+/* Before any other thread starts (librdkafka's and libmicrohttpd's inherit
+ * the blocked signal). */
+static int hangup_ignore(char *err, size_t errlen)
+{
+        pthread_t t;
+        int rc;
+
+        sigemptyset(&hangup_set);
+        sigaddset(&hangup_set, SIGHUP);
+        if ((rc = pthread_sigmask(SIG_BLOCK, &hangup_set, NULL)) != 0 ||
+            (rc = pthread_create(&t, NULL, hangup_notes, NULL)) != 0)
+                return relay_err(err, errlen, RELAY_ENOMEM,
+                                 "could not start the thread that answers SIGHUP: %s",
+                                 strerror(rc));
+        pthread_detach(t);
+        return 0;
+}
+
 /* A session that streamed until asked to stop, or until an event stopped
  * it (rc RELAY_EMAP): drain it, say what it did; the exit code. A drain
  * that failed (a delivery, the producer, a Kafka transaction, the final
@@ -172,7 +214,7 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 .stop = &stop_requested,
         };
 
-        if (relay_process_new(&proc, set, err, sizeof(err))) {
+        if (hangup_ignore(err, sizeof(err)) || relay_process_new(&proc, set, err, sizeof(err))) {
                 relay_log_fatal("%s", err);
                 return RELAY_EXIT_FATAL;
         }

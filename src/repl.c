@@ -55,6 +55,10 @@ struct relay_repl {
 /* How often a command that waits on other sessions ticks (exec_waiting()). */
 #define TICK_MS 100
 
+/* After a cancel, how long the server has to end the command before the
+ * wait gives it up (as relay_repl_stop() gives up the stream's end). */
+#define CANCEL_WAIT_MS 5000
+
 /* PostgreSQL's messages end with a newline; keep ours one line. */
 /* "what: msg; fix" (fix may be NULL), msg's trailing newline dropped. */
 static void set_pg_error_fix(char *err, size_t errlen, const char *what, const char *msg,
@@ -209,6 +213,11 @@ static void add_quoted(relay_strbuf_t *b, const relay_repl_t *r, char how, const
  * signal waited too), so the command is sent asynchronously and r->tick
  * runs every TICK_MS while the answer is awaited; a tick that asks to stop
  * cancels the command, which then fails with the server's cancellation.
+ * The ticks go on until then: a server that does not act on the cancel (a
+ * backend stopped or stuck, a cancel lost on the way) kept the loop from
+ * feeding the watchdog and /healthz for as long, and the stop waited with
+ * it; after CANCEL_WAIT_MS the wait gives up, and the connection, with the
+ * command still in progress, is of no more use but to be closed.
  * NULL only when out of memory.
  */
 static PGresult *exec_waiting(relay_repl_t *r, const char *sql)
@@ -220,7 +229,7 @@ PGresult *relay_pg_exec_waiting(PGconn *conn, const char *sql, int nparams,
                                 const char *const *params, relay_tick_fn *tick, void *ctx)
 {
         PGresult *res, *last = NULL;
-        bool cancelled = false;
+        int64_t cancel_deadline = 0; /* 0: not cancelled */
 
         if (tick == NULL)
                 return nparams < 0 ? PQexec(conn, sql)
@@ -236,12 +245,15 @@ PGresult *relay_pg_exec_waiting(PGconn *conn, const char *sql, int nparams,
                 if (!PQconsumeInput(conn))
                         break;
                 char why[RELAY_ERRBUF];
-                if (!cancelled && tick(ctx, why, sizeof(why)) != 0) {
+                int trc = tick(ctx, why, sizeof(why)); /* after a cancel: for the loop only */
+                if (cancel_deadline != 0 && PQisBusy(conn) && relay_now_ms() >= cancel_deadline)
+                        return PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+                if (cancel_deadline == 0 && trc != 0) {
                         PGcancel *c = PQgetCancel(conn);
                         if (c != NULL)
                                 PQcancel(c, why, sizeof(why));
                         PQfreeCancel(c);
-                        cancelled = true;
+                        cancel_deadline = relay_now_ms() + CANCEL_WAIT_MS;
                 }
         }
         /* As PQexec(): the last result is the answer. */

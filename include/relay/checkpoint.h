@@ -32,9 +32,13 @@
  *        transaction a previous owner left open (it would hold back the
  *        read_committed end of the partition).
  *        While it waits, tick (NULL: none) is called with ctx about every
- *        100 ms, so that the caller can keep its own connections alive (the
- *        relay's replication stream: wal_sender_timeout); a tick that fails
- *        (non-zero, err filled) ends the read with its code and message.
+ *        100 ms (also while the topic's metadata and its creation are
+ *        awaited), so that the caller can keep its own connections alive
+ *        (the relay's replication stream: wal_sender_timeout); a tick that
+ *        fails (non-zero, err filled) ends the read with its code and
+ *        message: at once, or while the metadata is awaited (on a thread
+ *        of its own, which cannot be cut short) once it is in, up to
+ *        timeout_ms, the ticks going on meanwhile.
  * @returns 0 with *found and *out (0 when none); RELAY_EKAFKA when the
  *          topic could not be read or created within timeout_ms (err says
  *          why); RELAY_EPROTO when our key holds a value that is not an LSN;

@@ -22,7 +22,12 @@
 
 typedef struct relay_http relay_http_t;
 
-/* Limits against slow or hostile clients. */
+/* Limits against slow or hostile clients: connections from other
+ * addresses share RELAY_HTTP_MAX_CONNECTIONS; the host's own loopback
+ * address (127.0.0.1, ::1: --health-check's) has RELAY_HTTP_MAX_PER_IP
+ * more of its own, so clients elsewhere that hold every shared slot cannot
+ * fail the health check of the container (Docker's HEALTHCHECK, a
+ * Kubernetes exec probe). */
 #define RELAY_HTTP_MAX_CONNECTIONS 64
 #define RELAY_HTTP_MAX_PER_IP 16
 #define RELAY_HTTP_TIMEOUT_S 10

@@ -56,7 +56,11 @@ void relay_repl_free(relay_repl_t *r);
  *        wait on the server for long: with a tick (ctx borrowed), it is sent
  *        asynchronously and tick called about every 100 ms until the answer
  *        is in; a tick that returns non-zero cancels the statement, which
- *        then fails with the server's cancellation. NULL tick: it blocks.
+ *        then fails with the server's cancellation. The ticks go on until
+ *        then, for up to 5 s: a server that has not ended the statement by
+ *        then gets a failed result (PGRES_FATAL_ERROR), and conn, with the
+ *        statement still in progress, is only fit to be closed (PQexec()
+ *        on it would wait for the server). NULL tick: it blocks.
  * @returns the last result (caller clears), never NULL but out of memory.
  */
 struct pg_conn;   /* libpq's PGconn */

@@ -192,6 +192,20 @@ static __attribute__((unused)) h_relay_t *fx_case_relay(const fx_case_t *k, cons
 }
 
 /**
+ * After ms more of what ("waiting"), /healthz on port answers 200
+ * (http.liveness.timeout.ms = 1000: the loop turns meanwhile). One test point.
+ */
+static __attribute__((unused)) void fx_alive_after(int port, int ms, const char *what)
+{
+        h_sleep_ms(ms);
+        char *body = NULL;
+        int st = h_http_request(port, "GET", "/healthz", 2000, &body);
+        is_int(st, 200, "/healthz: 200 after %.0f s of %s, liveness timeout 1 s: %s", ms / 1000.0,
+               what, body ? body : "");
+        free(body);
+}
+
+/**
  * A relay's start that waits on the server (what: "creating the slot", ...):
  * waits(c, db) must come true within 60 s, then /healthz on port answer 200
  * after 3 s more (http.liveness.timeout.ms = 1000: the loop turns while it
@@ -207,12 +221,7 @@ static __attribute__((unused)) void fx_waits_alive(h_relay_t *r, PGconn *c, cons
                 h_sleep_ms(100);
         if (!ok(w, "%s waits", what))
                 h_relay_diag_log(r);
-        h_sleep_ms(3000);
-        char *body = NULL;
-        int st = h_http_request(port, "GET", "/healthz", 2000, &body);
-        is_int(st, 200, "/healthz: 200 after 3 s of waiting, liveness timeout 1 s: %s",
-               body ? body : "");
-        free(body);
+        fx_alive_after(port, 3000, "waiting");
         ok(waits(c, db), "%s still waits meanwhile", what);
 }
 
@@ -252,6 +261,36 @@ int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port
  * identifier/slot). The caller frees both.
  */
 char *fx_eos_case_open(fx_case_t *k, const char *name, const char *tag, char **key);
+
+/**
+ * fx_alive_case_open(k, name, tag, port_offset, topic, topiclen), with one
+ * outbox row for the backfill (snapshot.mode = initial added to k->sets) and
+ * a snapshot.filter that takes advisory lock `lock` shared, which *holder
+ * holds (a session lock, no transaction: creating the slot does not wait
+ * for it; caller PQfinish()es), so the backfill's first FETCH waits until it
+ * is given up. Starts the relay and returns it once fx_waits_alive() saw
+ * the FETCH wait (in this header: its test points count in the test's TAP).
+ */
+static __attribute__((unused)) h_relay_t *
+fx_backfill_held(fx_case_t *k, const char *name, const char *tag, int port_offset, int lock,
+                 char *topic, size_t topiclen, PGconn **holder)
+{
+        int port = fx_alive_case_open(k, name, tag, port_offset, topic, topiclen);
+        h_pg_exec(k->c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s', 'a1', 'Backfilled', '{}')",
+                  k->suffix);
+        fx_sets_add(&k->sets, "%s", "snapshot.mode=initial");
+        fx_sets_add(&k->sets,
+                    "snapshot.filter=pg_catalog.pg_advisory_xact_lock_shared(%d)::text = ''",
+                    lock);
+        *holder = h_pg_connect(k->db);
+        h_pg_exec(*holder, "SELECT pg_advisory_lock(%d)", lock);
+        h_relay_t *r = h_relay_start(k->sets.v);
+        fx_waits_alive(r, k->c, k->db, h_pg_backfill_waits, port,
+                       "the backfill's FETCH (for the lock)");
+        return r;
+}
 
 /** How many replication slots named slot the server has (0 or 1). */
 long fx_slot_count(PGconn *c, const char *slot);

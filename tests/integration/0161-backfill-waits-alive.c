@@ -33,22 +33,8 @@ int main(void)
 {
         fx_case_t fc;
         char topic[300];
-        int port = fx_alive_case_open(&fc, "bfwait", "bw", 40, topic, sizeof(topic));
-        h_pg_exec(fc.c,
-                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-                  "(gen_random_uuid(), '%s', 'a1', 'Backfilled', '{}')",
-                  fc.suffix);
-        fx_sets_add(&fc.sets, "%s", "snapshot.mode=initial");
-        fx_sets_add(&fc.sets, "%s",
-                    "snapshot.filter=pg_catalog.pg_advisory_xact_lock_shared(4242)::text = ''");
-
-        /* A session lock, no transaction: creating the slot does not wait for it. */
-        PGconn *holder = h_pg_connect(fc.db);
-        h_pg_exec(holder, "SELECT pg_advisory_lock(4242)");
-
-        h_relay_t *r = h_relay_start(fc.sets.v);
-        fx_waits_alive(r, fc.c, fc.db, h_pg_backfill_waits, port,
-                       "the backfill's FETCH (for the lock)");
+        PGconn *holder;
+        h_relay_t *r = fx_backfill_held(&fc, "bfwait", "bw", 40, 4242, topic, sizeof(topic), &holder);
 
         fx_stop_waiting(r, &fc);
 
