@@ -30,40 +30,17 @@
 #define TYPES 2
 #define VERSIONS 5
 
-static void insert(PGconn *c, const char *agg, int k, int v)
-{
-        h_pg_exec(c,
-                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-                  "VALUES (gen_random_uuid(), '%s', 'k%d', 'T', '{\"v\": %d}')",
-                  agg, k, v);
-}
-
 static void check_topic(const char *topic, const char *what)
 {
-        h_msg_t *m;
-        size_t n = h_kafka_consume_all(topic, &m);
         int wants[KEYS];
         for (int k = 0; k < KEYS; k++)
                 wants[k] = VERSIONS;
         h_versions_t t;
-        h_versions_init(&t, KEYS, wants);
-        for (size_t i = 0; i < n; i++) {
-                int k = -1, v = -1;
-                if (m[i].key && sscanf(m[i].key, "k%d", &k) == 1 && m[i].value) {
-                        const char *p = strstr(m[i].value, "\"v\"");
-                        if (p)
-                                v = atoi(p + 4 + (p[4] == ' '));
-                }
-                if (k >= 0 && k < KEYS && v >= 1 && v <= VERSIONS)
-                        h_versions_add(&t, k, v);
-        }
-        long dup = t.duplicates, ooo = t.out_of_order;
-        h_versions_finish(&t, wants);
-        ok(t.missing == 0 && ooo == 0,
+        size_t n = h_topic_key_versions(topic, KEYS, wants, &t);
+        ok(t.missing == 0 && t.out_of_order == 0,
            "%s: every version of every key, in commit order (%zu messages, %ld missing, %ld out "
            "of order, %ld duplicates)",
-           what, n, t.missing, ooo, dup);
-        h_msgs_free(m, n);
+           what, n, t.missing, t.out_of_order, t.duplicates);
 }
 
 static void run_case(int sig)
@@ -88,7 +65,7 @@ static void run_case(int sig)
         for (int v = 1; v <= 3; v++)
                 for (int t = 0; t < TYPES; t++)
                         for (int a = 0; a < KEYS; a++)
-                                insert(x, agg[t], a, v);
+                                h_insert_keyed(x, agg[t], a, v);
         char *x_written = h_pg_value(k.c, "SELECT pg_current_wal_insert_lsn()");
         for (int i = 0; i < 20; i++)
                 h_pg_exec(k.c, "INSERT INTO noise (v) VALUES (md5(random()::text))");
@@ -110,13 +87,13 @@ static void run_case(int sig)
         h_relay_free(r);
         for (int t = 0; t < TYPES; t++)
                 for (int a = 0; a < KEYS; a++)
-                        insert(x, agg[t], a, 4);
+                        h_insert_keyed(x, agg[t], a, 4);
         h_pg_exec(x, "COMMIT");
         PQfinish(x);
         h_pg_exec(k.c, "BEGIN");
         for (int t = 0; t < TYPES; t++)
                 for (int a = 0; a < KEYS; a++)
-                        insert(k.c, agg[t], a, 5);
+                        h_insert_keyed(k.c, agg[t], a, 5);
         h_pg_exec(k.c, "COMMIT");
 
         r = h_relay_start(sets);

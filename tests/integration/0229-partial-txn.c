@@ -37,39 +37,15 @@
 
 static rd_kafka_mock_cluster_t *g_mock;
 
-/* One event of aggregate type agg, key k, version v (in the payload). */
-static void insert(PGconn *c, const char *agg, int k, int v)
-{
-        h_pg_exec(c,
-                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-                  "VALUES (gen_random_uuid(), '%s', 'k%d', 'T', '{\"v\": %d}')",
-                  agg, k, v);
-}
-
 /* Per key k: versions 1..wants[k] in order (first occurrences), none missing. */
 static void check_topic(const char *topic, const int *wants, const char *what)
 {
-        h_msg_t *m;
-        size_t n = h_kafka_consume_all(topic, &m);
         h_versions_t t;
-        h_versions_init(&t, KEYS, wants);
-        for (size_t i = 0; i < n; i++) {
-                int k = -1, v = -1;
-                if (m[i].key && sscanf(m[i].key, "k%d", &k) == 1 && m[i].value) {
-                        const char *p = strstr(m[i].value, "\"v\"");
-                        if (p)
-                                v = atoi(p + 4 + (p[4] == ' '));
-                }
-                if (k >= 0 && k < KEYS && v >= 1 && v <= wants[k])
-                        h_versions_add(&t, k, v);
-        }
-        long dup = t.duplicates, ooo = t.out_of_order;
-        h_versions_finish(&t, wants);
-        ok(t.missing == 0 && ooo == 0,
+        size_t n = h_topic_key_versions(topic, KEYS, wants, &t);
+        ok(t.missing == 0 && t.out_of_order == 0,
            "%s: every version of every key, in commit order (%zu messages, %ld missing, %ld out "
            "of order, %ld duplicates)",
-           what, n, t.missing, ooo, dup);
-        h_msgs_free(m, n);
+           what, n, t.missing, t.out_of_order, t.duplicates);
 }
 
 int main(void)
@@ -84,8 +60,8 @@ int main(void)
 
         h_relay_t *r = fx_case_relay(&fc, "a relay streams into the mock cluster");
         /* Both topics known to the relay's producer before B loses its leader. */
-        insert(fc.c, agg_a, 0, 1);
-        insert(fc.c, agg_b, 0, 1);
+        h_insert_keyed(fc.c, agg_a, 0, 1);
+        h_insert_keyed(fc.c, agg_b, 0, 1);
         ok(h_kafka_wait_count(topic_a, 1, 30000) == 1 && h_kafka_wait_count(topic_b, 1, 30000) == 1,
            "the first events reach both topics");
 
@@ -94,8 +70,8 @@ int main(void)
         ok(e == 0, "topic B's partition is leaderless (%s)", rd_kafka_err2str(e));
         h_pg_exec(fc.c, "BEGIN");
         for (int k = 0; k < KEYS; k++) {
-                insert(fc.c, agg_a, k, k == 0 ? 2 : 1);
-                insert(fc.c, agg_b, k, k == 0 ? 2 : 1);
+                h_insert_keyed(fc.c, agg_a, k, k == 0 ? 2 : 1);
+                h_insert_keyed(fc.c, agg_b, k, k == 0 ? 2 : 1);
         }
         char *before_t1 = h_pg_value(fc.c, "SELECT pg_current_wal_insert_lsn()");
         h_pg_exec(fc.c, "COMMIT");
@@ -103,7 +79,7 @@ int main(void)
                                       "aggregateid = 'k1'", agg_b);
         for (int t = 0; t < LATER_TXNS; t++)
                 for (int k = 0; k < KEYS; k++)
-                        insert(fc.c, agg_a, k, (k == 0 ? 3 : 2) + t);
+                        h_insert_keyed(fc.c, agg_a, k, (k == 0 ? 3 : 2) + t);
         int64_t want_a = 1 + KEYS + LATER_TXNS * KEYS;
         int64_t got_a = h_kafka_wait_count(topic_a, want_a, 30000);
         ok(got_a == want_a, "Kafka holds every A event, T1's and the later ones' (%lld of %lld)",

@@ -1926,6 +1926,34 @@ void h_versions_finish(h_versions_t *t, const int *want)
         t->seen = t->last = NULL;
 }
 
+void h_insert_keyed(PGconn *c, const char *aggtype, int k, int v)
+{
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                  "VALUES (gen_random_uuid(), '%s', 'k%d', 'T', '{\"v\": %d}')",
+                  aggtype, k, v);
+}
+
+size_t h_topic_key_versions(const char *topic, int keys, const int *wants, h_versions_t *t)
+{
+        h_msg_t *m;
+        size_t n = h_kafka_consume_all(topic, &m);
+        h_versions_init(t, keys, wants);
+        for (size_t i = 0; i < n; i++) {
+                int k = -1, v = -1;
+                if (m[i].key && sscanf(m[i].key, "k%d", &k) == 1 && m[i].value) {
+                        const char *p = strstr(m[i].value, "\"v\"");
+                        if (p)
+                                v = atoi(p + 4 + (p[4] == ' '));
+                }
+                if (k >= 0 && k < keys && v >= 1 && v <= wants[k])
+                        h_versions_add(t, k, v);
+        }
+        h_versions_finish(t, wants);
+        h_msgs_free(m, n);
+        return n;
+}
+
 double h_metrics_sample(const char *page, const char *series)
 {
         size_t n = strlen(series);

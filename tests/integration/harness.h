@@ -214,6 +214,16 @@ bool h_versions_add(h_versions_t *t, int a, int v);
 /** Count the versions 1..want[a] never seen into t->missing; frees t's memory. */
 void h_versions_finish(h_versions_t *t, const int *want);
 
+/** One outbox event of aggregate type aggtype, key "k<k>", payload {"v": v}. */
+void h_insert_keyed(PGconn *c, const char *aggtype, int k, int v);
+
+/**
+ * Read topic whole and count, per key "k<k>" (0 <= k < keys), the versions
+ * 1..wants[k] of h_insert_keyed()'s events as Kafka holds them (t counted
+ * and finished); the number of messages read.
+ */
+size_t h_topic_key_versions(const char *topic, int keys, const int *wants, h_versions_t *t);
+
 /** Delete a topic, best effort: the broker outlives the test and the suite
  *  runs twice against it. */
 void h_kafka_delete_topic(const char *topic);
