@@ -74,17 +74,18 @@ static const char *unquote(char *s, char **end)
 
 /* The keys a file has set so far, with their lines. */
 typedef struct {
-        char **key;
-        unsigned *line;
+        struct {
+                char *key;
+                unsigned line;
+        } *v;
         size_t n, cap;
 } seen_t;
 
 static void seen_free(seen_t *s)
 {
         for (size_t i = 0; i < s->n; i++)
-                free(s->key[i]);
-        free(s->key);
-        free(s->line);
+                free(s->v[i].key);
+        free(s->v);
 }
 
 /*
@@ -99,26 +100,22 @@ static int seen_add(seen_t *s, const char *key, unsigned line, const char *origi
         char kb[RELAY_ABBREV_BUF];
 
         for (size_t i = 0; i < s->n; i++)
-                if (strcmp(s->key[i], key) == 0)
+                if (strcmp(s->v[i].key, key) == 0)
                         return relay_err(err, errlen, RELAY_EINVAL,
                                          "configuration key \"%s\" (at %s) is already set on "
                                          "line %u of this file; remove one of the two lines",
-                                         relay_abbrev(key, kb, sizeof(kb)), origin, s->line[i]);
+                                         relay_abbrev(key, kb, sizeof(kb)), origin, s->v[i].line);
         if (s->n == s->cap) {
                 size_t cap = s->cap ? s->cap * 2 : 32;
-                char **k = realloc(s->key, cap * sizeof(*k));
-                if (k == NULL)
+                void *v = realloc(s->v, cap * sizeof(*s->v));
+                if (v == NULL)
                         return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-                s->key = k;
-                unsigned *l = realloc(s->line, cap * sizeof(*l));
-                if (l == NULL)
-                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-                s->line = l;
+                s->v = v;
                 s->cap = cap;
         }
-        if ((s->key[s->n] = strdup(key)) == NULL)
+        if ((s->v[s->n].key = strdup(key)) == NULL)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        s->line[s->n++] = line;
+        s->v[s->n++].line = line;
         return 0;
 }
 
