@@ -120,7 +120,8 @@ static const exit_doc_t exits[] = {
             "environment or with --set)"},
         {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
             "wal_level, privilege, missing table or publication, unreachable at start; an "
-            "exactly-once checkpoint beyond the server's WAL end)"},
+            "exactly-once checkpoint of another WAL history: beyond the server's WAL end, or "
+            "passed by the stream without a transaction ending at it)"},
         {4, "stopped before an event that could not be delivered: it could not be mapped or Kafka "
             "rejected it (errors.policy = stop), or its dead-letter write failed"},
         {5, "the replication slot was dropped or invalidated: events may be missing"},
