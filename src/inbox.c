@@ -62,6 +62,7 @@ typedef enum {
         TX_DONE = 0,     /* committed (applied, or refused as a duplicate) */
         TX_HANDLER,      /* the server refused: rolled back, counts as a failed attempt */
         TX_CONNECTION,   /* the connection is gone: reconnect, then try again */
+        TX_SERVER,       /* the server takes no writes now: reconnect, then try again */
 } tx_result_t;
 
 static void sleep_ms(int64_t ms, volatile sig_atomic_t *stop)
@@ -237,8 +238,10 @@ static int kafka_conf(const relay_inbox_config_t *cfg, bool producer, rd_kafka_c
 /*
  * "what: message (SQLSTATE xxxxx)" on one line: the server's primary message
  * without its CONTEXT lines, which a PL/pgSQL handler adds to every error.
+ * Returns whether the error is the server's own state rather than the
+ * statement's (relay_inbox_server_unable()).
  */
-static void pg_error(char *err, size_t errlen, const char *what, const PGresult *r, PGconn *pg)
+static bool pg_error(char *err, size_t errlen, const char *what, const PGresult *r, PGconn *pg)
 {
         const char *primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
         const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
@@ -249,6 +252,7 @@ static void pg_error(char *err, size_t errlen, const char *what, const PGresult 
                 relay_err_set(err, errlen, "%s: %s", what, PQerrorMessage(pg));
                 chomp(err);
         }
+        return relay_inbox_server_unable(state);
 }
 
 /*
@@ -351,13 +355,17 @@ static int pg_ensure(inbox_t *ib, char *err, size_t errlen)
         return RELAY_EIO;
 }
 
-/* Run a statement without result rows of interest; false with err filled on failure. */
-static bool pg_cmd(PGconn *pg, const char *sql, char *err, size_t errlen)
+/* Run a statement without result rows of interest; false with err filled on
+ * failure, and *unable (when not NULL) set as pg_error() says. */
+static bool pg_cmd(PGconn *pg, const char *sql, bool *unable, char *err, size_t errlen)
 {
         PGresult *r = PQexec(pg, sql);
         bool good = PQresultStatus(r) == PGRES_COMMAND_OK;
-        if (!good)
-                pg_error(err, errlen, sql, r, pg);
+        if (!good) {
+                bool u = pg_error(err, errlen, sql, r, pg);
+                if (unable)
+                        *unable = u;
+        }
         PQclear(r);
         return good;
 }
@@ -463,15 +471,16 @@ static tx_result_t apply_once(inbox_t *ib, rd_kafka_message_t *m, const params_t
                               bool *was_new, char *err, size_t errlen)
 {
         const char *topic = rd_kafka_topic_name(m->rkt);
+        bool unable = false; /* the server's state failed it, not the message */
         PGresult *r;
 
-        if (!pg_cmd(ib->pg, "BEGIN", err, errlen))
+        if (!pg_cmd(ib->pg, "BEGIN", &unable, err, errlen))
                 goto failed;
         {
                 const char *v[4] = {p->id, topic, p->partition, p->offset};
                 r = PQexecPrepared(ib->pg, "inbox_accept", 4, v, NULL, NULL, 0);
                 if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-                        pg_error(err, errlen, "inbox_accept() failed", r, ib->pg);
+                        unable = pg_error(err, errlen, "inbox_accept() failed", r, ib->pg);
                         PQclear(r);
                         goto failed;
                 }
@@ -512,13 +521,13 @@ static tx_result_t apply_once(inbox_t *ib, rd_kafka_message_t *m, const params_t
                 free(payload_copy);
                 ExecStatusType st = PQresultStatus(r);
                 if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-                        pg_error(err, errlen, "handler failed", r, ib->pg);
+                        unable = pg_error(err, errlen, "handler failed", r, ib->pg);
                         PQclear(r);
                         goto failed;
                 }
                 PQclear(r);
         }
-        if (!pg_cmd(ib->pg, "COMMIT", err, errlen))
+        if (!pg_cmd(ib->pg, "COMMIT", &unable, err, errlen))
                 goto failed;
         return TX_DONE;
 failed:
@@ -529,10 +538,11 @@ failed:
          * no transaction in progress". */
         if (PQtransactionStatus(ib->pg) != PQTRANS_IDLE) {
                 char rb[RELAY_ERRBUF];
-                if (!pg_cmd(ib->pg, "ROLLBACK", rb, sizeof(rb)) && PQstatus(ib->pg) != CONNECTION_OK)
+                if (!pg_cmd(ib->pg, "ROLLBACK", NULL, rb, sizeof(rb)) &&
+                    PQstatus(ib->pg) != CONNECTION_OK)
                         return TX_CONNECTION;
         }
-        return TX_HANDLER;
+        return unable ? TX_SERVER : TX_HANDLER;
 }
 
 /* --- Kafka offsets and the dead-letter topic ------------------------------- */
@@ -688,14 +698,23 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
                         store_offset(ib, m);
                         return 0;
                 }
-                if (t == TX_CONNECTION) {
+                if (t == TX_CONNECTION || t == TX_SERVER) {
                         /* Not the handler's fault: no attempt counted. But wait as after
                          * a failed connect: the server may be going down, or the handler
                          * may end its session each time, and reconnecting at once would
-                         * retry it hundreds of times a second. */
-                        relay_log_warning("lost the PostgreSQL connection during message at "
-                                          "offset %lld of \"%s\" [%d]: %s, reconnecting in "
-                                          "%lld ms",
+                         * retry it hundreds of times a second. A server that takes no
+                         * writes (a demoted primary, a full disk) fails every message
+                         * alike: counted, each would be dead-lettered, its effect never
+                         * applied. A new connection may find the new primary
+                         * (target_session_attrs) or the setting changed. */
+                        if (t == TX_SERVER) {
+                                PQfinish(ib->pg);
+                                ib->pg = NULL;
+                        }
+                        relay_log_warning("%s during message at offset %lld of \"%s\" [%d]: "
+                                          "%s, reconnecting in %lld ms",
+                                          t == TX_SERVER ? "PostgreSQL cannot take writes now"
+                                                         : "lost the PostgreSQL connection",
                                           (long long)m->offset, topic, (int)m->partition, why,
                                           (long long)reconnect);
                         sleep_ms(reconnect, ib->stop);

@@ -53,6 +53,15 @@ int relay_inbox_utf8_ok(const char *s, size_t len)
         return 1;
 }
 
+bool relay_inbox_server_unable(const char *state)
+{
+        if (!state || strlen(state) != 5)
+                return false;
+        return strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+               strncmp(state, "58", 2) == 0 || strcmp(state, "25006") == 0 ||
+               strcmp(state, "53100") == 0;
+}
+
 int relay_inbox_message_id(const rd_kafka_headers_t *hdrs, const char *name, char **out,
                            char *err, size_t errlen)
 {

@@ -120,7 +120,8 @@ static const exit_doc_t exits[] = {
             "environment or with --set)"},
         {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
             "wal_level, privilege, missing table or publication, unreachable at start; an "
-            "exactly-once checkpoint beyond the server's WAL end)"},
+            "exactly-once checkpoint of another WAL history: beyond the server's WAL end, or "
+            "passed by the stream without a transaction ending at it)"},
         {4, "stopped before an event that could not be delivered: it could not be mapped or Kafka "
             "rejected it (errors.policy = stop), or its dead-letter write failed"},
         {5, "the replication slot was dropped or invalidated: events may be missing"},
@@ -569,7 +570,10 @@ void relay_manual_print_inbox_man(FILE *out)
                   "handler, not JSON or holding \\u0000 for a jsonb handler) is dead-lettered "
                   "at once. Text reaches the server as UTF-8 (client_encoding), which converts "
                   "it to the database's encoding. A lost "
-                  "PostgreSQL connection is retried with reconnect.backoff.ms, "
+                  "PostgreSQL connection, or a server that cannot take writes now whatever "
+                  "the message (SQLSTATE 25006 read-only, 57P* shutting down, 08*, 53100 disk "
+                  "full, 58*), is no attempt of the message's: it is retried on a new "
+                  "connection with reconnect.backoff.ms, "
                   "doubling up to reconnect.backoff.max.ms. Retries hold back the partition's "
                   "later messages: keep their total under max.poll.interval.ms.");
         fputs(".SH EXIT STATUS\n", out);

@@ -280,7 +280,8 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
                 relay_acktrack_advance_idle(s->ack, pg->keepalive_end);
                 confirmed = relay_acktrack_confirmable(s->ack);
                 /* Nothing produced is uncommitted: the idle WAL may go too. */
-                if (s->eos.on && !s->eos.spoilt && confirmed > s->eos.committed)
+                if (s->eos.on && !s->eos.spoilt && !s->eos.unproven &&
+                    confirmed > s->eos.committed)
                         s->eos.committed = confirmed;
         }
         if (s->eos.on && confirmed > s->eos.committed)
@@ -532,6 +533,29 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
         return rc;
 }
 
+/*
+ * The checkpoint read back belongs to a WAL history this server does not
+ * have (how we know: why, at lsn). Skipping below it would drop this
+ * history's transactions there, silently: stop instead, nothing confirmed
+ * past them.
+ */
+static int eos_foreign(relay_session_t *s, const char *why, relay_lsn_t lsn, char *err,
+                       size_t errlen)
+{
+        char ck[RELAY_LSN_BUFSZ], at[RELAY_LSN_BUFSZ];
+        return relay_err(err, errlen, RELAY_ESETUP,
+                         "checkpoint %s of \"%s\" in topic \"%s\" is not ours (%s %s): it was "
+                         "written for a WAL history this server does not have (restored from "
+                         "a backup, or a standby promoted before it received that "
+                         "transaction), and skipping the transactions below it would lose "
+                         "them; write a tombstone (a null value) for key \"%s\" to the topic "
+                         "to start from the slot (events Kafka holds already may be sent "
+                         "again), then restart",
+                         relay_lsn_format(s->eos.checkpoint, ck), s->eos.key,
+                         s->set->eos_checkpoint_topic, why, relay_lsn_format(lsn, at),
+                         s->eos.key);
+}
+
 static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *err, size_t errlen)
 {
         relay_source_step_t st;
@@ -573,6 +597,9 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 /* Its commit record starts below the checkpoint (the end of
                  * a committed transaction): Kafka has its events already. */
                 s->eos.skipping = s->eos.on && b->final_lsn < s->eos.checkpoint;
+                if (!s->eos.skipping && s->eos.unproven)
+                        return eos_foreign(s, "the stream passed it at", b->final_lsn, err,
+                                           errlen);
                 /* Behind: this transaction committed longer ago than the
                  * catch-up interval (the server's clock against ours). */
                 s->eos.behind = s->eos.on && s->set->eos_commit_catchup_interval_ms > 0 &&
@@ -595,12 +622,19 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 relay_metrics_commit(s->proc->metrics, end, s->commit_ts);
                 if (!s->eos.on)
                         return 0;
-                if (s->eos.skipping)
+                if (s->eos.skipping) {
                         s->eos.skipped_txns++;
+                        /* Ours ends a transaction of this history: until one ends
+                         * exactly there, what was skipped may not be ours. */
+                        if (end > s->eos.checkpoint)
+                                return eos_foreign(s, "a transaction spans it, ending at", end,
+                                                   err, errlen);
+                        s->eos.unproven = end < s->eos.checkpoint;
+                }
                 s->eos.skipping = false;
                 if (!s->eos.open) {
                         /* Nothing of it is in an open Kafka transaction. */
-                        if (!s->eos.spoilt)
+                        if (!s->eos.spoilt && !s->eos.unproven)
                                 s->eos.committed = end;
                         return 0;
                 }
@@ -1056,19 +1090,8 @@ static int eos_start(relay_session_t *s, bool first, char *err, size_t errlen)
          * that transaction). Skipping below it would drop this history's
          * transactions there: lost, silently. */
         relay_lsn_t end = relay_repl_wal_end(s->repl);
-        if (found && end != 0 && e->checkpoint > end) {
-                char at[RELAY_LSN_BUFSZ];
-                return relay_err(err, errlen, RELAY_ESETUP,
-                                 "checkpoint %s of \"%s\" in topic \"%s\" is beyond the server's "
-                                 "WAL end %s: it was written for a WAL history this server does "
-                                 "not have (restored from a backup, or a standby promoted before "
-                                 "it received that transaction), and skipping the transactions "
-                                 "below it would lose them; write a tombstone (a null value) "
-                                 "for key \"%s\" to the topic to start from the slot (events "
-                                 "Kafka holds already may be sent again), then restart",
-                                 relay_lsn_format(e->checkpoint, lsn), e->key,
-                                 s->set->eos_checkpoint_topic, relay_lsn_format(end, at), e->key);
-        }
+        if (found && end != 0 && e->checkpoint > end)
+                return eos_foreign(s, "it is beyond the server's WAL end", end, err, errlen);
         if (first || found)
                 relay_log_info("exactly-once: transactional.id \"%s\", checkpoint %s in topic "
                                "\"%s\"",

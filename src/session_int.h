@@ -77,6 +77,9 @@ typedef struct {
         char tid[200];          /* transactional.id in use */
         relay_lsn_t checkpoint; /* skip transactions whose commit LSN is below it */
         bool skipping;          /* the open PostgreSQL transaction is covered by it */
+        bool unproven;          /* transactions were skipped below it, and the stream has
+                                 * not yet shown a commit ending exactly at it (which
+                                 * proves it ours): nothing confirmed past them meanwhile */
         bool behind;            /* it committed longer ago than eos.commit.catchup.interval.ms */
         bool open;              /* a Kafka transaction is open */
         int64_t opened_ms;

@@ -9,6 +9,7 @@
 #ifndef RELAY_INBOX_MAP_H
 #define RELAY_INBOX_MAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <librdkafka/rdkafka.h>
@@ -34,6 +35,16 @@ int relay_inbox_message_id(const rd_kafka_headers_t *hdrs, const char *name, cha
  */
 int relay_inbox_headers_json(const rd_kafka_headers_t *hdrs, char **out, char *err,
                              size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief Whether an error with SQLSTATE state (NULL: none, e.g. a lost
+ *        connection) is the server's state rather than the statement's: it
+ *        takes no writes now (read-only, 25006: a standby, a demoted
+ *        primary), is going down (57P*), has lost its connection (08*),
+ *        its disk is full (53100) or it failed itself (58*). Any message
+ *        would fail alike, so none is counted as failing.
+ */
+bool relay_inbox_server_unable(const char *state);
 
 /** @brief len bytes at s are valid UTF-8 without NUL bytes (what text and jsonb accept). */
 int relay_inbox_utf8_ok(const char *s, size_t len);

@@ -82,6 +82,21 @@ static const char *kafka(const relay_inbox_config_t *c, const char *name)
         return NULL;
 }
 
+/* The server's state, not the message: no attempt counted, no dead letter. */
+static void test_server_unable(void)
+{
+        static const char *const server[] = {"25006", "57P01", "57P03", "08006", "08000",
+                                             "53100", "58030"};
+        static const char *const message[] = {"23505", "22P02", "42883", "40001", "40P01",
+                                              "57014", "53200", "P0001", "XX000", "2500"};
+        for (size_t i = 0; i < sizeof(server) / sizeof(*server); i++)
+                ok(relay_inbox_server_unable(server[i]), "SQLSTATE %s is the server's", server[i]);
+        for (size_t i = 0; i < sizeof(message) / sizeof(*message); i++)
+                ok(!relay_inbox_server_unable(message[i]), "SQLSTATE %s counts against the message",
+                   message[i]);
+        ok(!relay_inbox_server_unable(NULL), "no SQLSTATE: not the server's state");
+}
+
 static void test_config(void)
 {
         relay_inbox_config_t *c = fresh();
@@ -228,6 +243,7 @@ static void test_config(void)
 int main(void)
 {
         test_map();
+        test_server_unable();
         test_config();
         return done_testing();
 }
