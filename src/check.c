@@ -61,6 +61,8 @@ typedef struct {
         char **topics;
         size_t ntopics;
         char topics_note[2 * RELAY_ERRBUF]; /* why they could not be listed, or "" */
+        relay_pairs_t quoted; /* name -> quote_ident(name), for the fixes (sql_name()) */
+        bool quoted_asked;
 } ctx_t;
 
 static char *vformat(const char *fmt, va_list ap) RELAY_PRINTF(1, 0);
@@ -202,40 +204,6 @@ static bool is_true(const PGresult *res, int row, int col)
         return !PQgetisnull(res, row, col) && strcmp(PQgetvalue(res, row, col), "t") == 0;
 }
 
-/*
- * A name as the SQL of a fix must spell it: as PostgreSQL's quote_ident()
- * does, asked of the server, which knows its keywords: bare when it may be
- * ("public.outbox"), quoted when it must be ("Relay", "order"."outbox",
- * "Aggregate Id"). "schema.name", or name alone when schema is NULL. Into
- * buf; when the server does not answer, each part in quotes
- * (PQescapeIdentifier), which is valid SQL too.
- */
-static const char *sql_name(ctx_t *x, const char *schema, const char *name, char *buf, size_t len)
-{
-        PGresult *res = schema ? q(x, NULL,
-                                   "SELECT pg_catalog.quote_ident($1) || '.' || "
-                                   "pg_catalog.quote_ident($2)",
-                                   schema, name, NULL)
-                               : q(x, NULL, "SELECT pg_catalog.quote_ident($1)", name, NULL);
-        if (res && PQntuples(res) == 1) {
-                snprintf(buf, len, "%s", PQgetvalue(res, 0, 0));
-                PQclear(res);
-                return buf;
-        }
-        PQclear(res);
-        char *qs = schema ? PQescapeIdentifier(x->conn, schema, strlen(schema)) : NULL;
-        char *qn = PQescapeIdentifier(x->conn, name, strlen(name));
-        if (qn && (qs || !schema))
-                snprintf(buf, len, "%s%s%s", qs ? qs : "", qs ? "." : "", qn);
-        else {
-                x->res->oom = true;
-                snprintf(buf, len, "%s%s%s", schema ? schema : "", schema ? "." : "", name);
-        }
-        PQfreemem(qs);
-        PQfreemem(qn);
-        return buf;
-}
-
 /* --- PostgreSQL ------------------------------------------------------------ */
 
 /*
@@ -255,6 +223,11 @@ static const char sql_settings[] =
 static const char sql_role[] =
         "SELECT rolname, rolreplication, rolcanlogin, rolsuper, quote_ident(rolname) "
         "FROM pg_catalog.pg_roles WHERE rolname = current_user";
+
+/* $1 every name a fix may spell, a text[]; at the first such fix
+ * (quote_names()) */
+static const char sql_quote[] =
+        "SELECT n, pg_catalog.quote_ident(n) FROM pg_catalog.unnest($1::text[]) AS u(n)";
 
 /* $1 schema, $2 table name */
 static const char sql_table[] =
@@ -338,6 +311,96 @@ static const char sql_synchronized_standby_slots[] =
 /* $1 table oid; whether the rows can be read for the topics they name */
 static const char sql_table_readable[] =
         "SELECT has_table_privilege($1::oid, 'SELECT'), pg_relation_size($1::oid)";
+
+/* A text[] literal of the n names: each element in double quotes, '"' and
+ * '\\' escaped with a backslash (array_in's rules). NULL when out of memory. */
+static char *text_array(const char *const *names, size_t n)
+{
+        relay_strbuf_t b = {0};
+        relay_strbuf_addc(&b, '{');
+        for (size_t i = 0; i < n; i++) {
+                relay_strbuf_adds(&b, i ? ",\"" : "\"");
+                for (const char *c = names[i]; *c; c++) {
+                        if (*c == '"' || *c == '\\')
+                                relay_strbuf_addc(&b, '\\');
+                        relay_strbuf_addc(&b, *c);
+                }
+                relay_strbuf_addc(&b, '"');
+        }
+        relay_strbuf_addc(&b, '}');
+        return relay_strbuf_finish(&b);
+}
+
+/*
+ * Every name a fix may spell, as the server's quote_ident() spells it, into
+ * x->quoted, in one query: the publication, each outbox table's schema and
+ * name, each column the mapping reads. Nothing when the server does not
+ * answer (sql_name() quotes each part then).
+ */
+static void quote_names(ctx_t *x)
+{
+        const relay_settings_t *s = x->set;
+        size_t nmapped = relay_settings_n_mapped(s), n = 0;
+        const char **names = calloc(2 + 2 * s->n_outbox_tables + nmapped, sizeof(*names));
+        x->quoted_asked = true;
+        if (!names) {
+                x->res->oom = true;
+                return;
+        }
+        names[n++] = s->publication_name;
+        names[n++] = s->outbox_column.id;
+        for (size_t i = 0; i < s->n_outbox_tables; i++) {
+                names[n++] = s->outbox_tables[i].schema;
+                names[n++] = s->outbox_tables[i].name;
+        }
+        for (size_t w = 0; w < nmapped; w++) {
+                const char *key, *col = relay_settings_mapped_column(s, w, &key);
+                if (col)
+                        names[n++] = col;
+        }
+        char *arr = text_array(names, n);
+        free(names);
+        PGresult *res = arr ? q(x, NULL, sql_quote, arr, NULL) : NULL;
+        x->res->oom |= !arr;
+        free(arr);
+        for (int i = 0; res && i < PQntuples(res); i++) {
+                const char *k = PQgetvalue(res, i, 0), *v = PQgetvalue(res, i, 1);
+                if (relay_pairs_add(&x->quoted, k, strlen(k), v, strlen(v)))
+                        x->res->oom = true;
+        }
+        PQclear(res);
+}
+
+/*
+ * A name as the SQL of a fix must spell it: as PostgreSQL's quote_ident()
+ * does, asked of the server, which knows its keywords (quote_names(), at
+ * the first fix): bare when it may be ("public.outbox"), quoted when it
+ * must be ("Relay", "order"."outbox", "Aggregate Id"). "schema.name", or
+ * name alone when schema is NULL. Into buf; when the server did not answer,
+ * each part in quotes (PQescapeIdentifier), which is valid SQL too.
+ */
+static const char *sql_name(ctx_t *x, const char *schema, const char *name, char *buf, size_t len)
+{
+        if (!x->quoted_asked)
+                quote_names(x);
+        const char *as = schema ? relay_pairs_get(&x->quoted, schema) : NULL;
+        const char *an = relay_pairs_get(&x->quoted, name);
+        if (an && (as || !schema)) {
+                snprintf(buf, len, "%s%s%s", as ? as : "", as ? "." : "", an);
+                return buf;
+        }
+        char *qs = schema ? PQescapeIdentifier(x->conn, schema, strlen(schema)) : NULL;
+        char *qn = PQescapeIdentifier(x->conn, name, strlen(name));
+        if (qn && (qs || !schema))
+                snprintf(buf, len, "%s%s%s", qs ? qs : "", qs ? "." : "", qn);
+        else {
+                x->res->oom = true;
+                snprintf(buf, len, "%s%s%s", schema ? schema : "", schema ? "." : "", name);
+        }
+        PQfreemem(qs);
+        PQfreemem(qn);
+        return buf;
+}
 
 static bool pg_connect(ctx_t *x)
 {
@@ -1503,6 +1566,7 @@ int relay_check_run(relay_check_t **out, const relay_config_t *cfg, const relay_
         for (size_t i = 0; i < x.ntopics; i++)
                 free(x.topics[i]);
         free(x.topics);
+        relay_pairs_free(&x.quoted);
         if (x.res->oom) {
                 relay_check_free(x.res);
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");

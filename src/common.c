@@ -297,18 +297,58 @@ int64_t relay_now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int relay_stop_signals(void (*handler)(int), bool ignore_sigpipe, char *err, size_t errlen)
+static int signal_failed(char *err, size_t errlen)
+{
+        return relay_err(err, errlen, RELAY_ESETUP,
+                         "could not install the signal handlers: %s; this is a fault of "
+                         "the system or of a library preloaded into the program",
+                         strerror(errno));
+}
+
+static int install(int sig, void (*handler)(int), int flags)
 {
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = handler; /* no SA_RESTART: poll() must wake up */
+        sa.sa_handler = handler;
+        sa.sa_flags = flags;
         sigemptyset(&sa.sa_mask);
-        if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+        return sigaction(sig, &sa, NULL);
+}
+
+int relay_stop_signals(void (*handler)(int), bool ignore_sigpipe, char *err, size_t errlen)
+{
+        /* No SA_RESTART: poll() must wake up. */
+        if (install(SIGTERM, handler, 0) != 0 || install(SIGINT, handler, 0) != 0 ||
             (ignore_sigpipe && signal(SIGPIPE, SIG_IGN) == SIG_ERR))
-                return relay_err(err, errlen, RELAY_ESETUP,
-                                 "could not install the signal handlers: %s; this is a fault of "
-                                 "the system or of a library preloaded into the program",
-                                 strerror(errno));
+                return signal_failed(err, errlen);
+        return 0;
+}
+
+static volatile sig_atomic_t hangups;
+
+static void on_hangup(int sig)
+{
+        (void)sig;
+        if (hangups < SIG_ATOMIC_MAX)
+                hangups++;
+}
+
+/*
+ * SA_RESTART: a hangup asks nothing to end, so it must not make any call
+ * fail. poll() and nanosleep() return EINTR whatever the flag (signal(7)),
+ * so the loop's waits still wake, and they are short anyway (a second at
+ * most) for a handler run on another thread (librdkafka's, libmicrohttpd's:
+ * the kernel picks any thread that does not block the signal). libpq
+ * retries its poll() on EINTR and its socket never blocks. What the flag
+ * changes is every other call the signal interrupts: a write of a log line
+ * to a full stderr pipe, the blocking calls of those libraries' threads;
+ * they are resumed rather than failing with EINTR.
+ */
+int relay_hangup_signal(const volatile sig_atomic_t **received, char *err, size_t errlen)
+{
+        if (install(SIGHUP, on_hangup, SA_RESTART) != 0)
+                return signal_failed(err, errlen);
+        *received = &hangups;
         return 0;
 }
 

@@ -46,6 +46,8 @@
 typedef struct {
         const relay_inbox_config_t *cfg;
         volatile sig_atomic_t *stop;
+        const volatile sig_atomic_t *hangups; /* SIGHUPs received */
+        sig_atomic_t hangups_logged;
         rd_kafka_t *consumer;
         rd_kafka_t *dlq;
         PGconn *pg;
@@ -65,9 +67,16 @@ typedef enum {
         TX_SERVER,       /* the server takes no writes now: reconnect, then try again */
 } tx_result_t;
 
-static void sleep_ms(int64_t ms, volatile sig_atomic_t *stop)
+/* A turn of the loop or of one of its waits: each SIGHUP is warned of. */
+static void turn(inbox_t *ib)
 {
-        while (ms > 0 && !*stop) {
+        relay_log_hangups("outbox-inbox", ib->hangups, &ib->hangups_logged);
+}
+
+static void sleep_ms(int64_t ms, inbox_t *ib)
+{
+        while (ms > 0 && !*ib->stop) {
+                turn(ib);
                 int64_t step = ms < 100 ? ms : 100;
                 struct timespec ts = {(time_t)(step / 1000), (long)(step % 1000) * 1000000L};
                 nanosleep(&ts, NULL);
@@ -346,7 +355,7 @@ static int pg_ensure(inbox_t *ib, char *err, size_t errlen)
                 }
                 relay_log_warning("%s, retrying in %lld ms", err, (long long)backoff);
                 warned = true;
-                sleep_ms(backoff, ib->stop);
+                sleep_ms(backoff, ib);
                 backoff = backoff * 2 > ib->cfg->reconnect_backoff_max_ms
                                   ? ib->cfg->reconnect_backoff_max_ms
                                   : backoff * 2;
@@ -717,7 +726,7 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
                                                          : "lost the PostgreSQL connection",
                                           (long long)m->offset, topic, (int)m->partition, why,
                                           (long long)reconnect);
-                        sleep_ms(reconnect, ib->stop);
+                        sleep_ms(reconnect, ib);
                         reconnect = reconnect * 2 > cfg->reconnect_backoff_max_ms
                                             ? cfg->reconnect_backoff_max_ms
                                             : reconnect * 2;
@@ -733,7 +742,7 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
                                   p.id, (long long)m->offset, topic, (int)m->partition, why,
                                   (long long)backoff, attempts + 1,
                                   (long long)cfg->errors_retries + 1);
-                sleep_ms(backoff, ib->stop);
+                sleep_ms(backoff, ib);
                 if (*ib->stop) {
                         params_free(&p);
                         return RELAY_INBOX_EXIT_OK; /* not applied, offset not stored */
@@ -763,9 +772,10 @@ static int handle(inbox_t *ib, rd_kafka_message_t *m)
         return 0;
 }
 
-int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop)
+int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop,
+                    const volatile sig_atomic_t *hangups)
 {
-        inbox_t ib = {.cfg = cfg, .stop = stop};
+        inbox_t ib = {.cfg = cfg, .stop = stop, .hangups = hangups};
         char err[RELAY_ERRBUF], kerr[512];
         rd_kafka_conf_t *kc = NULL;
         rd_kafka_topic_partition_list_t *subs = NULL;
@@ -814,6 +824,7 @@ int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop
         ib.last_commit_ms = relay_now_ms();
 
         while (!*stop) {
+                turn(&ib);
                 rd_kafka_message_t *m = rd_kafka_consumer_poll(ib.consumer, POLL_MS);
                 if (ib.rebalance_err[0]) {
                         relay_log_fatal("%s", ib.rebalance_err);

@@ -127,14 +127,18 @@ int main(int argc, char **argv)
         relay_log_configure(cfg->log_level, RELAY_LOG_TEXT);
 
         /* Without the handlers a stop would kill the inbox, not end its loop
-         * with the stored offsets committed. */
-        if (relay_stop_signals(on_signal, true, err, sizeof(err)) != 0) {
+         * with the stored offsets committed; so would a SIGHUP (status 129),
+         * which PostgreSQL and PgBouncer take for a reload: the inbox has
+         * none, and says so. */
+        const volatile sig_atomic_t *hangups;
+        if (relay_stop_signals(on_signal, true, err, sizeof(err)) != 0 ||
+            relay_hangup_signal(&hangups, err, sizeof(err)) != 0) {
                 relay_log_fatal("%s", err);
                 relay_inbox_config_free(cfg);
                 return RELAY_INBOX_EXIT_FATAL;
         }
 
-        rc = relay_inbox_run(cfg, &stop_requested);
+        rc = relay_inbox_run(cfg, &stop_requested, hangups);
         relay_inbox_config_free(cfg);
         return rc;
 }

@@ -214,3 +214,13 @@ void relay_log_server_notice(void *arg, const char *message)
         buf[n] = '\0';
         relay_log(level, "PostgreSQL server: %s", buf);
 }
+
+void relay_log_hangups(const char *prog, const volatile sig_atomic_t *received,
+                       sig_atomic_t *logged)
+{
+        for (sig_atomic_t n = *received; *logged != n; (*logged)++)
+                relay_log_warning("SIGHUP received, but %s does not reload its configuration: "
+                                  "restart it (SIGTERM stops it cleanly) to apply a changed one; "
+                                  "ignoring",
+                                  prog);
+}

@@ -583,6 +583,9 @@ void relay_manual_print_inbox_man(FILE *out)
                 "Finish the message at hand, commit the offsets, leave the group and exit 0. A "
                 "second signal exits at once; nothing is lost (the offset of a message not "
                 "committed in PostgreSQL was never stored).");
+        roff_tp(out, "SIGHUP",
+                "Ignored, with a warning: the inbox does not reload its configuration (as "
+                "PostgreSQL and PgBouncer do on SIGHUP); a restart applies a changed one.");
         fputs(".SH FILES\n", out);
         roff_tp(out, RELAY_SQLDIR "/006_inbox.sql",
                 "The inbox table, inbox_accept() and the retention statement, for the "

@@ -58,7 +58,7 @@ struct relay_pgoutput {
         size_t valcap;
         uint32_t *relids; /* Truncate scratch */
         size_t relidcap;
-        struct domain *domains; /* sorted by oid (relay_pgoutput_set_domains()) */
+        struct domain *domains; /* sorted by oid, learned from Type messages (learn_type()) */
         size_t ndomains;
 };
 
@@ -382,18 +382,24 @@ static relay_pgo_relation_t *relation_alloc(uint32_t relid, char replident, int 
         return rel;
 }
 
-static int domain_cmp(const void *a, const void *b)
+/* Where oid is in d->domains, or would go. */
+static size_t domain_at(const relay_pgoutput_t *d, uint32_t oid)
 {
-        uint32_t x = ((const struct domain *)a)->oid, y = ((const struct domain *)b)->oid;
-        return (x > y) - (x < y);
+        size_t lo = 0, hi = d->ndomains;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (d->domains[mid].oid < oid)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
 }
 
 static uint32_t base_type(const relay_pgoutput_t *d, uint32_t typid)
 {
-        const struct domain key = {.oid = typid};
-        const struct domain *hit =
-            d->ndomains ? bsearch(&key, d->domains, d->ndomains, sizeof(key), domain_cmp) : NULL;
-        return hit ? hit->base : typid;
+        size_t i = domain_at(d, typid);
+        return i < d->ndomains && d->domains[i].oid == typid ? d->domains[i].base : typid;
 }
 
 /*
@@ -411,59 +417,55 @@ static const struct builtin {
 };
 
 /*
- * A Type message names the base type of a domain (proto.c's
- * logicalrep_write_typ() sends getBaseType()'s namespace and name under
- * the domain's OID), as of the change it precedes: a domain made after
- * relay_pgoutput_set_domains(), or dropped since, is learned from the
- * stream. pgoutput sends one before the Relation for every column whose
- * type is not built in. Only a built-in base the relay tells apart is
- * recorded; any other stays as named, as the base itself would.
+ * A column of a domain is read as the domain's base type, as the
+ * backfill's SELECT names it (printtup sends a domain's base type), so that
+ * a bytea domain's "\\x..." text is bytes either way. The Relation names the
+ * domain's OID; the Type message pgoutput sends before it names the base:
+ * proto.c's logicalrep_write_typ() sends getBaseType()'s namespace and name
+ * (through domains over domains) under the column's type OID, from the
+ * catalog as of the change. pgoutput.c's send_relation_and_attrs() sends
+ * one for every column the Relation carries whose type OID is
+ * FirstGenbkiObjectId (10000) or more, the same columns (dropped, generated
+ * and, from 15, those outside a column list are left out of both), and it
+ * is the only writer of a Relation (14 to 18): the first of a session, one
+ * again after a relcache invalidation (an ALTER TABLE, a column changed to
+ * a domain) all come with their Types. A type below 10000 is hand-assigned
+ * in pg_type.dat, which holds no domain. So the stream alone says what a
+ * domain is, also one made or dropped while the relay streams; the catalog
+ * is never asked.
+ *
+ * Only a built-in base the relay tells apart is recorded. Any other type
+ * (a domain over numeric or text[], an enum, an array of a domain: its Type
+ * names the array type itself) stays as named, as the base itself would:
+ * the relay reads neither by type. A Type for an OID recorded before that
+ * names no such base drops it: the OID is another type's now.
  */
 static int learn_type(relay_pgoutput_t *d, uint32_t oid, const char *nsp, const char *name)
 {
         uint32_t base = 0;
-        if (nsp[0] != '\0' && strcmp(nsp, "pg_catalog") != 0)
-                return 0;
-        for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
-                if (strcmp(name, builtins[i].name) == 0)
-                        base = builtins[i].oid;
-        if (base == 0 || base == oid)
-                return 0;
-        size_t lo = 0, hi = d->ndomains;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (d->domains[mid].oid < oid)
-                        lo = mid + 1;
-                else
-                        hi = mid;
+        if (nsp[0] == '\0' || strcmp(nsp, "pg_catalog") == 0)
+                for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++)
+                        if (strcmp(name, builtins[i].name) == 0)
+                                base = builtins[i].oid;
+        if (base == oid)
+                base = 0;
+        size_t at = domain_at(d, oid);
+        bool known = at < d->ndomains && d->domains[at].oid == oid;
+        if (known && base) {
+                d->domains[at].base = base;
+        } else if (known) {
+                memmove(d->domains + at, d->domains + at + 1,
+                        (d->ndomains - at - 1) * sizeof(*d->domains));
+                d->ndomains--;
+        } else if (base) {
+                struct domain *v = realloc(d->domains, (d->ndomains + 1) * sizeof(*v));
+                if (!v)
+                        return RELAY_ENOMEM;
+                memmove(v + at + 1, v + at, (d->ndomains - at) * sizeof(*v));
+                v[at] = (struct domain){.oid = oid, .base = base};
+                d->domains = v;
+                d->ndomains++;
         }
-        if (lo < d->ndomains && d->domains[lo].oid == oid) {
-                d->domains[lo].base = base;
-                return 0;
-        }
-        struct domain *v = realloc(d->domains, (d->ndomains + 1) * sizeof(*v));
-        if (!v)
-                return RELAY_ENOMEM;
-        memmove(v + lo + 1, v + lo, (d->ndomains - lo) * sizeof(*v));
-        v[lo] = (struct domain){.oid = oid, .base = base};
-        d->domains = v;
-        d->ndomains++;
-        return 0;
-}
-
-int relay_pgoutput_set_domains(relay_pgoutput_t *d, const uint32_t *domains,
-                               const uint32_t *bases, size_t n, char *err, size_t errlen)
-{
-        struct domain *v = n ? calloc(n, sizeof(*v)) : NULL;
-        if (n && !v)
-                return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++)
-                v[i] = (struct domain){.oid = domains[i], .base = bases[i]};
-        if (n)
-                qsort(v, n, sizeof(*v), domain_cmp);
-        free(d->domains);
-        d->domains = v;
-        d->ndomains = n;
         return 0;
 }
 

@@ -2,15 +2,14 @@
  * relay.c - the supervisor: opens sessions (session.c) one after another
  * and decides what each ending means: stop, retry after a backoff, stand by
  * while another relay holds the slot, or stop with an exit code. The only
- * place besides main.c and the session that logs; owns the signal flag,
- * the only global.
+ * place besides main.c and the session that logs; owns the stop signals'
+ * flag, its only global (SIGHUP's counter is common.c's).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include "relay/relay.h"
 
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -40,12 +39,12 @@ static void on_signal(int sig)
 #define STANDBY_RETRY_MS 1000
 
 /* Sleep ms, waking early for a stop signal; the loop is alive meanwhile. */
-static void nap(relay_metrics_t *m, int64_t ms)
+static void nap(relay_process_t *proc, int64_t ms)
 {
         int64_t end = relay_now_ms() + ms;
         while (!stop_requested) {
-                relay_notify_watchdog();
-                relay_metrics_alive(m, relay_now_ms());
+                relay_process_turn(proc);
+                relay_metrics_alive(relay_process_metrics(proc), relay_now_ms());
                 int64_t left = end - relay_now_ms();
                 if (left <= 0)
                         break;
@@ -118,47 +117,6 @@ int relay_install_signals(char *err, size_t errlen)
         return relay_stop_signals(on_signal, true, err, errlen);
 }
 
-/*
- * SIGHUP: PostgreSQL and PgBouncer reload their configuration on it, and
- * its default action ended the relay at once (status 129) without a drain,
- * so everything in flight was sent again. The relay has no reload (its
- * layers include the environment, which a running process cannot re-read),
- * so it says that a restart applies a changed configuration, and goes on.
- * Logging from a handler is not async-signal-safe: a thread of its own
- * takes the signal with sigwait() instead, blocked everywhere else.
- */
-static sigset_t hangup_set;
-
-static void *hangup_notes(void *arg)
-{
-        int sig;
-        (void)arg;
-        for (;;)
-                if (sigwait(&hangup_set, &sig) == 0)
-                        relay_log_warning("SIGHUP received, but outbox-relay does not reload its "
-                                          "configuration: restart it (SIGTERM stops it cleanly) "
-                                          "to apply a changed one; ignoring");
-        return NULL;
-}
-
-/* Before any other thread starts (librdkafka's and libmicrohttpd's inherit
- * the blocked signal). */
-static int hangup_ignore(char *err, size_t errlen)
-{
-        pthread_t t;
-        int rc;
-
-        sigemptyset(&hangup_set);
-        sigaddset(&hangup_set, SIGHUP);
-        if ((rc = pthread_sigmask(SIG_BLOCK, &hangup_set, NULL)) != 0 ||
-            (rc = pthread_create(&t, NULL, hangup_notes, NULL)) != 0)
-                return relay_err(err, errlen, RELAY_ENOMEM,
-                                 "could not start the thread that answers SIGHUP: %s",
-                                 strerror(rc));
-        pthread_detach(t);
-        return 0;
-}
-
 /* A session that streamed until asked to stop, or until an event stopped
  * it (rc RELAY_EMAP): drain it, say what it did; the exit code. A drain
  * that failed (a delivery, the producer, a Kafka transaction, the final
@@ -214,7 +172,19 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                 .stop = &stop_requested,
         };
 
-        if (hangup_ignore(err, sizeof(err)) || relay_process_new(&proc, set, err, sizeof(err))) {
+        /*
+         * SIGHUP: PostgreSQL and PgBouncer reload their configuration on it,
+         * and its default action ended the relay at once (status 129)
+         * without a drain, so everything in flight was sent again. The relay
+         * has no reload (its layers include the environment, which a running
+         * process cannot re-read): the loop's turns say that a restart
+         * applies a changed configuration, and it goes on. Here, not in
+         * relay_install_signals(): the commands keep the default (a hangup
+         * ends tail).
+         */
+        const volatile sig_atomic_t *hangups;
+        if (relay_hangup_signal(&hangups, err, sizeof(err)) ||
+            relay_process_new(&proc, set, hangups, err, sizeof(err))) {
                 relay_log_fatal("%s", err);
                 return RELAY_EXIT_FATAL;
         }
@@ -318,20 +288,20 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                                                slot);
                         standby_logged = true;
                         relay_notify_ready("standing by: the slot is active in another process");
-                        nap(metrics, STANDBY_RETRY_MS);
+                        nap(proc, STANDBY_RETRY_MS);
                         continue;
                 case OUTCOME_SLOTLOST:
                         if (!set->slot_recreate)
                                 break;
                         relay_log_warning("%s; recreating it (slot.recreate = true)", err);
                         notify_backoff(err);
-                        nap(metrics, backoff_ms(set, attempt++));
+                        nap(proc, backoff_ms(set, attempt++));
                         continue;
                 case OUTCOME_RETRY: {
                         int64_t d = backoff_ms(set, attempt++);
                         relay_log_warning("%s; retrying in %lld ms", err, (long long)d);
                         notify_backoff(err);
-                        nap(metrics, d);
+                        nap(proc, d);
                         continue;
                 }
                 case OUTCOME_FATAL:

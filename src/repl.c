@@ -911,42 +911,6 @@ int relay_repl_ensure_publication(relay_repl_t *r, bool *created, char *err, siz
         return publication(r, true, created, err, errlen);
 }
 
-int relay_repl_domains(relay_repl_t *r, uint32_t **domains, uint32_t **bases, size_t *n,
-                       char *err, size_t errlen)
-{
-        PGresult *res;
-        *domains = *bases = NULL;
-        *n = 0;
-        int rc = queryf(r, &res, err, errlen,
-                        "WITH RECURSIVE d(oid, base) AS ("
-                        " SELECT oid, typbasetype FROM pg_catalog.pg_type WHERE typtype = 'd'"
-                        " UNION ALL"
-                        " SELECT d.oid, t.typbasetype FROM d JOIN pg_catalog.pg_type t"
-                        " ON t.oid = d.base AND t.typtype = 'd')"
-                        " SELECT d.oid, d.base FROM d JOIN pg_catalog.pg_type t"
-                        " ON t.oid = d.base AND t.typtype <> 'd'");
-        if (rc)
-                return rc;
-        size_t rows = (size_t)PQntuples(res);
-        if (rows > 0) {
-                *domains = calloc(rows, sizeof(**domains));
-                *bases = calloc(rows, sizeof(**bases));
-                if (!*domains || !*bases) {
-                        PQclear(res);
-                        RELAY_FREE_ALL(*domains, *bases);
-                        *domains = *bases = NULL;
-                        return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-                }
-        }
-        for (size_t i = 0; i < rows; i++) {
-                (*domains)[i] = (uint32_t)strtoul(PQgetvalue(res, (int)i, 0), NULL, 10);
-                (*bases)[i] = (uint32_t)strtoul(PQgetvalue(res, (int)i, 1), NULL, 10);
-        }
-        *n = rows;
-        PQclear(res);
-        return 0;
-}
-
 int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen)
 {
         bool created;

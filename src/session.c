@@ -318,7 +318,7 @@ int relay_session_status(relay_session_t *s, bool force, char *err, size_t errle
 int relay_session_serve(relay_session_t *s, int ms, char *err, size_t errlen)
 {
         int rc;
-        relay_notify_watchdog(); /* the stream is held, not stuck */
+        relay_process_turn(s->proc); /* the stream is held, not stuck */
         relay_producer_poll(s->prod, ms);
         if ((rc = relay_session_kafka_check(s, err, errlen)))
                 return rc;
@@ -384,7 +384,7 @@ int relay_session_wait_drained(relay_session_t *s, char *err, size_t errlen)
 static int session_waiting(void *ctx, char *err, size_t errlen)
 {
         relay_session_t *s = ctx;
-        relay_notify_watchdog();
+        relay_process_turn(s->proc);
         relay_metrics_alive(s->proc->metrics, relay_now_ms());
         if (*s->stop) {
                 /* A command the stop cancels fails with the server's
@@ -498,7 +498,7 @@ static int eos_commit(relay_session_t *s, char *err, size_t errlen)
         int64_t t0 = relay_now_ms(), deadline = t0 + EOS_COMMIT_TIMEOUT_MS;
         e->last_commit_ms = t0;
         for (;;) {
-                relay_notify_watchdog();
+                relay_process_turn(s->proc);
                 rc = relay_producer_txn_commit(s->prod, EOS_COMMIT_SLICE_MS, err, errlen);
                 if (rc != RELAY_EAGAIN || relay_now_ms() > deadline)
                         break;
@@ -723,7 +723,7 @@ int relay_session_drain(relay_session_t *s, char *ferr, size_t ferrlen)
         char perr[RELAY_ERRBUF];
         int prc = 0;
         while (relay_producer_outq_len(s->prod) > 0 && relay_now_ms() < deadline) {
-                relay_notify_watchdog();
+                relay_process_turn(s->proc);
                 relay_producer_poll(s->prod, 50);
                 /* A failed delivery or a dead producer ends the wait. */
                 if (s->dr_failed || s->ack_bug || relay_producer_check(s->prod, err, sizeof(err)) != 0)
@@ -941,7 +941,7 @@ int relay_session_stream(relay_session_t *s, char *err, size_t errlen)
         int rc;
 
         for (;;) {
-                relay_notify_watchdog();
+                relay_process_turn(s->proc);
                 if (session_may_stop(s))
                         return 0;
                 if ((rc = session_read_batch(s, &buffered, err, errlen)) ||
@@ -1012,9 +1012,10 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
                 const char *servers = set->kafka_bootstrap_servers;
                 /* In short slices, so a stop signal is not kept waiting. */
                 int64_t deadline = relay_now_ms() + KAFKA_PING_MS;
-                do
+                do {
+                        relay_process_turn(s->proc);
                         rc = relay_producer_ping(s->prod, 200, kerr, sizeof(kerr));
-                while (rc == RELAY_EAGAIN && !*s->stop && relay_now_ms() < deadline);
+                } while (rc == RELAY_EAGAIN && !*s->stop && relay_now_ms() < deadline);
                 if (rc && *s->stop) {
                         relay_err_set(err, errlen, "stopped while waiting for Kafka");
                         return RELAY_ESTOPPED;
@@ -1357,7 +1358,14 @@ uint64_t relay_process_implicit_acks(const relay_process_t *pr)
         return pr->implicit_acks;
 }
 
-int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *err, size_t errlen)
+void relay_process_turn(relay_process_t *pr)
+{
+        relay_notify_watchdog();
+        relay_log_hangups("outbox-relay", pr->hangups, &pr->hangups_logged);
+}
+
+int relay_process_new(relay_process_t **out, const relay_settings_t *set,
+                      const volatile sig_atomic_t *hangups, char *err, size_t errlen)
 {
         relay_process_t *pr;
         relay_policy_conf_t pc = {
@@ -1380,6 +1388,7 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *
                 relay_process_free(pr);
                 return RELAY_ENOMEM;
         }
+        pr->hangups = hangups;
         *out = pr;
         return 0;
 }

@@ -40,6 +40,8 @@ struct relay_process {
         relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
         relay_slotmon_t *slotmon;
         bool slotmon_warned;
+        const volatile sig_atomic_t *hangups; /* SIGHUPs received (borrowed) */
+        sig_atomic_t hangups_logged;
 };
 
 /* Where the stream stands: what was received, what was confirmed, when. */

@@ -30,19 +30,6 @@ void relay_source_free(relay_source_t *src)
         free(src);
 }
 
-/* The decoder reads a domain column as its base type, as the backfill's
- * SELECT does (a bytea domain's "\\x..." text is bytes either way). */
-static int learn_domains(relay_source_t *src, char *err, size_t errlen)
-{
-        uint32_t *domains, *bases;
-        size_t n;
-        int rc = relay_repl_domains(src->repl, &domains, &bases, &n, err, errlen);
-        if (rc == 0)
-                rc = relay_pgoutput_set_domains(src->dec, domains, bases, n, err, errlen);
-        RELAY_FREE_ALL(domains, bases);
-        return rc;
-}
-
 int relay_source_open(relay_source_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
         relay_source_t *src = calloc(1, sizeof(*src));
@@ -54,8 +41,7 @@ int relay_source_open(relay_source_t **out, const relay_settings_t *set, char *e
         if ((rc = relay_outbox_new(&src->outbox, set, err, errlen)) ||
             (rc = relay_repl_connect(&src->repl, set, err, errlen)) ||
             (rc = relay_pgoutput_new(&src->dec, relay_repl_proto_version(src->repl), err,
-                                     errlen)) ||
-            (rc = learn_domains(src, err, errlen))) {
+                                     errlen))) {
                 relay_source_free(src);
                 return rc;
         }

@@ -7,6 +7,7 @@
 #ifndef RELAY_COMMON_H
 #define RELAY_COMMON_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -242,6 +243,18 @@ void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const es
  */
 int relay_stop_signals(void (*handler)(int), bool ignore_sigpipe, char *err,
                        size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief SIGHUP counted, not obeyed: a handler that only adds one to a
+ *        volatile sig_atomic_t (common.c's, the only global here), with
+ *        SA_RESTART (common.c says why). For a program's loop, which has no
+ *        reload and must not die of a hangup (status 129, no drain): it
+ *        compares *received with the count it has logged at every turn of
+ *        its waits (relay_log_hangups()).
+ * @returns 0 and *received (the counter), or RELAY_ESETUP with a message in err.
+ */
+int relay_hangup_signal(const volatile sig_atomic_t **received, char *err,
+                        size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);

@@ -30,11 +30,14 @@ enum {
 };
 
 /**
- * @brief Consume until *stop is set (by a signal handler) or a fatal error.
- *        cfg is borrowed and must have passed relay_inbox_config_validate().
- *        Logs its decisions (it is the program's main loop).
+ * @brief Consume until *stop is set (by a signal handler) or a fatal error,
+ *        warning once for each SIGHUP counted in *hangups
+ *        (relay_hangup_signal()) that nothing is reloaded. cfg is borrowed
+ *        and must have passed relay_inbox_config_validate(). Logs its
+ *        decisions (it is the program's main loop).
  * @returns an exit code above.
  */
-int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop);
+int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop,
+                    const volatile sig_atomic_t *hangups);
 
 #endif

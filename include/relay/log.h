@@ -47,6 +47,16 @@ void relay_log(relay_log_level_t level, const char *fmt, ...) RELAY_PRINTF(2, 3)
  */
 void relay_log_server_notice(void *arg, const char *message);
 
+/**
+ * @brief The warning that prog ("outbox-relay", "outbox-inbox") does not
+ *        reload its configuration on SIGHUP, once for each SIGHUP counted
+ *        in *received (relay_hangup_signal()) since *logged, which it
+ *        advances. The loop calls it at every turn of its waits; the
+ *        caller owns *logged.
+ */
+void relay_log_hangups(const char *prog, const volatile sig_atomic_t *received,
+                       sig_atomic_t *logged);
+
 #define relay_log_debug(...) relay_log(RELAY_LOG_DEBUG, __VA_ARGS__)
 #define relay_log_info(...) relay_log(RELAY_LOG_INFO, __VA_ARGS__)
 #define relay_log_warning(...) relay_log(RELAY_LOG_WARNING, __VA_ARGS__)

@@ -170,25 +170,6 @@ int relay_pgoutput_new(relay_pgoutput_t **out, int proto_version, char *err,
 void relay_pgoutput_free(relay_pgoutput_t *d);
 
 /**
- * @brief The database's domains and their base types (not domains
- *        themselves), n pairs (domains[i] over bases[i]; both borrowed,
- *        copied). A Relation names a column of a domain by the domain's
- *        OID, where a SELECT (the backfill) names the base type: the
- *        decoder gives relay_pgo_relation_coltype() the base type, so that
- *        a column is one kind of value however it is read. A domain not
- *        given (made after this call) is learned from the Type message
- *        pgoutput sends before the Relation (it names the base type), when
- *        its base is a built-in type the relay reads by (bytea, the JSON
- *        and text kinds, uuid, integers, bool, timestamps).
- *        Replaces what an earlier call gave; relations decoded before keep
- *        their types.
- * @returns 0; RELAY_ENOMEM.
- */
-int relay_pgoutput_set_domains(relay_pgoutput_t *d, const uint32_t *domains,
-                               const uint32_t *bases, size_t n, char *err,
-                               size_t errlen) RELAY_MUST_CHECK;
-
-/**
  * @brief Decode one pgoutput message (the payload of an XLogData after its
  *        25-byte header). Relation messages also update the cache (a re-sent
  *        Relation for a known relid replaces the old entry; pointers to the

@@ -100,16 +100,6 @@ int64_t relay_repl_wal_sender_timeout_ms(const relay_repl_t *r);
 /** @brief The database cluster's system identifier (IDENTIFY_SYSTEM), as text. Borrowed. */
 const char *relay_repl_system_id(const relay_repl_t *r);
 
-/**
- * @brief The database's domains, each with its base type (through domains
- *        over domains): *domains and *bases (caller frees both; NULL when
- *        *n is 0), for relay_pgoutput_set_domains().
- * @returns 0; RELAY_EIO or RELAY_ESETUP when the query failed (err says
- *          why); RELAY_ENOMEM.
- */
-int relay_repl_domains(relay_repl_t *r, uint32_t **domains, uint32_t **bases, size_t *n,
-                       char *err, size_t errlen) RELAY_MUST_CHECK;
-
 /** @brief The server's WAL flush position when the connection was made
  *         (IDENTIFY_SYSTEM's xlogpos): no position this server ever sent
  *         lies beyond it. */

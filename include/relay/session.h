@@ -39,11 +39,21 @@ typedef struct {
 } relay_session_opts_t;
 
 /**
- * @brief Process state for set's error policy (set borrowed).
+ * @brief Process state for set's error policy (set borrowed) and the
+ *        SIGHUPs counted in *hangups (relay_hangup_signal(); borrowed).
  * @returns 0 and *out (caller frees with relay_process_free()); RELAY_ENOMEM.
  */
-int relay_process_new(relay_process_t **out, const relay_settings_t *set, char *err,
+int relay_process_new(relay_process_t **out, const relay_settings_t *set,
+                      const volatile sig_atomic_t *hangups, char *err,
                       size_t errlen) RELAY_MUST_CHECK;
+
+/**
+ * @brief A turn of the loop or of one of its waits (the supervisor's
+ *        backoff, a session's ticks, drains and resends): feeds systemd's
+ *        watchdog and logs the SIGHUP warning once for each SIGHUP counted
+ *        since the last turn. Whatever waits calls it at least every second.
+ */
+void relay_process_turn(relay_process_t *pr);
 
 /** @brief Free; accepts NULL. */
 void relay_process_free(relay_process_t *pr);

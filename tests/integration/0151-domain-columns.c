@@ -16,10 +16,12 @@
  * initial), one after (streamed); both values must be the three bytes
  * 00 FF 41, the keys as written.
  *
- * The relay learns the server's domains when a session starts. A third
- * row comes after a domain made while it streams (over bytea, with a
- * domain over that) and the payload column ALTERed to it: its Relation
- * names an OID the relay did not learn, and it must still give the bytes.
+ * The relay learns a domain's base type from the Type message pgoutput
+ * sends before every Relation that has a column of it (the first of the
+ * session for the second row). A third row comes after a domain made while
+ * it streams (over bytea, with a domain over that) and the payload column
+ * ALTERed to it: a Relation sent again, with the new domain's Type, and it
+ * must still give the bytes.
  *
  * SPDX-License-Identifier: Apache-2.0
  */

@@ -188,6 +188,24 @@ static void test_stop_signals(void)
         signal(SIGINT, SIG_DFL);
 }
 
+/* SIGHUP is counted, once per signal, with SA_RESTART, and does not end
+ * the process (its default action would end this test). */
+static void test_hangup_signal(void)
+{
+        char err[RELAY_ERRBUF] = "";
+        const volatile sig_atomic_t *received = NULL;
+        struct sigaction sa;
+        is_int(relay_hangup_signal(&received, err, sizeof(err)), 0, "installed: %s", err);
+        sigaction(SIGHUP, NULL, &sa);
+        ok(sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && (sa.sa_flags & SA_RESTART),
+           "SIGHUP: a handler, with SA_RESTART");
+        ok(received != NULL && *received == 0, "nothing counted yet");
+        raise(SIGHUP);
+        raise(SIGHUP);
+        is_int(received ? *received : -1, 2, "two SIGHUPs counted, and the process goes on");
+        signal(SIGHUP, SIG_DFL);
+}
+
 int main(void)
 {
         test_pairs();
@@ -198,5 +216,6 @@ int main(void)
         test_now();
         test_pg_to_unix_ms();
         test_stop_signals();
+        test_hangup_signal();
         return done_testing();
 }

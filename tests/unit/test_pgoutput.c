@@ -1078,35 +1078,6 @@ static void test_relation_new(void)
         relay_pgo_relation_free(rel);
 }
 
-/* A column of a domain reads as the domain's base type (the backfill's
- * SELECT says the base type too): 0151-domain-columns streams it. */
-static void test_domains(void)
-{
-        relay_pgoutput_t *d;
-        const char *const cols[] = {"id", "payload"};
-        const uint32_t domains[] = {90001, 25, 90000}, bases[] = {17, 17, 3802};
-        if (relay_pgoutput_new(&d, 1, err, sizeof(err)))
-                tap_bail("relay_pgoutput_new: %s", err);
-        struct wb w = relation_msg(16400, "public", "outbox", 2, cols);
-        is_int(decode(d, w.b, w.n), RELAY_OK, "domains: a Relation before any are known");
-        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16400), 1), 25,
-               "  its columns keep the type it names");
-        is_int(relay_pgoutput_set_domains(d, domains, bases, 3, err, sizeof(err)), 0,
-               "three domains given");
-        w = relation_msg(16401, "public", "outbox2", 2, cols);
-        is_int(decode(d, w.b, w.n), RELAY_OK, "  a Relation decodes");
-        const relay_pgo_relation_t *rel = relay_pgoutput_relation(d, 16401);
-        is_int(relay_pgo_relation_coltype(rel, 1), 17, "  a column of a domain has its base type");
-        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16400), 1), 25,
-               "  one decoded before keeps its type");
-        is_int(relay_pgoutput_set_domains(d, NULL, NULL, 0, err, sizeof(err)), 0, "none given");
-        w = relation_msg(16402, "public", "outbox3", 2, cols);
-        is_int(decode(d, w.b, w.n), RELAY_OK, "  a Relation decodes");
-        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16402), 1), 25,
-               "  the type it names again");
-        relay_pgoutput_free(d);
-}
-
 static struct wb type_msg(uint32_t oid, const char *nsp, const char *name)
 {
         struct wb w = {.n = 0};
@@ -1142,42 +1113,75 @@ static struct wb typed_relation_msg(uint32_t relid, int n, const uint32_t *types
 
 /*
  * pgoutput sends a Type message before a Relation for each column of a type
- * not built in, naming a domain's base type under the domain's OID: a domain
- * the decoder was never given (made after relay_pgoutput_set_domains()) is
- * its base type from then on, when that base is a built-in one it reads by.
+ * not built in, naming a domain's base type (through domains over domains)
+ * under the domain's OID: the decoder reads such a column as its base type,
+ * as the backfill's SELECT does, when that base is a built-in one it reads
+ * by. 0151-domain-columns streams them from a real server.
  */
 static void test_domains_from_type_messages(void)
 {
         relay_pgoutput_t *d;
-        const uint32_t types[] = {90010, 90011, 90012, 90013, 90014};
-        const uint32_t given = 90014, given_base = 25;
-        if (relay_pgoutput_new(&d, 1, err, sizeof(err)) ||
-            relay_pgoutput_set_domains(d, &given, &given_base, 1, err, sizeof(err)))
+        const uint32_t types[] = {90010, 90011, 90012, 90013, 90014, 90015, 90016, 90017};
+        if (relay_pgoutput_new(&d, 1, err, sizeof(err)))
                 tap_bail("relay_pgoutput_new: %s", err);
-        struct wb w = type_msg(90010, "", "bytea");
+        struct wb w = typed_relation_msg(16499, 1, types);
+        is_int(decode(d, w.b, w.n), RELAY_OK, "a Relation before any Type");
+        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16499), 0), 90010,
+               "  its column keeps the type it names");
+        w = type_msg(90010, "", "bytea");
         is_int(decode(d, w.b, w.n), RELAY_OK, "Type: a domain over pg_catalog's bytea decodes");
         is_int(m.kind, RELAY_PGO_TYPE, "  as a Type");
-        w = type_msg(90011, "pg_catalog", "jsonb");
-        is_int(decode(d, w.b, w.n), RELAY_OK, "  one naming pg_catalog by name");
-        w = type_msg(90012, "public", "bytea");
-        is_int(decode(d, w.b, w.n), RELAY_OK, "  a type of another schema named bytea");
-        w = type_msg(90013, "", "numeric");
-        is_int(decode(d, w.b, w.n), RELAY_OK, "  a domain over numeric");
-        w = typed_relation_msg(16500, 5, types);
+        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16499), 0), 90010,
+               "  a relation decoded before keeps its type");
+        static const struct {
+                uint32_t oid;
+                const char *nsp, *name, *what;
+        } sent[] = {
+                {90011, "pg_catalog", "jsonb", "one naming pg_catalog by name"},
+                {90012, "public", "bytea", "a type of another schema named bytea"},
+                {90013, "", "numeric", "a domain over numeric"},
+                /* A domain over a domain over bytea: the server names the last base. */
+                {90014, "", "bytea", "a domain over that domain"},
+                /* An array of a domain is no domain: its Type names the array type. */
+                {90015, "public", "_bytes_domain", "an array of a domain"},
+                {90016, "", "_text", "a domain over text[]"},
+                /* information_schema's domains are above FirstGenbkiObjectId: sent too. */
+                {90017, "", "int4", "information_schema.cardinal_number (int4)"},
+        };
+        for (size_t i = 0; i < N(sent); i++) {
+                w = type_msg(sent[i].oid, sent[i].nsp, sent[i].name);
+                is_int(decode(d, w.b, w.n), RELAY_OK, "  %s", sent[i].what);
+        }
+        w = typed_relation_msg(16500, 8, types);
         is_int(decode(d, w.b, w.n), RELAY_OK, "  the Relation after them");
         const relay_pgo_relation_t *rel = relay_pgoutput_relation(d, 16500);
         is_int(relay_pgo_relation_coltype(rel, 0), 17, "  the bytea domain is bytea");
         is_int(relay_pgo_relation_coltype(rel, 1), 3802, "  the jsonb domain is jsonb");
         is_int(relay_pgo_relation_coltype(rel, 2), 90012, "  public.bytea is not pg_catalog's");
         is_int(relay_pgo_relation_coltype(rel, 3), 90013, "  a base it does not tell apart stays");
-        is_int(relay_pgo_relation_coltype(rel, 4), 25, "  a domain it was given keeps its base");
-        /* The stream's catalog wins: an OID the server gave another domain since. */
+        is_int(relay_pgo_relation_coltype(rel, 4), 17, "  the domain over a domain is bytea");
+        is_int(relay_pgo_relation_coltype(rel, 5), 90015, "  the array of a domain stays");
+        is_int(relay_pgo_relation_coltype(rel, 6), 90016, "  the domain over text[] stays");
+        is_int(relay_pgo_relation_coltype(rel, 7), 23, "  cardinal_number is int4");
+        /* The Relation sent again after an ALTER TABLE (a relcache
+         * invalidation) comes with its Types again: same answer. */
+        w = type_msg(90010, "", "bytea");
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  the same Type again");
+        w = typed_relation_msg(16499, 1, types);
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  and the first Relation again");
+        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16499), 0), 17,
+               "  now read as bytea");
+        /* The stream's catalog wins: an OID the server gave another type since. */
         w = type_msg(90010, "", "text");
         is_int(decode(d, w.b, w.n), RELAY_OK, "  a later Type for the same OID");
-        w = typed_relation_msg(16501, 1, types);
+        w = type_msg(90014, "public", "mood");
+        is_int(decode(d, w.b, w.n), RELAY_OK, "  one naming an enum for a recorded OID");
+        w = typed_relation_msg(16501, 5, types);
         is_int(decode(d, w.b, w.n), RELAY_OK, "  and a Relation");
-        is_int(relay_pgo_relation_coltype(relay_pgoutput_relation(d, 16501), 0), 25,
-               "  the later base");
+        rel = relay_pgoutput_relation(d, 16501);
+        is_int(relay_pgo_relation_coltype(rel, 0), 25, "  the later base");
+        is_int(relay_pgo_relation_coltype(rel, 1), 3802, "  the other domains keep theirs");
+        is_int(relay_pgo_relation_coltype(rel, 4), 90014, "  the enum is no bytea any more");
         relay_pgoutput_free(d);
 }
 
@@ -1193,7 +1197,6 @@ int main(void)
         test_refused();
         test_sweeps();
         test_relation_new();
-        test_domains();
         test_domains_from_type_messages();
         free(cur);
         return done_testing();
