@@ -721,6 +721,59 @@ static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, 
         return 0;
 }
 
+/*
+ * A generated column the mapping reads: pgoutput leaves generated columns
+ * out of the Relation and of every row before PostgreSQL 18, and virtual
+ * ones always (logicalrep_should_publish_column()); from 18 on a stored one
+ * only when the publication says publish_generated_columns = stored or
+ * names it in a column list. Yet pg_publication_tables.attnames lists them
+ * on 15, so column_list() would pass them and every row would go to the
+ * error policy as "has no column". *stored: one is stored and 18 would
+ * send it (the publication's choice, checked by column_list()).
+ */
+static int generated_columns(relay_repl_t *r, const relay_table_name_t *t, bool *stored,
+                             char *err, size_t errlen)
+{
+        PGresult *res;
+        int rc;
+
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT a.attname, a.attgenerated FROM pg_catalog.pg_attribute a "
+                         "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN "
+                         "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
+                         "%L AND c.relname = %L AND a.attnum > 0 AND NOT a.attisdropped AND "
+                         "a.attgenerated <> ''",
+                         t->schema, t->name)))
+                return rc;
+        for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+                const char *name = PQgetvalue(res, i, 0), *key = NULL;
+                bool virtual = PQgetvalue(res, i, 1)[0] == 'v';
+                for (size_t w = 0; !key && w < relay_settings_n_mapped(r->set); w++) {
+                        const char *k, *col = relay_settings_mapped_column(r->set, w, &k);
+                        if (col && strcmp(col, name) == 0)
+                                key = k;
+                }
+                if (!key)
+                        continue;
+                if (!virtual && r->server_version >= 180000)
+                        *stored = true;
+                else
+                        rc = relay_err(err, errlen, RELAY_ESETUP,
+                                       "column \"%s\" (%s) of outbox table \"%s.%s\" is a %s "
+                                       "generated column, which logical replication %s, so every "
+                                       "row would arrive without it; make it a plain column the "
+                                       "application fills%s",
+                                       name, key, t->schema, t->name, virtual ? "virtual" : "stored",
+                                       virtual ? "never sends"
+                                               : "does not send before PostgreSQL 18",
+                                       virtual ? " (or, on PostgreSQL 18, a stored one the "
+                                                 "publication publishes)"
+                                               : "");
+        }
+        PQclear(res);
+        return rc;
+}
+
 /* The outbox tables as SQL names, comma-separated (caller frees); NULL
  * when out of memory. */
 static char *table_list(const relay_repl_t *r)
@@ -737,7 +790,8 @@ static char *table_list(const relay_repl_t *r)
 }
 
 /* CREATE PUBLICATION for every outbox table, inserts only. */
-static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, size_t errlen)
+static PGresult *create_publication(relay_repl_t *r, bool viaroot, bool gencols, char *err,
+                                    size_t errlen)
 {
         char *list = table_list(r);
         PGresult *res = NULL;
@@ -747,9 +801,10 @@ static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, si
          * identity a published DELETE fails). */
         if (list != NULL)
                 res = execf(r, err, errlen,
-                            "CREATE PUBLICATION %I FOR TABLE %s WITH (publish = 'insert%s'%s)",
+                            "CREATE PUBLICATION %I FOR TABLE %s WITH (publish = 'insert%s'%s%s)",
                             r->publication, list, r->need_updates ? ", update" : "",
-                            viaroot ? ", publish_via_partition_root = true" : "");
+                            viaroot ? ", publish_via_partition_root = true" : "",
+                            gencols ? ", publish_generated_columns = stored" : "");
         else
                 relay_err_set(err, errlen, "out of memory");
         free(list);
@@ -768,19 +823,32 @@ static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, 
         relay_strbuf_t missing = {0};
         PGresult *res;
         int rc;
+        bool generated = false; /* 18: a stored generated one it leaves out */
 
         if (r->server_version < 150000)
                 return 0;
+        /* Every column of the table: whether the publication sends it, and
+         * whether it is generated (a stored one reaches here on 18 only,
+         * generated_columns()). */
         if ((rc = queryf(r, &res, err, errlen,
-                         "SELECT a FROM pg_catalog.pg_publication_tables p, unnest(p.attnames) a "
-                         "WHERE pubname = %L AND schemaname = %L AND tablename = %L",
+                         "SELECT a.attname, a.attname = ANY (p.attnames), a.attgenerated <> '' "
+                         "FROM pg_catalog.pg_publication_tables p JOIN pg_catalog.pg_namespace n "
+                         "ON n.nspname = p.schemaname JOIN pg_catalog.pg_class c ON "
+                         "c.relnamespace = n.oid AND c.relname = p.tablename JOIN "
+                         "pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND "
+                         "NOT a.attisdropped WHERE p.pubname = %L AND p.schemaname = %L AND "
+                         "p.tablename = %L",
                          r->publication, t->schema, t->name)))
                 return rc;
         for (size_t w = 0; w < relay_settings_n_mapped(r->set); w++) {
                 const char *key, *col = relay_settings_mapped_column(r->set, w, &key);
                 bool sent = col == NULL;
-                for (int i = 0; !sent && i < PQntuples(res); i++)
-                        sent = strcmp(PQgetvalue(res, i, 0), col) == 0;
+                for (int i = 0; !sent && i < PQntuples(res); i++) {
+                        if (strcmp(PQgetvalue(res, i, 0), col) != 0)
+                                continue;
+                        sent = PQgetvalue(res, i, 1)[0] == 't';
+                        generated = generated || (!sent && PQgetvalue(res, i, 2)[0] == 't');
+                }
                 if (sent)
                         continue;
                 relay_strbuf_adds(&missing, missing.len ? ", \"" : "\"");
@@ -793,6 +861,12 @@ static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, 
         char *m = relay_strbuf_finish(&missing), *list = table_list(r);
         if (!m || !list)
                 rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        else if (*m && generated)
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "publication \"%s\" does not publish generated columns of table "
+                               "\"%s.%s\", among them %s, so every row would arrive without "
+                               "it; ALTER PUBLICATION %s SET (publish_generated_columns = stored)",
+                               r->publication, t->schema, t->name, m, r->publication);
         else if (*m)
                 rc = relay_err(err, errlen, RELAY_ESETUP,
                                "publication \"%s\" has a column list for table \"%s.%s\" "
@@ -809,6 +883,7 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         PGresult *res;
         int rc;
         const relay_table_name_t *parted = NULL; /* a partitioned one, for the message */
+        bool gencols = false; /* 18: a mapped column is a stored generated one */
 
         *created = false;
         if (r->source == RELAY_SOURCE_MESSAGES)
@@ -823,6 +898,8 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                         return rc;
                 if (kind == 'p' && !parted)
                         parted = &r->tables[i];
+                if ((rc = generated_columns(r, &r->tables[i], &gencols, err, errlen)))
+                        return rc;
         }
         if ((rc = queryf(r, &res, err, errlen,
                          "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication "
@@ -839,7 +916,7 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         }
         if (PQntuples(res) == 0) {
                 PQclear(res);
-                if (!(res = create_publication(r, parted != NULL, err, errlen)))
+                if (!(res = create_publication(r, parted != NULL, gencols, err, errlen)))
                         return RELAY_ENOMEM;
                 /* Another relay created it between our look and our CREATE:
                  * check the one that won as if it had been there (42710, or
