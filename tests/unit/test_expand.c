@@ -77,6 +77,15 @@ int main(void)
                "{\"b\":\"y\",\"a\":null}]}}",
                "... and its struct schema is not optional");
 
+        /* Values that do fit: a null among alike objects (optional struct), an
+         * empty array and a null for an array member. */
+        is_str(run(&b, RELAY_ENC_RAW, "{\"l\": [{\"a\": 1}, null, {\"a\": 2}]}", &rc),
+               "Struct{l=[Struct{a=1}, null, Struct{a=2}]}", "a null among alike objects");
+        is_str(run(&b, RELAY_ENC_JSON, "{\"l\": [{\"a\": [1]}, {\"a\": []}, {\"a\": null}]}",
+                   &rc),
+               "{\"l\":[{\"a\":[1]},{\"a\":[]},{\"a\":null}]}",
+               "an empty array and a null where the merged struct has an array");
+
         /* What the router leaves a string: its catch of JsonSchemaData's exceptions. */
         static const char *const kept[] = {
                 "{\"m\": [1, \"x\"]}",   /* not a homogenous array */
@@ -87,6 +96,13 @@ int main(void)
                 " {\"a\": 1}",           /* does not start with { */
                 "{\"a\": ",              /* not JSON */
                 "\"text\"",
+                /* JsonSchemaData.toConnectData() throws: a value that does not
+                 * fit the schema inferred from another element (fits()) */
+                "{\"items\": [{\"price\": 10}, {\"price\": 9.99}]}",
+                "{\"items\": [{\"n\": 1}, {\"n\": 10000000000}]}",
+                "{\"l\": [{\"a\": 1, \"b\": \"x\"}, null, {\"a\": 2}]}",
+                "{\"m\": [[1], [2.5]]}",
+                "{\"l\": [{\"o\": {\"p\": 1}}, {\"o\": \"s\"}]}",
         };
         for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
                 rc = relay_expand_payload(&b, RELAY_ENC_JSON, "payload", kept[i], strlen(kept[i]));
