@@ -330,7 +330,7 @@ static const char sql_may_create[] =
         "SELECT plugin, database, current_database(), active_pid, wal_status, safe_wal_size, "     \
         "confirmed_flush_lsn, slot_type, temporary, "                                              \
         "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "                                 \
-        "current_setting('max_replication_slots')::int, " failover_synced " "                      \
+        "current_setting('max_replication_slots')::int, " failover_synced ", two_phase "          \
         "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1"
 static const char sql_slot[] = SQL_SLOT("failover, synced");
 static const char sql_slot_before_17[] = SQL_SLOT("false, false");
@@ -1103,6 +1103,23 @@ static void pg_slot(ctx_t *x)
                     "wal_status is \"%s\": the slot holds more WAL than max_wal_size; safe_wal_size "
                     "%s before it is invalidated",
                     wal_status, safe_text);
+        /* repl.c, two_phase_off(): the relay turns it off on 18, refuses it before. */
+        if (is_true(res, 0, 13)) {
+                if (PQserverVersion(x->conn) >= 180000)
+                        add(x, "postgres.slot.two_phase", RELAY_CHECK_OK, NULL,
+                            "replication slot \"%s\" was created with two_phase; the relay "
+                            "turns it off at its start, so that prepared transactions arrive at "
+                            "COMMIT PREPARED",
+                            slot);
+                else
+                        add(x, "postgres.slot.two_phase", RELAY_CHECK_FAIL,
+                            "set slot.name to a slot without two_phase (the relay creates it "
+                            "when it does not exist, then reads what is written from then on)",
+                            "replication slot \"%s\" was created with two_phase, so the server "
+                            "would send a prepared transaction at PREPARE TRANSACTION, which the "
+                            "relay does not read",
+                            slot);
+        }
         bool failover = is_true(res, 0, 11), synced = is_true(res, 0, 12);
         PQclear(res);
         pg_slot_failover(x, true, failover, synced);

@@ -1030,6 +1030,26 @@ int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen)
         return publication(r, false, &created, err, errlen);
 }
 
+/* ALTER_REPLICATION_SLOT slot (option); what: "enable failover on" for
+ * the message. The server refuses while another walsender holds the slot
+ * (55006): RELAY_EBUSY, to stand by and try again. */
+static int alter_slot(relay_repl_t *r, const char *option, const char *what, char *err,
+                      size_t errlen)
+{
+        PGresult *res = execf(r, err, errlen, "ALTER_REPLICATION_SLOT %I (%s)", r->slot, option);
+        int rc = 0;
+        if (!res)
+                return RELAY_ENOMEM;
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                rc = command_failed(r, res, err, errlen, "could not %s replication slot \"%.64s\"",
+                                    what, r->slot);
+                if (sqlstate_is(res, "55006"))
+                        rc = RELAY_EBUSY;
+        }
+        PQclear(res);
+        return rc;
+}
+
 /*
  * slot.failover = true on a slot made without it (by an older relay, or by
  * hand): alter it rather than refuse. The operator asked for failover, the
@@ -1042,21 +1062,34 @@ int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen)
  */
 static int alter_failover(relay_repl_t *r, char *err, size_t errlen)
 {
-        PGresult *res = execf(r, err, errlen, "ALTER_REPLICATION_SLOT %I (FAILOVER true)", r->slot);
-        int rc = 0;
-        if (!res)
-                return RELAY_ENOMEM;
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-                rc = command_failed(r, res, err, errlen,
-                                    "could not enable failover on replication slot \"%.64s\"",
-                                    r->slot);
-                if (sqlstate_is(res, "55006"))
-                        rc = RELAY_EBUSY;
-        } else {
+        int rc = alter_slot(r, "FAILOVER true", "enable failover on", err, errlen);
+        if (rc == 0)
                 r->failover_altered = true;
-        }
-        PQclear(res);
         return rc;
+}
+
+/*
+ * A slot made with two_phase (by hand, or for a subscription with
+ * two_phase = true): the walsender then decodes a prepared transaction at
+ * PREPARE TRANSACTION and sends it as Begin Prepare ... Prepare, whatever
+ * START_REPLICATION asks (logical.c: two_phase on the slot or in the
+ * options), which the relay does not read: it would stop at the first
+ * PREPARE TRANSACTION that touches the outbox, at every restart. Without
+ * two_phase the server sends such a transaction at its COMMIT PREPARED, as
+ * any other. PostgreSQL 18 can turn it off in place (keeping the
+ * position); before 18 only a slot made anew can be without it.
+ */
+static int two_phase_off(relay_repl_t *r, char *err, size_t errlen)
+{
+        if (r->server_version < 180000)
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "replication slot \"%s\" was created with two_phase, so the "
+                                 "server would send a prepared transaction at PREPARE "
+                                 "TRANSACTION, which the relay does not read; set slot.name to a "
+                                 "slot without two_phase (the relay creates it when it does not "
+                                 "exist, then reads what is written from then on)",
+                                 r->slot);
+        return alter_slot(r, "TWO_PHASE false", "turn two_phase off on", err, errlen);
 }
 
 int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool defer_create,
@@ -1089,7 +1122,7 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
          * holds it or this walsender does. */
         if ((rc = queryf(r, &res, err, errlen,
                          "SELECT plugin, database, wal_status, current_database(), %s, "
-                         "NULLIF(active_pid, pg_catalog.pg_backend_pid()) "
+                         "NULLIF(active_pid, pg_catalog.pg_backend_pid()), two_phase "
                          "FROM pg_catalog.pg_replication_slots WHERE slot_name = %L",
                          r->server_version >= 170000 ? "failover" : "false", r->slot)))
                 return rc;
@@ -1139,6 +1172,12 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                         PQclear(res);
                         was_lost = true;
                         goto create;
+                } else if (strcmp(PQgetvalue(res, 0, 6), "t") == 0) {
+                        bool failover = r->failover && strcmp(PQgetvalue(res, 0, 4), "t") != 0;
+                        PQclear(res);
+                        if ((rc = two_phase_off(r, err, errlen)) == 0 && failover)
+                                rc = alter_failover(r, err, errlen);
+                        return rc;
                 } else if (r->failover && strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
                         PQclear(res);
                         return alter_failover(r, err, errlen);
