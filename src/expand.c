@@ -518,6 +518,37 @@ static int emit_schema(relay_fmtbuf_t *b, const xs_t *s, const char *field)
         return rc ? rc : puts_(b, "}");
 }
 
+/*
+ * Jackson's StreamReadConstraints (2.15 on; Debezium 3.6 ships 2.21): a
+ * document nested deeper than 1000 objects and arrays fails readTree(),
+ * and the router's catch leaves the payload a string. jansson reads up to
+ * 2048.
+ */
+#define JACKSON_MAX_DEPTH 1000
+
+static bool deeper_than(const json_t *j, int left)
+{
+        size_t i;
+        const char *k;
+        json_t *e;
+        if (!json_is_object(j) && !json_is_array(j))
+                return false;
+        if (left == 0)
+                return true;
+        if (json_is_array(j)) {
+                json_array_foreach(j, i, e) {
+                        if (deeper_than(e, left - 1))
+                                return true;
+                }
+                return false;
+        }
+        json_object_foreach((json_t *)(uintptr_t)j, k, e) {
+                if (deeper_than(e, left - 1))
+                        return true;
+        }
+        return false;
+}
+
 int relay_expand_payload(relay_fmtbuf_t *b, relay_format_enc_t enc, const char *key,
                          const char *data, size_t len)
 {
@@ -529,7 +560,8 @@ int relay_expand_payload(relay_fmtbuf_t *b, relay_format_enc_t enc, const char *
         if (!doc)
                 return 0;
         xs_t *s = NULL;
-        int rc = json_is_object(doc) ? infer(key, doc, &s) : XS_FAIL;
+        int rc = json_is_object(doc) && !deeper_than(doc, JACKSON_MAX_DEPTH) ? infer(key, doc, &s)
+                                                                             : XS_FAIL;
         if (rc == 0 && !fits(s, doc))
                 rc = XS_FAIL;
         if (rc == 0) {

@@ -11,6 +11,7 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "relay/expand.h"
@@ -107,6 +108,24 @@ int main(void)
         for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
                 rc = relay_expand_payload(&b, RELAY_ENC_JSON, "payload", kept[i], strlen(kept[i]));
                 is_int(rc, 0, "left a string: %s", kept[i]);
+        }
+        /* Jackson refuses a document nested deeper than 1000 (its
+         * StreamReadConstraints: "Document nesting depth (1001) exceeds the
+         * maximum allowed (1000)"), jansson reads it. */
+        for (int depth = 1000; depth <= 1001; depth++) {
+                char *deep = malloc((size_t)depth * 6 + 2);
+                size_t n = 0;
+                if (!deep)
+                        tap_bail("out of memory");
+                for (int i = 0; i < depth; i++, n += 5)
+                        memcpy(deep + n, "{\"a\":", 5);
+                deep[n++] = '1';
+                memset(deep + n, '}', (size_t)depth);
+                n += (size_t)depth;
+                rc = relay_expand_payload(&b, RELAY_ENC_JSON, "payload", deep, n);
+                is_int(rc, depth <= 1000 ? 1 : 0, "nested %d deep: %s", depth,
+                       depth <= 1000 ? "expanded" : "left a string, as Jackson refuses it");
+                free(deep);
         }
         relay_fmtbuf_free(&b);
         return done_testing();
