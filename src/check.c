@@ -236,8 +236,9 @@ static const char sql_table[] =
 
 /* $1 table oid */
 static const char sql_columns[] =
-        "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atttypid::regtype::text "
-        "FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped";
+        "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atttypid::regtype::text, "
+        "attgenerated FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT "
+        "attisdropped";
 
 /* $1 table oid; snapshot.mode = initial reads the table */
 static const char sql_may_select[] =
@@ -285,8 +286,12 @@ static const char sql_message_publication[] =
 /* $1 publication, $2 schema, $3 table name; PostgreSQL 15+: the columns the
  * publication sends of the table (all of them without a column list) */
 static const char sql_publication_columns[] =
-        "SELECT a FROM pg_catalog.pg_publication_tables t, unnest(t.attnames) a "
-        "WHERE t.pubname = $1 AND t.schemaname = $2 AND t.tablename = $3";
+        "SELECT a.attname, a.attname = ANY (p.attnames), a.attgenerated "
+        "FROM pg_catalog.pg_publication_tables p JOIN pg_catalog.pg_namespace n "
+        "ON n.nspname = p.schemaname JOIN pg_catalog.pg_class c ON "
+        "c.relnamespace = n.oid AND c.relname = p.tablename JOIN "
+        "pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND "
+        "NOT a.attisdropped WHERE p.pubname = $1 AND p.schemaname = $2 AND p.tablename = $3";
 
 /* a publication of no tables needs CREATE on the database only */
 static const char sql_may_create[] =
@@ -298,7 +303,7 @@ static const char sql_may_create[] =
         "SELECT plugin, database, current_database(), active_pid, wal_status, safe_wal_size, "     \
         "confirmed_flush_lsn, slot_type, temporary, "                                              \
         "(SELECT count(*) FROM pg_catalog.pg_replication_slots), "                                 \
-        "current_setting('max_replication_slots')::int, " failover_synced " "                      \
+        "current_setting('max_replication_slots')::int, " failover_synced ", two_phase "          \
         "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1"
 static const char sql_slot[] = SQL_SLOT("failover, synced");
 static const char sql_slot_before_17[] = SQL_SLOT("false, false");
@@ -580,6 +585,20 @@ static void pg_table(ctx_t *x)
                 const char *type = PQgetvalue(res, row, 1);
                 const char *base = PQgetvalue(res, row, 3);
                 bool notnull = is_true(res, row, 2);
+                char gen = PQgetvalue(res, row, 4)[0];
+                /* pgoutput sends no generated column before 18 and never a
+                 * virtual one (repl.c, generated_columns()); a stored one on
+                 * 18 is the publication's choice, postgres.publication. */
+                if (gen == 'v' || (gen == 's' && PQserverVersion(x->conn) < 180000)) {
+                        problems = true;
+                        add(x, "outbox.columns", RELAY_CHECK_FAIL,
+                            "make it a plain column the application fills",
+                            "column \"%s\" (%s) is a %s generated column, which logical "
+                            "replication %s: every row would arrive without it",
+                            col, keybuf, gen == 'v' ? "virtual" : "stored",
+                            gen == 'v' ? "never sends" : "does not send before PostgreSQL 18");
+                        continue;
+                }
                 if (w == 4 && strcmp(base, "json") != 0 && strcmp(base, "jsonb") != 0 &&
                     strcmp(base, "text") != 0 && strcmp(base, "character varying") != 0 &&
                     strcmp(base, "bytea") != 0) {
@@ -807,12 +826,20 @@ static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const cha
                 return true;
         char missing[512] = "";
         size_t ml = 0, nwant = relay_settings_n_mapped(s);
+        bool generated = false; /* 18: a stored generated one it leaves out */
         for (size_t w = 0; w < nwant; w++) {
                 const char *key, *col = relay_settings_mapped_column(s, w, &key);
-                bool sent = false;
-                for (int i = 0; col && i < PQntuples(res) && !sent; i++)
-                        sent = strcmp(PQgetvalue(res, i, 0), col) == 0;
-                if (col && !sent && ml < sizeof(missing))
+                bool sent = false, skip = false;
+                for (int i = 0; col && i < PQntuples(res) && !sent; i++) {
+                        if (strcmp(PQgetvalue(res, i, 0), col) != 0)
+                                continue;
+                        sent = is_true(res, i, 1);
+                        char gen = PQgetvalue(res, i, 2)[0];
+                        /* One no publication sends is outbox.columns' failure. */
+                        skip = gen == 'v' || (gen == 's' && PQserverVersion(x->conn) < 180000);
+                        generated = generated || (!sent && gen == 's');
+                }
+                if (col && !sent && !skip && ml < sizeof(missing))
                         ml += (size_t)snprintf(missing + ml, sizeof(missing) - ml, "%s\"%s\" (%s)",
                                                ml ? ", " : "", col, key);
         }
@@ -820,6 +847,16 @@ static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const cha
         if (!missing[0])
                 return false;
         char fix[1024];
+        if (generated) {
+                snprintf(fix, sizeof(fix),
+                         "ALTER PUBLICATION %s SET (publish_generated_columns = stored)",
+                         sql_name(x, NULL, pub, qpub, sizeof(qpub)));
+                add(x, "postgres.publication", RELAY_CHECK_FAIL, fix,
+                    "publication \"%s\" does not publish generated columns of table \"%s.%s\", "
+                    "among them %s: every row would arrive without it and go to the error policy",
+                    pub, t->schema, t->name, missing);
+                return true;
+        }
         snprintf(fix, sizeof(fix),
                  "ALTER PUBLICATION %s SET TABLE %s (which drops the column lists)",
                  sql_name(x, NULL, pub, qpub, sizeof(qpub)), list);
@@ -1129,6 +1166,23 @@ static void pg_slot(ctx_t *x)
                     "wal_status is \"%s\": the slot holds more WAL than max_wal_size; safe_wal_size "
                     "%s before it is invalidated",
                     wal_status, safe_text);
+        /* repl.c, two_phase_off(): the relay turns it off on 18, refuses it before. */
+        if (is_true(res, 0, 13)) {
+                if (PQserverVersion(x->conn) >= 180000)
+                        add(x, "postgres.slot.two_phase", RELAY_CHECK_OK, NULL,
+                            "replication slot \"%s\" was created with two_phase; the relay "
+                            "turns it off at its start, so that prepared transactions arrive at "
+                            "COMMIT PREPARED",
+                            slot);
+                else
+                        add(x, "postgres.slot.two_phase", RELAY_CHECK_FAIL,
+                            "set slot.name to a slot without two_phase (the relay creates it "
+                            "when it does not exist, then reads what is written from then on)",
+                            "replication slot \"%s\" was created with two_phase, so the server "
+                            "would send a prepared transaction at PREPARE TRANSACTION, which the "
+                            "relay does not read",
+                            slot);
+        }
         bool failover = is_true(res, 0, 11), synced = is_true(res, 0, 12);
         PQclear(res);
         pg_slot_failover(x, true, failover, synced);

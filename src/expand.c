@@ -309,6 +309,52 @@ static int infer(const char *key, const json_t *j, xs_t **out)
         return 0;
 }
 
+/*
+ * Whether the value JsonSchemaData.toConnectData() builds from j fits the
+ * schema inferred for it: every Struct.put() validates its value against
+ * the field's schema (ConnectSchema.validateValue(), lists element by
+ * element), and the schema came from one element of an array while the
+ * values come from all of them. Two objects of an array whose member has
+ * another type in each ([{"price": 10}, {"price": 9.99}]), a null among
+ * objects of different members (their merged struct is required), or
+ * [[1], [2.5]] throw there, after the router has already replaced the
+ * payload's schema: the payload stays the string it was (a converter that
+ * writes the schema, JsonConverter, then throws on the pair).
+ */
+static bool fits(const xs_t *s, const json_t *j)
+{
+        if (json_is_null(j))
+                return !s->required;
+        switch (node_type(j)) {
+        case 's':
+                return s->type == XS_STRING;
+        case 'b':
+                return s->type == XS_BOOLEAN;
+        case 'n':
+                return s->type == number_type(j);
+        case 'a': {
+                size_t i;
+                json_t *e;
+                if (s->type != XS_ARRAY)
+                        return false;
+                json_array_foreach(j, i, e) {
+                        if (!fits(s->items, e))
+                                return false;
+                }
+                return true;
+        }
+        default:
+                if (s->type != XS_STRUCT)
+                        return false;
+                for (size_t f = 0; f < s->nf; f++) {
+                        const json_t *v = json_object_get(j, s->fname[f]);
+                        if (v && !fits(s->fs[f], v))
+                                return false;
+                }
+                return true;
+        }
+}
+
 /* Java's Double.toString() (the shortest digits that read back). */
 static int java_double(relay_fmtbuf_t *b, double d)
 {
@@ -472,6 +518,37 @@ static int emit_schema(relay_fmtbuf_t *b, const xs_t *s, const char *field)
         return rc ? rc : puts_(b, "}");
 }
 
+/*
+ * Jackson's StreamReadConstraints (2.15 on; Debezium 3.6 ships 2.21): a
+ * document nested deeper than 1000 objects and arrays fails readTree(),
+ * and the router's catch leaves the payload a string. jansson reads up to
+ * 2048.
+ */
+#define JACKSON_MAX_DEPTH 1000
+
+static bool deeper_than(const json_t *j, int left)
+{
+        size_t i;
+        const char *k;
+        json_t *e;
+        if (!json_is_object(j) && !json_is_array(j))
+                return false;
+        if (left == 0)
+                return true;
+        if (json_is_array(j)) {
+                json_array_foreach(j, i, e) {
+                        if (deeper_than(e, left - 1))
+                                return true;
+                }
+                return false;
+        }
+        json_object_foreach((json_t *)(uintptr_t)j, k, e) {
+                if (deeper_than(e, left - 1))
+                        return true;
+        }
+        return false;
+}
+
 int relay_expand_payload(relay_fmtbuf_t *b, relay_format_enc_t enc, const char *key,
                          const char *data, size_t len)
 {
@@ -483,7 +560,10 @@ int relay_expand_payload(relay_fmtbuf_t *b, relay_format_enc_t enc, const char *
         if (!doc)
                 return 0;
         xs_t *s = NULL;
-        int rc = json_is_object(doc) ? infer(key, doc, &s) : XS_FAIL;
+        int rc = json_is_object(doc) && !deeper_than(doc, JACKSON_MAX_DEPTH) ? infer(key, doc, &s)
+                                                                             : XS_FAIL;
+        if (rc == 0 && !fits(s, doc))
+                rc = XS_FAIL;
         if (rc == 0) {
                 b->len = 0;
                 switch (enc) {

@@ -721,6 +721,59 @@ static int table_kind(relay_repl_t *r, const relay_table_name_t *t, char *kind, 
         return 0;
 }
 
+/*
+ * A generated column the mapping reads: pgoutput leaves generated columns
+ * out of the Relation and of every row before PostgreSQL 18, and virtual
+ * ones always (logicalrep_should_publish_column()); from 18 on a stored one
+ * only when the publication says publish_generated_columns = stored or
+ * names it in a column list. Yet pg_publication_tables.attnames lists them
+ * on 15, so column_list() would pass them and every row would go to the
+ * error policy as "has no column". *stored: one is stored and 18 would
+ * send it (the publication's choice, checked by column_list()).
+ */
+static int generated_columns(relay_repl_t *r, const relay_table_name_t *t, bool *stored,
+                             char *err, size_t errlen)
+{
+        PGresult *res;
+        int rc;
+
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT a.attname, a.attgenerated FROM pg_catalog.pg_attribute a "
+                         "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN "
+                         "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
+                         "%L AND c.relname = %L AND a.attnum > 0 AND NOT a.attisdropped AND "
+                         "a.attgenerated <> ''",
+                         t->schema, t->name)))
+                return rc;
+        for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+                const char *name = PQgetvalue(res, i, 0), *key = NULL;
+                bool virtual = PQgetvalue(res, i, 1)[0] == 'v';
+                for (size_t w = 0; !key && w < relay_settings_n_mapped(r->set); w++) {
+                        const char *k, *col = relay_settings_mapped_column(r->set, w, &k);
+                        if (col && strcmp(col, name) == 0)
+                                key = k;
+                }
+                if (!key)
+                        continue;
+                if (!virtual && r->server_version >= 180000)
+                        *stored = true;
+                else
+                        rc = relay_err(err, errlen, RELAY_ESETUP,
+                                       "column \"%s\" (%s) of outbox table \"%s.%s\" is a %s "
+                                       "generated column, which logical replication %s, so every "
+                                       "row would arrive without it; make it a plain column the "
+                                       "application fills%s",
+                                       name, key, t->schema, t->name, virtual ? "virtual" : "stored",
+                                       virtual ? "never sends"
+                                               : "does not send before PostgreSQL 18",
+                                       virtual ? " (or, on PostgreSQL 18, a stored one the "
+                                                 "publication publishes)"
+                                               : "");
+        }
+        PQclear(res);
+        return rc;
+}
+
 /* The outbox tables as SQL names, comma-separated (caller frees); NULL
  * when out of memory. */
 static char *table_list(const relay_repl_t *r)
@@ -737,7 +790,8 @@ static char *table_list(const relay_repl_t *r)
 }
 
 /* CREATE PUBLICATION for every outbox table, inserts only. */
-static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, size_t errlen)
+static PGresult *create_publication(relay_repl_t *r, bool viaroot, bool gencols, char *err,
+                                    size_t errlen)
 {
         char *list = table_list(r);
         PGresult *res = NULL;
@@ -747,9 +801,10 @@ static PGresult *create_publication(relay_repl_t *r, bool viaroot, char *err, si
          * identity a published DELETE fails). */
         if (list != NULL)
                 res = execf(r, err, errlen,
-                            "CREATE PUBLICATION %I FOR TABLE %s WITH (publish = 'insert%s'%s)",
+                            "CREATE PUBLICATION %I FOR TABLE %s WITH (publish = 'insert%s'%s%s)",
                             r->publication, list, r->need_updates ? ", update" : "",
-                            viaroot ? ", publish_via_partition_root = true" : "");
+                            viaroot ? ", publish_via_partition_root = true" : "",
+                            gencols ? ", publish_generated_columns = stored" : "");
         else
                 relay_err_set(err, errlen, "out of memory");
         free(list);
@@ -768,19 +823,32 @@ static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, 
         relay_strbuf_t missing = {0};
         PGresult *res;
         int rc;
+        bool generated = false; /* 18: a stored generated one it leaves out */
 
         if (r->server_version < 150000)
                 return 0;
+        /* Every column of the table: whether the publication sends it, and
+         * whether it is generated (a stored one reaches here on 18 only,
+         * generated_columns()). */
         if ((rc = queryf(r, &res, err, errlen,
-                         "SELECT a FROM pg_catalog.pg_publication_tables p, unnest(p.attnames) a "
-                         "WHERE pubname = %L AND schemaname = %L AND tablename = %L",
+                         "SELECT a.attname, a.attname = ANY (p.attnames), a.attgenerated <> '' "
+                         "FROM pg_catalog.pg_publication_tables p JOIN pg_catalog.pg_namespace n "
+                         "ON n.nspname = p.schemaname JOIN pg_catalog.pg_class c ON "
+                         "c.relnamespace = n.oid AND c.relname = p.tablename JOIN "
+                         "pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND "
+                         "NOT a.attisdropped WHERE p.pubname = %L AND p.schemaname = %L AND "
+                         "p.tablename = %L",
                          r->publication, t->schema, t->name)))
                 return rc;
         for (size_t w = 0; w < relay_settings_n_mapped(r->set); w++) {
                 const char *key, *col = relay_settings_mapped_column(r->set, w, &key);
                 bool sent = col == NULL;
-                for (int i = 0; !sent && i < PQntuples(res); i++)
-                        sent = strcmp(PQgetvalue(res, i, 0), col) == 0;
+                for (int i = 0; !sent && i < PQntuples(res); i++) {
+                        if (strcmp(PQgetvalue(res, i, 0), col) != 0)
+                                continue;
+                        sent = PQgetvalue(res, i, 1)[0] == 't';
+                        generated = generated || (!sent && PQgetvalue(res, i, 2)[0] == 't');
+                }
                 if (sent)
                         continue;
                 relay_strbuf_adds(&missing, missing.len ? ", \"" : "\"");
@@ -793,6 +861,12 @@ static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, 
         char *m = relay_strbuf_finish(&missing), *list = table_list(r);
         if (!m || !list)
                 rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        else if (*m && generated)
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "publication \"%s\" does not publish generated columns of table "
+                               "\"%s.%s\", among them %s, so every row would arrive without "
+                               "it; ALTER PUBLICATION %s SET (publish_generated_columns = stored)",
+                               r->publication, t->schema, t->name, m, r->publication);
         else if (*m)
                 rc = relay_err(err, errlen, RELAY_ESETUP,
                                "publication \"%s\" has a column list for table \"%s.%s\" "
@@ -809,6 +883,7 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         PGresult *res;
         int rc;
         const relay_table_name_t *parted = NULL; /* a partitioned one, for the message */
+        bool gencols = false; /* 18: a mapped column is a stored generated one */
 
         *created = false;
         if (r->source == RELAY_SOURCE_MESSAGES)
@@ -823,6 +898,8 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
                         return rc;
                 if (kind == 'p' && !parted)
                         parted = &r->tables[i];
+                if ((rc = generated_columns(r, &r->tables[i], &gencols, err, errlen)))
+                        return rc;
         }
         if ((rc = queryf(r, &res, err, errlen,
                          "SELECT pubinsert, pubviaroot, pubupdate FROM pg_catalog.pg_publication "
@@ -839,7 +916,7 @@ static int publication(relay_repl_t *r, bool may_create, bool *created, char *er
         }
         if (PQntuples(res) == 0) {
                 PQclear(res);
-                if (!(res = create_publication(r, parted != NULL, err, errlen)))
+                if (!(res = create_publication(r, parted != NULL, gencols, err, errlen)))
                         return RELAY_ENOMEM;
                 /* Another relay created it between our look and our CREATE:
                  * check the one that won as if it had been there (42710, or
@@ -917,6 +994,26 @@ int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen)
         return publication(r, false, &created, err, errlen);
 }
 
+/* ALTER_REPLICATION_SLOT slot (option); what: "enable failover on" for
+ * the message. The server refuses while another walsender holds the slot
+ * (55006): RELAY_EBUSY, to stand by and try again. */
+static int alter_slot(relay_repl_t *r, const char *option, const char *what, char *err,
+                      size_t errlen)
+{
+        PGresult *res = execf(r, err, errlen, "ALTER_REPLICATION_SLOT %I (%s)", r->slot, option);
+        int rc = 0;
+        if (!res)
+                return RELAY_ENOMEM;
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                rc = command_failed(r, res, err, errlen, "could not %s replication slot \"%.64s\"",
+                                    what, r->slot);
+                if (sqlstate_is(res, "55006"))
+                        rc = RELAY_EBUSY;
+        }
+        PQclear(res);
+        return rc;
+}
+
 /*
  * slot.failover = true on a slot made without it (by an older relay, or by
  * hand): alter it rather than refuse. The operator asked for failover, the
@@ -929,21 +1026,34 @@ int relay_repl_check_publication(relay_repl_t *r, char *err, size_t errlen)
  */
 static int alter_failover(relay_repl_t *r, char *err, size_t errlen)
 {
-        PGresult *res = execf(r, err, errlen, "ALTER_REPLICATION_SLOT %I (FAILOVER true)", r->slot);
-        int rc = 0;
-        if (!res)
-                return RELAY_ENOMEM;
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-                rc = command_failed(r, res, err, errlen,
-                                    "could not enable failover on replication slot \"%.64s\"",
-                                    r->slot);
-                if (sqlstate_is(res, "55006"))
-                        rc = RELAY_EBUSY;
-        } else {
+        int rc = alter_slot(r, "FAILOVER true", "enable failover on", err, errlen);
+        if (rc == 0)
                 r->failover_altered = true;
-        }
-        PQclear(res);
         return rc;
+}
+
+/*
+ * A slot made with two_phase (by hand, or for a subscription with
+ * two_phase = true): the walsender then decodes a prepared transaction at
+ * PREPARE TRANSACTION and sends it as Begin Prepare ... Prepare, whatever
+ * START_REPLICATION asks (logical.c: two_phase on the slot or in the
+ * options), which the relay does not read: it would stop at the first
+ * PREPARE TRANSACTION that touches the outbox, at every restart. Without
+ * two_phase the server sends such a transaction at its COMMIT PREPARED, as
+ * any other. PostgreSQL 18 can turn it off in place (keeping the
+ * position); before 18 only a slot made anew can be without it.
+ */
+static int two_phase_off(relay_repl_t *r, char *err, size_t errlen)
+{
+        if (r->server_version < 180000)
+                return relay_err(err, errlen, RELAY_ESETUP,
+                                 "replication slot \"%s\" was created with two_phase, so the "
+                                 "server would send a prepared transaction at PREPARE "
+                                 "TRANSACTION, which the relay does not read; set slot.name to a "
+                                 "slot without two_phase (the relay creates it when it does not "
+                                 "exist, then reads what is written from then on)",
+                                 r->slot);
+        return alter_slot(r, "TWO_PHASE false", "turn two_phase off on", err, errlen);
 }
 
 int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool defer_create,
@@ -976,7 +1086,7 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
          * holds it or this walsender does. */
         if ((rc = queryf(r, &res, err, errlen,
                          "SELECT plugin, database, wal_status, current_database(), %s, "
-                         "NULLIF(active_pid, pg_catalog.pg_backend_pid()) "
+                         "NULLIF(active_pid, pg_catalog.pg_backend_pid()), two_phase "
                          "FROM pg_catalog.pg_replication_slots WHERE slot_name = %L",
                          r->server_version >= 170000 ? "failover" : "false", r->slot)))
                 return rc;
@@ -1026,6 +1136,12 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                         PQclear(res);
                         was_lost = true;
                         goto create;
+                } else if (strcmp(PQgetvalue(res, 0, 6), "t") == 0) {
+                        bool failover = r->failover && strcmp(PQgetvalue(res, 0, 4), "t") != 0;
+                        PQclear(res);
+                        if ((rc = two_phase_off(r, err, errlen)) == 0 && failover)
+                                rc = alter_failover(r, err, errlen);
+                        return rc;
                 } else if (r->failover && strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
                         PQclear(res);
                         return alter_failover(r, err, errlen);

@@ -11,6 +11,7 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "relay/expand.h"
@@ -77,6 +78,15 @@ int main(void)
                "{\"b\":\"y\",\"a\":null}]}}",
                "... and its struct schema is not optional");
 
+        /* Values that do fit: a null among alike objects (optional struct), an
+         * empty array and a null for an array member. */
+        is_str(run(&b, RELAY_ENC_RAW, "{\"l\": [{\"a\": 1}, null, {\"a\": 2}]}", &rc),
+               "Struct{l=[Struct{a=1}, null, Struct{a=2}]}", "a null among alike objects");
+        is_str(run(&b, RELAY_ENC_JSON, "{\"l\": [{\"a\": [1]}, {\"a\": []}, {\"a\": null}]}",
+                   &rc),
+               "{\"l\":[{\"a\":[1]},{\"a\":[]},{\"a\":null}]}",
+               "an empty array and a null where the merged struct has an array");
+
         /* What the router leaves a string: its catch of JsonSchemaData's exceptions. */
         static const char *const kept[] = {
                 "{\"m\": [1, \"x\"]}",   /* not a homogenous array */
@@ -87,10 +97,35 @@ int main(void)
                 " {\"a\": 1}",           /* does not start with { */
                 "{\"a\": ",              /* not JSON */
                 "\"text\"",
+                /* JsonSchemaData.toConnectData() throws: a value that does not
+                 * fit the schema inferred from another element (fits()) */
+                "{\"items\": [{\"price\": 10}, {\"price\": 9.99}]}",
+                "{\"items\": [{\"n\": 1}, {\"n\": 10000000000}]}",
+                "{\"l\": [{\"a\": 1, \"b\": \"x\"}, null, {\"a\": 2}]}",
+                "{\"m\": [[1], [2.5]]}",
+                "{\"l\": [{\"o\": {\"p\": 1}}, {\"o\": \"s\"}]}",
         };
         for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
                 rc = relay_expand_payload(&b, RELAY_ENC_JSON, "payload", kept[i], strlen(kept[i]));
                 is_int(rc, 0, "left a string: %s", kept[i]);
+        }
+        /* Jackson refuses a document nested deeper than 1000 (its
+         * StreamReadConstraints: "Document nesting depth (1001) exceeds the
+         * maximum allowed (1000)"), jansson reads it. */
+        for (int depth = 1000; depth <= 1001; depth++) {
+                char *deep = malloc((size_t)depth * 6 + 2);
+                size_t n = 0;
+                if (!deep)
+                        tap_bail("out of memory");
+                for (int i = 0; i < depth; i++, n += 5)
+                        memcpy(deep + n, "{\"a\":", 5);
+                deep[n++] = '1';
+                memset(deep + n, '}', (size_t)depth);
+                n += (size_t)depth;
+                rc = relay_expand_payload(&b, RELAY_ENC_JSON, "payload", deep, n);
+                is_int(rc, depth <= 1000 ? 1 : 0, "nested %d deep: %s", depth,
+                       depth <= 1000 ? "expanded" : "left a string, as Jackson refuses it");
+                free(deep);
         }
         relay_fmtbuf_free(&b);
         return done_testing();

@@ -1,0 +1,186 @@
+/*
+ * 0172-generated-columns.c - an outbox column the mapping reads that is a
+ * generated column (here the Kafka key, aggregateid GENERATED ALWAYS AS
+ * (payload->>'orderId') STORED).
+ *
+ * pgoutput leaves generated columns out of the Relation message and of
+ * every row before PostgreSQL 18 (and virtual ones always), while
+ * pg_publication_tables.attnames lists them on 15: the relay started, and
+ * every row went to the error policy as "outbox table has no column
+ * aggregateid" although it has one.
+ *
+ * Before 18 (the server the test runs on): the relay refuses to start
+ * (exit 3, one error line naming the column as a generated one), creates
+ * no publication, and `outbox-relay check` fails on it.
+ * On 18: a relay that creates its publication creates it with
+ * publish_generated_columns = stored and the event reaches Kafka keyed by
+ * the generated value; a publication without it is refused with that fix;
+ * a virtual generated column is refused.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define EXIT_BOUND_MS 60000
+
+/* The outbox of sql/001_outbox.sql with the key generated from the payload. */
+static void make_outbox(PGconn *c, const char *kind)
+{
+        h_pg_exec(c, "CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT "
+                     "NULL, aggregateid text GENERATED ALWAYS AS (payload->>'orderId') %s, "
+                     "type varchar(255) NOT NULL, payload jsonb)",
+                  kind);
+}
+
+static void insert(PGconn *c, const char *aggtype, const char *order)
+{
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s', 'T', jsonb_build_object('orderId', '%s'))",
+                  aggtype, order);
+}
+
+/* Run a relay that must exit 3 with one error line holding every needle. */
+static void expect_refusal(const char *what, const h_case_t *k, const char *set_pub,
+                           const char *const *needles)
+{
+        const char *sets[] = {k->set_conn, k->set_kafka, k->set_slot, set_pub, NULL};
+        h_relay_t *r = h_relay_start(sets);
+        int rc = h_relay_wait(r, EXIT_BOUND_MS);
+        char *log = h_relay_log(r);
+        int nerr = 0, nall = 0;
+        for (char *line = log, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+                if ((nl = strchr(line, '\n')))
+                        *nl = '\0';
+                if (!strstr(line, " FATAL:  ") && !strstr(line, " ERROR:  "))
+                        continue;
+                nerr++;
+                bool all = true;
+                for (int i = 0; needles[i]; i++)
+                        all = all && strstr(line, needles[i]);
+                if (all) {
+                        nall++;
+                        tap_diag("%s: %s", what, line);
+                }
+        }
+        bool good = ok(rc == 3, "%s: the relay exits 3 (got %d)", what, rc);
+        good &= ok(nerr == 1 && nall == 1, "%s: one error line, naming the column and the fix",
+                   what);
+        if (!good) {
+                for (int i = 0; needles[i]; i++)
+                        tap_diag("  wanted: \"%s\"", needles[i]);
+                h_relay_diag_log(r);
+        }
+        free(log);
+        h_relay_free(r);
+}
+
+static bool publication_exists(PGconn *c, const char *pub)
+{
+        char *n = h_pg_value(c, "SELECT count(*) FROM pg_publication WHERE pubname = '%s'", pub);
+        bool yes = strcmp(n, "0") != 0;
+        free(n);
+        return yes;
+}
+
+/* A case with the stored generated key; its publication's name (caller
+ * frees) and the setting that names it. */
+static char *open_case(h_case_t *k, char *set_pub, size_t len)
+{
+        h_case_open(k, "gencol", "slot_gencol", "gencol", 1, H_CASE_BARE);
+        make_outbox(k->c, "STORED");
+        char *pub = h_unique_name("pub_gencol");
+        snprintf(set_pub, len, "publication.name=%s", pub);
+        return pub;
+}
+
+static void before_18(void)
+{
+        h_case_t k;
+        char set_pub[128];
+        char *pub = open_case(&k, set_pub, sizeof(set_pub));
+
+        const char *needles[] = {"\"aggregateid\"", "generated column", "before PostgreSQL 18",
+                                 "plain column", NULL};
+        expect_refusal("stored generated key", &k, set_pub, needles);
+        ok(!publication_exists(k.c, pub), "no publication was created for a mapping that "
+                                          "cannot work");
+
+        /* outbox-relay check says the same. */
+        h_pg_exec(k.c, "CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert')", pub);
+        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_pub, NULL};
+        char *out = NULL, *log = NULL;
+        int rc = h_relay_run_cmd("check", NULL, sets, EXIT_BOUND_MS, &out, &log);
+        ok(rc != 0, "check fails (exit %d)", rc);
+        ok(out && strstr(out, "\"aggregateid\"") && strstr(out, "generated column"),
+           "check names the generated column");
+        if (!(out && strstr(out, "generated column")))
+                tap_diag("check said:\n%s", out ? out : "(nothing)");
+        free(out);
+        free(log);
+
+        /* With the publication there, the relay still refuses before streaming. */
+        expect_refusal("stored generated key, publication made by hand", &k, set_pub, needles);
+        is_int(h_kafka_count(k.topic), 0, "nothing reached Kafka");
+        free(pub);
+        h_case_close(&k);
+}
+
+static void on_18(void)
+{
+        h_case_t k;
+        char set_pub[128];
+        char *pub = open_case(&k, set_pub, sizeof(set_pub));
+
+        /* A publication without generated columns: refused with the fix. */
+        h_pg_exec(k.c, "CREATE PUBLICATION %s FOR TABLE outbox WITH (publish = 'insert')", pub);
+        const char *needles[] = {"\"aggregateid\"", "publish_generated_columns = stored", NULL};
+        expect_refusal("publication without generated columns", &k, set_pub, needles);
+        h_pg_exec(k.c, "DROP PUBLICATION %s", pub);
+
+        /* The relay's own publication publishes them: the key arrives. */
+        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_pub, NULL};
+        h_relay_t *r = h_relay_start(sets);
+        if (h_relay_streams(r, 120000)) {
+                insert(k.c, k.aggtype, "order-42");
+                h_relayed_t w;
+                h_wait_relayed(k.c, k.slot, k.topic, 1, 120000, &w);
+                is_int(w.in_kafka, 1, "the event reached Kafka");
+                const char *keys[] = {"order-42", NULL};
+                is_int((int64_t)h_kafka_count_keys(k.topic, keys), 1,
+                       "keyed by the generated column's value");
+                h_relayed_free(&w);
+        } else {
+                ok(false, "the relay streams with a generated key column on 18");
+        }
+        is_int(h_relay_stop(r, 60000), 0, "the relay stops cleanly");
+        h_relay_free(r);
+        h_pg_exec(k.c, "SELECT pg_drop_replication_slot('%s')", k.slot);
+        h_pg_exec(k.c, "DROP PUBLICATION %s", pub);
+
+        /* Virtual (18's default for GENERATED ALWAYS AS): never sent. */
+        h_pg_exec(k.c, "DROP TABLE outbox");
+        make_outbox(k.c, "VIRTUAL");
+        const char *vneedles[] = {"\"aggregateid\"", "virtual generated column", NULL};
+        expect_refusal("virtual generated key", &k, set_pub, vneedles);
+        free(pub);
+        h_case_close(&k);
+}
+
+int main(void)
+{
+        PGconn *c = h_pg_connect("postgres");
+        char *v = h_pg_value(c, "SHOW server_version_num");
+        int version = atoi(v);
+        free(v);
+        PQfinish(c);
+        tap_diag("PostgreSQL %d", version);
+        if (version < 180000)
+                before_18();
+        else
+                on_18();
+        return done_testing();
+}
