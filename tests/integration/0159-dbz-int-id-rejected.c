@@ -1,0 +1,77 @@
+/*
+ * 0159-dbz-int-id-rejected.c - an event Kafka refuses, under
+ * format.profile=debezium-server with an integer event id, against the
+ * real broker.
+ *
+ * Debezium Server writes each header as a JSON envelope; the id header of
+ * a bigint id is {"schema":{"type":"int64",...},"payload":42}. A delivery
+ * report names its event by that header, and the error policy remembers a
+ * refused event by it until the stream brings the event again. Only a
+ * string payload was taken out of the envelope, so a numeric id stayed the
+ * whole envelope: the log named the event by it, and the next session
+ * looked for "42", did not find the refusal, produced the event with the
+ * stream again and was refused again, without end; the event was never
+ * dead-lettered and nothing after it was relayed. Now: refused, resent
+ * alone, dead-lettered (errors.retries = 0), the next event delivered, the
+ * slot confirmed past both, and the log names the event "42".
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+int main(void)
+{
+        h_case_t k;
+        h_case_open(&k, "dbzint", "slot", "di", 0, 0);
+        h_pg_exec(k.c, "ALTER TABLE outbox DROP COLUMN id");
+        h_pg_exec(k.c, "ALTER TABLE outbox ADD COLUMN id bigint PRIMARY KEY");
+        static const char *const hour[] = {"message.timestamp.before.max.ms", "3600000", NULL};
+        h_kafka_create_topic_config(k.topic, 1, hour);
+        char *suffix = h_unique_name("dlq");
+        char dlq[200], set_dlq[256];
+        snprintf(dlq, sizeof(dlq), "dlq_%s", suffix);
+        snprintf(set_dlq, sizeof(set_dlq), "errors.dlq.topic=%s", dlq);
+        h_kafka_create_topic(dlq, 1);
+
+        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_dlq,
+                              "format.profile=debezium-server",
+                              "table.field.event.timestamp=created_at", "errors.retries=0",
+                              "reconnect.backoff.ms=100", "reconnect.backoff.max.ms=500",
+                              "status.interval.ms=500", NULL};
+        h_relay_t *r = h_relay_start(sets);
+        ok(h_relay_streams(r, 60000), "relay streams");
+        h_pg_exec(k.c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at) "
+                  "VALUES (42, '%s', 'a-1', 'Old', '{}', '2001-02-03 04:05:06+00')",
+                  k.aggtype);
+        h_pg_exec(k.c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                  "VALUES (43, '%s', 'a-1', 'Next', '{}')",
+                  k.aggtype);
+        char *wal_after = h_pg_wal_lsn(k.c);
+
+        is_int(h_kafka_wait_count(dlq, 1, 90000), 1, "the refused event is dead-lettered");
+        is_int(h_kafka_wait_count(k.topic, 1, 60000), 1, "the next event is delivered");
+        ok(h_pg_wait_confirmed(k.c, k.slot, wal_after, 30000) >= 0,
+           "the slot is confirmed past both events");
+        h_relay_signal(r, SIGTERM);
+        is_int(h_relay_wait(r, 30000), 0, "clean stop");
+        char *log = h_relay_log(r);
+        ok(log && strstr(log, "Kafka rejected event \"42\"") &&
+                   strstr(log, "event \"42\" at ") && !strstr(log, "\"{\\\"schema"),
+           "the log names the event by its id, 42, not by its header's envelope");
+        if (!log || !strstr(log, "event \"42\" at "))
+                h_relay_diag_log(r);
+        free(log);
+        h_relay_free(r);
+        free(wal_after);
+        h_kafka_delete_topic(dlq);
+        h_kafka_delete_topic(k.topic);
+        free(suffix);
+        h_case_close(&k);
+        return done_testing();
+}
