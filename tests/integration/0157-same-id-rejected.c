@@ -49,13 +49,8 @@ int main(void)
 {
         h_case_t k;
         h_case_open(&k, "sameid", "slot", "sid", 0, 0);
-        static const char *const hour[] = {"message.timestamp.before.max.ms", "3600000", NULL};
-        h_kafka_create_topic_config(k.topic, 1, hour);
-        char *suffix = h_unique_name("dlq");
         char dlq[200], set_dlq[256];
-        snprintf(dlq, sizeof(dlq), "dlq_%s", suffix);
-        snprintf(set_dlq, sizeof(set_dlq), "errors.dlq.topic=%s", dlq);
-        h_kafka_create_topic(dlq, 1);
+        h_kafka_refusing_topics(k.topic, dlq, sizeof(dlq), set_dlq, sizeof(set_dlq));
 
         const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_dlq,
                               "table.field.event.timestamp=created_at", "errors.retries=1",
@@ -134,7 +129,6 @@ int main(void)
         free(wal_after);
         h_kafka_delete_topic(dlq);
         h_kafka_delete_topic(k.topic);
-        free(suffix);
         h_case_close(&k);
         return done_testing();
 }
