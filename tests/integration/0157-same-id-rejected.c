@@ -18,9 +18,9 @@
  * alone and delivered, so "Old" was produced with the stream again, refused
  * again and counted as a first refusal: the relay restarted forever,
  * writing "Good" again each time and never dead-lettering "Old". Keeping
- * the attempts until the transaction's Commit instead would have sent
- * "Late" to the dead-letter topic untried (the attempts of "Old" counted
- * for it): a refused event is also told apart by its topic, key and value.
+ * the attempts until the transaction's Commit alone (one entry for the
+ * three) dead-lettered all three, "Good" and "Late" untried: a refused
+ * event is also told apart by its topic, key, value and headers.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
