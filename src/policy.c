@@ -20,9 +20,7 @@
 typedef struct rejected {
         struct rejected *next;
         relay_lsn_t txn;
-        char *id; /* NULL when the event had none */
-        size_t id_len;
-        uint64_t fp; /* fingerprint(): events of one transaction may share an id */
+        uint64_t fp; /* fingerprint() */
         int attempts;
         char cause[RELAY_ERRBUF];
 } rejected_t;
@@ -70,7 +68,6 @@ void relay_policy_free(relay_policy_t *p)
         while (p->rejected) {
                 rejected_t *r = p->rejected;
                 p->rejected = r->next;
-                free(r->id);
                 free(r);
         }
         free(p->dlq_topic);
@@ -95,13 +92,6 @@ bool relay_policy_skip(const relay_policy_t *p, const char *id, size_t len)
         return false;
 }
 
-static bool same_id(const rejected_t *r, const char *id, size_t len)
-{
-        if (!r->id || !id)
-                return !r->id && !id;
-        return r->id_len == len && memcmp(r->id, id, len) == 0;
-}
-
 /* FNV-1a over len bytes, continuing from h. */
 static uint64_t fnv(uint64_t h, const void *data, size_t len)
 {
@@ -120,11 +110,14 @@ static uint64_t fnv_field(uint64_t h, const void *data, size_t len)
 }
 
 /*
- * What tells two events of one transaction with one id apart: the topic,
- * key, value and headers as they are produced, which a delivery report
- * hands back byte for byte. Not the timestamp (librdkafka puts its own
- * clock in place of 0) nor the partition. NULL and empty are one here: a
- * collision only makes two events share their attempts.
+ * What tells a refused event apart from the others of its transaction:
+ * its topic, key, value and headers (the id among them) as they were
+ * produced, which a delivery report hands back byte for byte, whatever a
+ * profile made of them. Not the id alone: events of one transaction may
+ * share one (0157), and a report finds the id only inside its header,
+ * which a profile may have encoded (0159). Not the timestamp (librdkafka
+ * puts its own clock in place of 0) nor the partition. NULL and empty are
+ * one here: a collision only makes two events share their attempts.
  */
 static uint64_t fingerprint(const relay_event_t *ev)
 {
@@ -143,14 +136,14 @@ static uint64_t fingerprint(const relay_event_t *ev)
 
 /* From the list link pp, the link that points at ev's entry of txn, or at
  * the list's NULL end. The fingerprint is computed only when an entry of
- * txn has ev's id, so the common case (no rejection of that id) costs a
+ * txn exists, so the common case (no refusal in the transaction) costs a
  * compare per entry. */
 static rejected_t **find(rejected_t **pp, relay_lsn_t txn, const relay_event_t *ev)
 {
         bool have_fp = false;
         uint64_t fp = 0;
         for (; *pp; pp = &(*pp)->next) {
-                if ((*pp)->txn != txn || !same_id(*pp, ev->id, ev->id_len))
+                if ((*pp)->txn != txn)
                         continue;
                 if (!have_fp) {
                         fp = fingerprint(ev);
@@ -170,11 +163,6 @@ int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const relay_event_
         if (!r) {
                 if (!(r = calloc(1, sizeof(*r))))
                         return RELAY_ENOMEM;
-                if (ev->id && !(r->id = relay_dupn(ev->id, ev->id_len))) {
-                        free(r);
-                        return RELAY_ENOMEM;
-                }
-                r->id_len = ev->id ? ev->id_len : 0;
                 r->txn = txn;
                 r->fp = fingerprint(ev);
                 *pp = r;
@@ -207,7 +195,6 @@ void relay_policy_forget_txn(relay_policy_t *p, relay_lsn_t txn)
                         continue;
                 }
                 *pp = r->next;
-                free(r->id);
                 free(r);
                 p->nrejected--;
         }

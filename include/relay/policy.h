@@ -7,8 +7,8 @@
  * dead-letter topic, or the relay stops before it), so no later event of
  * the same aggregate can reach Kafka first. This module owns the decisions
  * and what must outlive a session: the events Kafka rejected, remembered by
- * their transaction and id so the next session (which resumes from the slot)
- * finds them again; the skip list; the dead-letter copy's headers. It does
+ * their transaction and content so the next session (which resumes from the
+ * slot) finds them again; the skip list; the dead-letter copy's headers. It does
  * no I/O.
  *
  * SPDX-License-Identifier: Apache-2.0
@@ -75,10 +75,12 @@ bool relay_policy_skip(const relay_policy_t *p, const char *id, size_t len);
  *        commit record is at txn (the Begin's final LSN): remember it so it
  *        is handled in place when the stream brings it again. A second
  *        rejection of a remembered event counts one more attempt. An event
- *        is known by its transaction, its id and a fingerprint of its
- *        topic, key, value and headers, so that events of one transaction
+ *        is known by its transaction and a fingerprint of its topic, key,
+ *        value and headers (its id among them) as produced, which a
+ *        delivery report rebuilds byte for byte: events of one transaction
  *        that share an id (inserted, deleted and inserted again; several
- *        outbox tables) are told apart, as a delivery report rebuilds them.
+ *        outbox tables) are told apart, and an id a profile encoded in its
+ *        header needs no decoding to be found again.
  * @returns the number of rejections so far (>= 1); RELAY_ENOMEM.
  */
 int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const relay_event_t *ev,
