@@ -379,17 +379,30 @@ int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *d
 
 void relay_format_header_text(const char *v, size_t n, const char **s, size_t *len)
 {
-        static const char head[] = "{\"schema\":{", mid[] = "},\"payload\":\"";
+        static const char head[] = "{\"schema\":{", mid[] = "},\"payload\":";
         *s = v;
         *len = n;
         if (!v || n < sizeof(head) + sizeof(mid) || memcmp(v, head, sizeof(head) - 1) != 0 ||
-            memcmp(v + n - 2, "\"}", 2) != 0)
+            v[n - 1] != '}')
                 return;
-        /* The schema holds no string payload: the last "payload" is ours. */
-        for (size_t i = n - 2; i-- > sizeof(head) - 1;)
-                if (i + sizeof(mid) - 1 <= n - 2 && memcmp(v + i, mid, sizeof(mid) - 1) == 0) {
-                        *s = v + i + sizeof(mid) - 1;
-                        *len = n - 2 - (i + sizeof(mid) - 1);
+        /* The schema holds no payload, and a string payload's quotes are
+         * escaped: the last "},"payload": is ours. A number (an integer
+         * id: int64) is its text as PostgreSQL wrote it, which the error
+         * policy must find again (0159); a string's quotes are dropped. */
+        for (size_t i = n - 1; i-- > sizeof(head) - 1;)
+                if (i + sizeof(mid) - 1 < n - 1 && memcmp(v + i, mid, sizeof(mid) - 1) == 0) {
+                        const char *p = v + i + sizeof(mid) - 1;
+                        size_t l = (size_t)(v + n - 1 - p);
+                        if (l == 4 && memcmp(p, "null", 4) == 0)
+                                return; /* no text to name: the header as it is */
+                        if (p[0] == '"') {
+                                if (l < 2 || p[l - 1] != '"')
+                                        return;
+                                p++;
+                                l -= 2;
+                        }
+                        *s = p;
+                        *len = l;
                         return;
                 }
 }

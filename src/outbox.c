@@ -1118,11 +1118,15 @@ int relay_outbox_map(relay_outbox_t *o, const relay_pgo_insert_t *m, int64_t com
         /* Never a silent truncation: the row is refused, and a dead-letter
          * copy carries the first RELAY_EVENT_MAX_HEADERS with the reason. */
         if (nh > RELAY_EVENT_MAX_HEADERS) {
+                /* The settings refuse more without the row's tracing
+                 * context: its headers are what tipped it over. */
                 relay_err_set(msg, sizeof(msg),
-                              "outbox row would carry %zu headers (id, type and %zu outbox.headers "
-                              "columns), more than the %d an event may have; list at most %d "
-                              "columns in outbox.headers",
-                              nh, o->nextra, RELAY_EVENT_MAX_HEADERS, RELAY_EVENT_MAX_HEADERS - 2);
+                              "outbox row would carry %zu headers (with those of its tracing "
+                              "context column and %zu outbox.headers columns and header "
+                              "placements), more than the %d an event may have; list %zu fewer "
+                              "columns in outbox.headers or header placements",
+                              nh, o->nextra, RELAY_EVENT_MAX_HEADERS,
+                              nh - RELAY_EVENT_MAX_HEADERS);
                 first_error(&first, RELAY_EMAP, err, errlen, msg);
                 nh = RELAY_EVENT_MAX_HEADERS;
         }

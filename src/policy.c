@@ -10,6 +10,7 @@
  */
 #include "relay/policy.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,7 @@
 typedef struct rejected {
         struct rejected *next;
         relay_lsn_t txn;
-        char *id; /* NULL when the event had none */
-        size_t id_len;
+        uint64_t fp; /* fingerprint() */
         int attempts;
         char cause[RELAY_ERRBUF];
 } rejected_t;
@@ -68,7 +68,6 @@ void relay_policy_free(relay_policy_t *p)
         while (p->rejected) {
                 rejected_t *r = p->rejected;
                 p->rejected = r->next;
-                free(r->id);
                 free(r);
         }
         free(p->dlq_topic);
@@ -93,37 +92,79 @@ bool relay_policy_skip(const relay_policy_t *p, const char *id, size_t len)
         return false;
 }
 
-static bool same_id(const rejected_t *r, const char *id, size_t len)
+/* FNV-1a over len bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
 {
-        if (!r->id || !id)
-                return !r->id && !id;
-        return r->id_len == len && memcmp(r->id, id, len) == 0;
+        const unsigned char *b = data;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ b[i]) * UINT64_C(1099511628211);
+        return h;
 }
 
-/* From the list link pp, the link that points at (txn, id)'s entry, or at
- * the list's NULL end. */
-static rejected_t **find(rejected_t **pp, relay_lsn_t txn, const char *id, size_t len)
+/* Bytes, prefixed by their length: "ab" + "c" differs from "a" + "bc". */
+static uint64_t fnv_field(uint64_t h, const void *data, size_t len)
 {
-        for (; *pp; pp = &(*pp)->next)
-                if ((*pp)->txn == txn && same_id(*pp, id, len))
+        uint64_t n = data ? len : 0;
+        h = fnv(h, &n, sizeof(n));
+        return data ? fnv(h, data, len) : h;
+}
+
+/*
+ * What tells a refused event apart from the others of its transaction:
+ * its topic, key, value and headers (the id among them) as they were
+ * produced, which a delivery report hands back byte for byte, whatever a
+ * profile made of them. Not the id alone: events of one transaction may
+ * share one (0157), and a report finds the id only inside its header,
+ * which a profile may have encoded (0159). Not the timestamp (librdkafka
+ * puts its own clock in place of 0) nor the partition. NULL and empty are
+ * one here: a collision only makes two events share their attempts.
+ */
+static uint64_t fingerprint(const relay_event_t *ev)
+{
+        uint64_t h = UINT64_C(14695981039346656037);
+        const char *topic = ev->topic ? ev->topic : "";
+        h = fnv_field(h, topic, strlen(topic));
+        h = fnv_field(h, ev->key, ev->key_len);
+        h = fnv_field(h, ev->value, ev->value_len);
+        for (size_t i = 0; i < ev->nheaders; i++) {
+                const relay_header_t *hd = &ev->headers[i];
+                h = fnv_field(h, hd->name, hd->name ? strlen(hd->name) : 0);
+                h = fnv_field(h, hd->value, hd->len);
+        }
+        return h;
+}
+
+/* From the list link pp, the link that points at ev's entry of txn, or at
+ * the list's NULL end. The fingerprint is computed only when an entry of
+ * txn exists, so the common case (no refusal in the transaction) costs a
+ * compare per entry. */
+static rejected_t **find(rejected_t **pp, relay_lsn_t txn, const relay_event_t *ev)
+{
+        bool have_fp = false;
+        uint64_t fp = 0;
+        for (; *pp; pp = &(*pp)->next) {
+                if ((*pp)->txn != txn)
+                        continue;
+                if (!have_fp) {
+                        fp = fingerprint(ev);
+                        have_fp = true;
+                }
+                if ((*pp)->fp == fp)
                         break;
+        }
         return pp;
 }
 
-int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
+int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const relay_event_t *ev,
                           const char *cause)
 {
-        rejected_t **pp = find(&p->rejected, txn, id, len);
+        rejected_t **pp = find(&p->rejected, txn, ev);
         rejected_t *r = *pp;
         if (!r) {
                 if (!(r = calloc(1, sizeof(*r))))
                         return RELAY_ENOMEM;
-                if (id && !(r->id = relay_dupn(id, len))) {
-                        free(r);
-                        return RELAY_ENOMEM;
-                }
-                r->id_len = id ? len : 0;
                 r->txn = txn;
+                r->fp = fingerprint(ev);
                 *pp = r;
                 p->nrejected++;
         }
@@ -132,11 +173,11 @@ int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const char *id, si
         return r->attempts;
 }
 
-int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
+int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const relay_event_t *ev,
                           const char **cause)
 {
         rejected_t *head = p->rejected;
-        const rejected_t *r = *find(&head, txn, id, len);
+        const rejected_t *r = *find(&head, txn, ev);
         if (!r)
                 return 0;
         if (cause)
@@ -144,16 +185,19 @@ int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const char *
         return r->attempts;
 }
 
-void relay_policy_forget(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len)
+void relay_policy_forget_txn(relay_policy_t *p, relay_lsn_t txn)
 {
-        rejected_t **pp = find(&p->rejected, txn, id, len);
-        rejected_t *r = *pp;
-        if (!r)
-                return;
-        *pp = r->next;
-        free(r->id);
-        free(r);
-        p->nrejected--;
+        rejected_t **pp = &p->rejected;
+        while (*pp) {
+                rejected_t *r = *pp;
+                if (r->txn != txn) {
+                        pp = &r->next;
+                        continue;
+                }
+                *pp = r->next;
+                free(r);
+                p->nrejected--;
+        }
 }
 
 size_t relay_policy_pending(const relay_policy_t *p)

@@ -84,6 +84,22 @@ static relay_dr_class_t classify(rd_kafka_resp_err_t e)
 }
 
 /*
+ * The row named a partition the topic does not have (Debezium's partition
+ * placement): no topic is missing, so the unknown-topic advice is wrong.
+ * Transient like a missing topic: a new producer reads the partition count
+ * again, and the events wait in PostgreSQL until partitions are added.
+ */
+static void unknown_partition(char *buf, size_t len, const char *topic, int32_t partition)
+{
+        relay_err_set(buf, len,
+                      "topic \"%s\" has no partition %d, which the event names (its "
+                      "partition column, table.fields.additional.placement): add partitions "
+                      "to the topic or correct the column; the events wait in PostgreSQL "
+                      "meanwhile",
+                      topic, (int)partition);
+}
+
+/*
  * A message's opaque: the caller's tag shifted left by 8, and in the low
  * byte 1 + the index of the header that carries the event id (0: none).
  */
@@ -157,6 +173,10 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                               (int)m->partition);
                 break;
         case RELAY_DR_UNKNOWN_TOPIC:
+                if (m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION && ev.has_partition) {
+                        unknown_partition(buf, sizeof(buf), topic, m->partition);
+                        break;
+                }
                 relay_err_set(buf, sizeof(buf),
                               "%s (topic \"%s\"): create the topic, or enable "
                               "auto.create.topics.enable on the brokers; the events wait in "
@@ -626,6 +646,10 @@ int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t t
         rd_kafka_headers_destroy(hdrs);
         if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 return RELAY_EAGAIN;
+        if (e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION && ev->has_partition) {
+                unknown_partition(err, errlen, ev->topic, ev->partition);
+                return RELAY_EKAFKA;
+        }
         relay_err_set(err, errlen, "could not enqueue message for topic \"%s\": %s", ev->topic,
                       rd_kafka_err2str(e));
         return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ? RELAY_EREJECTED : RELAY_EKAFKA;

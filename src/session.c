@@ -117,7 +117,7 @@ static void on_delivery(void *ctx, uint64_t tag, const relay_delivery_t *d)
         relay_lsn_t txn = relay_acktrack_commit_lsn(s->ack, seq);
         if (d->cls == RELAY_DR_TOO_LARGE)
                 relay_limits_forget(s->proc->lim, ev->topic);
-        if (relay_policy_rejected(s->proc->pol, txn, ev->id, ev->id_len, d->errstr) < 0) {
+        if (relay_policy_rejected(s->proc->pol, txn, ev, d->errstr) < 0) {
                 session_fail(s, false, "out of memory remembering rejected event \"%.*s\"",
                              RELAY_ID_ARGS(ev->id, ev->id_len));
                 return;
@@ -618,6 +618,9 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 }
                 if (end > pg->received)
                         pg->received = end;
+                /* Its events are settled or produced: a refusal reported
+                 * from now on remembers its event anew. */
+                relay_policy_forget_txn(s->proc->pol, s->txn_lsn);
                 s->n.txns++;
                 relay_metrics_commit(s->proc->metrics, end, s->commit_ts);
                 if (!s->eos.on)
@@ -1189,6 +1192,7 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                               RELAY_LSN_ARGS(consistent));
                 return rc;
         }
+        relay_policy_forget_txn(s->proc->pol, s->txn_lsn);
         while (!relay_acktrack_drained(s->ack) || relay_producer_outq_len(s->prod) > 0) {
                 relay_notify_extend_start();
                 if (*s->stop) {

@@ -13,10 +13,12 @@
  */
 #include "relay/settings.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "relay/event.h"
 #include "relay/route.h"
 
 /* Reading state: the first failure wins, later reads become no-ops. */
@@ -343,6 +345,40 @@ static void additional(reader_t *r, relay_settings_t *s)
         }
 }
 
+/*
+ * The headers every event carries: id, type (raw) or Debezium's four
+ * context headers (a profile with format.debezium.topic_prefix), the
+ * outbox.headers columns and the header placements. Over
+ * RELAY_EVENT_MAX_HEADERS every row would be refused as poison, so the
+ * configuration is refused at start; config.c counts outbox.headers alone,
+ * before the placements are parsed. A row's tracing context adds up to
+ * three more, which only that row can tell (the mapping refuses it then).
+ */
+static void header_count(reader_t *r, const relay_settings_t *s)
+{
+        bool encode = s->format_profile != RELAY_PROFILE_RAW;
+        size_t ctx = encode && s->format_debezium_topic_prefix[0] ? 4 : 0, placed = 0;
+        for (size_t i = 0; i < s->n_additional; i++)
+                placed += s->additional[i].placement == RELAY_PLACE_HEADER;
+        size_t n = 1 + (encode ? 0 : 1) + ctx + s->n_outbox_headers + placed;
+        if (n <= RELAY_EVENT_MAX_HEADERS)
+                return;
+        const char *key = placed ? "table.fields.additional.placement"
+                          : ctx  ? "format.debezium.topic_prefix"
+                                 : "outbox.headers";
+        const char *v = relay_config_get(r->cfg, key);
+        char why[RELAY_ERRBUF];
+        snprintf(why, sizeof(why),
+                 "with id%s, %zu outbox.headers columns and %zu header placements an event "
+                 "would carry %zu headers, more than the %d allowed (every row would be refused); "
+                 "list %zu fewer columns in outbox.headers or header placements",
+                 ctx ? ", Debezium's four context headers (format.debezium.topic_prefix)"
+                     : encode ? "" : " and type",
+                 s->n_outbox_headers, placed, n, RELAY_EVENT_MAX_HEADERS,
+                 n - RELAY_EVENT_MAX_HEADERS);
+        fail(r, RELAY_EINVAL, key, v ? v : "", why);
+}
+
 void relay_settings_free(relay_settings_t *s)
 {
         if (s == NULL)
@@ -432,6 +468,8 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
         }
         if (r.rc == 0)
                 additional(&r, s);
+        if (r.rc == 0)
+                header_count(&r, s);
         if (r.rc == 0 && s->expand_json_payload && s->format_profile == RELAY_PROFILE_RAW)
                 fail(&r, RELAY_EINVAL, "table.expand.json.payload", "true",
                      "the expanded struct is what a Debezium profile's converter writes: set "

@@ -214,7 +214,6 @@ static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t 
                 if (rc == 0) {
                         s->n.dead_lettered++;
                         relay_metrics_dead_lettered(s->proc->metrics);
-                        relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
                         relay_log_warning("event \"%.*s\" at " RELAY_LSN_FMT
                                           " written to dead-letter topic \"%s\": %s",
                                           RELAY_ID_ARGS(ev->id, ev->id_len), RELAY_LSN_ARGS(lsn),
@@ -294,7 +293,6 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                 rc = send_in_place(s, ev, &cls, why, sizeof(why), err, errlen);
                 if (rc == 0) {
                         s->n.events++; /* relayed; a dead-letter copy counts as that */
-                        relay_policy_forget(pol, s->txn_lsn, ev->id, ev->id_len);
                         relay_log_info("event \"%.*s\" delivered to \"%s\" on attempt %d",
                                        RELAY_ID_ARGS(ev->id, ev->id_len), ev->topic, attempts + 1);
                         return 0;
@@ -302,7 +300,7 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                 if (rc != RELAY_EREJECTED)
                         return rc;
                 relay_err_set(cause, sizeof(cause), "%s", why);
-                if ((attempts = relay_policy_rejected(pol, s->txn_lsn, ev->id, ev->id_len, why)) < 0)
+                if ((attempts = relay_policy_rejected(pol, s->txn_lsn, ev, why)) < 0)
                         return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
                 /* The producer stopped at the refusal (gapless): nothing
                  * else was in flight, so a new one loses nothing. Under
@@ -374,7 +372,7 @@ int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char 
                 return rc;
         if (rc == 1) /* resending the same bytes cannot fix it */
                 return dead_letter(s, &ev, lsn, why, 0, err, errlen);
-        int attempts = relay_policy_attempts(pol, s->txn_lsn, ev.id, ev.id_len, &cause);
+        int attempts = relay_policy_attempts(pol, s->txn_lsn, &ev, &cause);
         if (attempts > 0) {
                 relay_err_set(why, sizeof(why), "%s", cause);
                 s->inplace.settling = true;

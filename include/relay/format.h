@@ -114,10 +114,11 @@ int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *d
                       size_t len) RELAY_MUST_CHECK;
 
 /**
- * @brief The string inside a header value this module wrote with a schema
- *        envelope ({"schema":{...},"payload":"<s>"}, Debezium Server's
- *        headers): *s and *len point at <s> as written (JSON escapes left
- *        in). Anything else is returned as it is.
+ * @brief The payload inside a header value this module wrote with a
+ *        schema envelope ({"schema":{...},"payload":"<s>"} or
+ *        {"schema":{...},"payload":<number>}, Debezium Server's headers):
+ *        *s and *len point at <s> as written (JSON escapes left in), or at
+ *        the number's text. Anything else is returned as it is.
  */
 void relay_format_header_text(const char *v, size_t n, const char **s, size_t *len);
 

@@ -7,8 +7,8 @@
  * dead-letter topic, or the relay stops before it), so no later event of
  * the same aggregate can reach Kafka first. This module owns the decisions
  * and what must outlive a session: the events Kafka rejected, remembered by
- * their transaction and id so the next session (which resumes from the slot)
- * finds them again; the skip list; the dead-letter copy's headers. It does
+ * their transaction and content so the next session (which resumes from the
+ * slot) finds them again; the skip list; the dead-letter copy's headers. It does
  * no I/O.
  *
  * SPDX-License-Identifier: Apache-2.0
@@ -71,24 +71,36 @@ const char *relay_policy_dlq_topic(const relay_policy_t *p);
 bool relay_policy_skip(const relay_policy_t *p, const char *id, size_t len);
 
 /**
- * @brief Kafka rejected the event id (len bytes) of the transaction whose
+ * @brief Kafka rejected ev (borrowed for the call) of the transaction whose
  *        commit record is at txn (the Begin's final LSN): remember it so it
  *        is handled in place when the stream brings it again. A second
- *        rejection of a remembered event counts one more attempt.
+ *        rejection of a remembered event counts one more attempt. An event
+ *        is known by its transaction and a fingerprint of its topic, key,
+ *        value and headers (its id among them) as produced, which a
+ *        delivery report rebuilds byte for byte: events of one transaction
+ *        that share an id (inserted, deleted and inserted again; several
+ *        outbox tables) are told apart, and an id a profile encoded in its
+ *        header needs no decoding to be found again.
  * @returns the number of rejections so far (>= 1); RELAY_ENOMEM.
  */
-int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
+int relay_policy_rejected(relay_policy_t *p, relay_lsn_t txn, const relay_event_t *ev,
                           const char *cause) RELAY_MUST_CHECK;
 
 /**
- * @brief Rejections remembered for (txn, id), 0 when none; *cause (may be
+ * @brief Rejections remembered for ev of txn, 0 when none; *cause (may be
  *        NULL) gets the last reason, borrowed until the next call.
  */
-int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len,
+int relay_policy_attempts(const relay_policy_t *p, relay_lsn_t txn, const relay_event_t *ev,
                           const char **cause);
 
-/** @brief The event was settled (delivered or dead-lettered): forget it. */
-void relay_policy_forget(relay_policy_t *p, relay_lsn_t txn, const char *id, size_t len);
+/**
+ * @brief Transaction txn was received up to its Commit with every event of
+ *        it settled or produced: forget its events. Not each event as it is
+ *        settled: events that are alike but for their timestamp share an
+ *        entry, and forgetting it at the first one's delivery made a later
+ *        one's refusal count as a first one again, in every session.
+ */
+void relay_policy_forget_txn(relay_policy_t *p, relay_lsn_t txn);
 
 /** @brief Events remembered (rejected and not settled yet). */
 size_t relay_policy_pending(const relay_policy_t *p);

@@ -732,6 +732,18 @@ void h_kafka_delete_topic(const char *topic)
         rd_kafka_queue_destroy(q);
 }
 
+void h_kafka_refusing_topics(const char *topic, char *dlq, size_t dlqlen, char *set_dlq,
+                             size_t setlen)
+{
+        static const char *const hour[] = {"message.timestamp.before.max.ms", "3600000", NULL};
+        char *suffix = h_unique_name("dlq");
+        h_kafka_create_topic_config(topic, 1, hour);
+        snprintf(dlq, dlqlen, "dlq_%s", suffix);
+        snprintf(set_dlq, setlen, "errors.dlq.topic=%s", dlq);
+        h_kafka_create_topic(dlq, 1);
+        free(suffix);
+}
+
 void h_kafka_create_topic(const char *topic, int partitions)
 {
         h_kafka_create_topic_config(topic, partitions, NULL);

@@ -125,6 +125,18 @@ int main(void)
                 static const char nul[] = "{\"schema\":{\"type\":\"string\",\"optional\":true},\"payload\":null}";
                 relay_format_header_text(nul, sizeof(nul) - 1, &t, &tl);
                 ok(t == nul && tl == sizeof(nul) - 1, "a null payload: left as it is");
+                static const char i64[] = "{\"schema\":{\"type\":\"int64\",\"optional\":false},"
+                                          "\"payload\":42}";
+                relay_format_header_text(i64, sizeof(i64) - 1, &t, &tl);
+                ok(tl == 2 && memcmp(t, "42", 2) == 0, "an integer id inside a JSON header: its text");
+                static const char esc[] = "{\"schema\":{\"type\":\"string\",\"optional\":false},"
+                                          "\"payload\":\"a},\\\"payload\\\":1\"}";
+                relay_format_header_text(esc, sizeof(esc) - 1, &t, &tl);
+                ok(tl == 16 && memcmp(t, "a},\\\"payload\\\":1", 16) == 0,
+                   "a string holding an escaped \"payload\": the whole string (%.*s)", (int)tl, t);
+                static const char bad[] = "{\"schema\":{\"type\":\"string\"},\"payload\":\"x}";
+                relay_format_header_text(bad, sizeof(bad) - 1, &t, &tl);
+                ok(t == bad && tl == sizeof(bad) - 1, "an unterminated string: left as it is");
         }
         return done_testing();
 }

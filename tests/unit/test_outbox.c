@@ -98,8 +98,10 @@ static const char *const cols[] = {"id", "aggregatetype", "aggregateid", "type",
 static const uint32_t types_json[] = {2950, 1043, 1043, 1043, 3802, 25};
 static const uint32_t types_bytea[] = {2950, 1043, 1043, 1043, 17, 25};
 
-/* Settings from a configuration with these three keys set (the rest default). */
-static relay_settings_t *settings(const char *table, const char *headers, const char *tpl)
+/* Settings from a configuration with these three keys set, and key = value
+ * when key is not NULL (the rest default). */
+static relay_settings_t *settings_with(const char *table, const char *headers, const char *tpl,
+                                       const char *key, const char *value)
 {
         relay_config_t *c = NULL;
         relay_settings_t *set = NULL;
@@ -109,10 +111,16 @@ static relay_settings_t *settings(const char *table, const char *headers, const 
             relay_config_set(c, "outbox.table", table, "test", err, sizeof(err)) != 0 ||
             relay_config_set(c, "outbox.headers", headers, "test", err, sizeof(err)) != 0 ||
             relay_config_set(c, "topic.template", tpl, "test", err, sizeof(err)) != 0 ||
+            (key && relay_config_set(c, key, value, "test", err, sizeof(err)) != 0) ||
             relay_settings_load(&set, c, err, sizeof(err)) != 0)
                 tap_bail("settings: %s", err);
         relay_config_free(c);
         return set;
+}
+
+static relay_settings_t *settings(const char *table, const char *headers, const char *tpl)
+{
+        return settings_with(table, headers, tpl, NULL, NULL);
 }
 
 /* The mapping borrows the settings: *set is freed by the caller after the mapping. */
@@ -275,16 +283,17 @@ static void test_bytea_and_template(void)
 
 /*
  * More headers than an event may carry: refused, never cut silently. The
- * configuration check (relay_config_validate) refuses such a list at start;
- * the mapping does not rely on it.
+ * settings refuse more columns than fit beside id and type at start; a
+ * row's tracing context can still add its headers (here traceparent) to
+ * the most that fit.
  */
 static void test_header_cap(void)
 {
-        enum { NEXTRA = RELAY_EVENT_MAX_HEADERS - 1, NCOLS = 5 + NEXTRA };
+        enum { NEXTRA = RELAY_EVENT_MAX_HEADERS - 2, NCOLS = 5 + NEXTRA + 1 };
         static char names[NEXTRA][8];
         const char *colnames[NCOLS], *row[NCOLS];
         uint32_t types[NCOLS];
-        char list[NEXTRA * 8], want[160];
+        char list[NEXTRA * 8], want[200];
         relay_pgoutput_t *d = decoder();
         relay_settings_t *set;
         relay_outbox_t *o;
@@ -306,17 +315,25 @@ static void test_header_cap(void)
                 types[5 + i] = 25;
                 row[5 + i] = "x";
         }
-        o = mapping(&set, "public.outbox", list, "outbox.event.${aggregatetype}");
+        colnames[NCOLS - 1] = "tc";
+        types[NCOLS - 1] = 25;
+        row[NCOLS - 1] = "traceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        set = settings_with("public.outbox", list, "outbox.event.${aggregatetype}",
+                            "tracing.span.context.field", "tc");
+        if (relay_outbox_new(&o, set, err, sizeof(err)) != 0)
+                tap_bail("relay_outbox_new: %s", err);
         relation(&b, 300, "public", "outbox", NCOLS, colnames, types);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode wide relation");
         is_int(relay_outbox_bind(o, m.relation.relation), 1, "wide outbox bound");
         insert(&b, 300, NCOLS, row);
         is_int(relay_pgoutput_decode(d, b.b, b.n, &m, err, sizeof(err)), 0, "decode wide insert");
         is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), RELAY_EMAP,
-               "%d headers (id, type, %d columns) refused", NEXTRA + 2, NEXTRA);
-        snprintf(want, sizeof(want), "would carry %d headers (id, type and %d outbox.headers "
-                 "columns), more than the %d", NEXTRA + 2, NEXTRA, RELAY_EVENT_MAX_HEADERS);
-        ok(strstr(err, want) != NULL, "message names the count and the cap: %s", err);
+               "%d headers (traceparent, id, type, %d columns) refused", NEXTRA + 3, NEXTRA);
+        snprintf(want, sizeof(want), "would carry %d headers (with those of its tracing context "
+                 "column and %d outbox.headers columns and header placements), more than the %d",
+                 NEXTRA + 3, NEXTRA, RELAY_EVENT_MAX_HEADERS);
+        ok(strstr(err, want) != NULL && strstr(err, "list 1 fewer"),
+           "message names the count, the cap and the fix: %s", err);
         is_int(ev.nheaders, RELAY_EVENT_MAX_HEADERS, "a dead-letter copy gets the first %d",
                RELAY_EVENT_MAX_HEADERS);
         is_str(ev.topic, "outbox.event.order", "and everything else of the row");
@@ -325,7 +342,10 @@ static void test_header_cap(void)
 
         /* One column fewer fits exactly. */
         list[strlen(list) - strlen(names[NEXTRA - 1]) - 1] = '\0';
-        o = mapping(&set, "public.outbox", list, "outbox.event.${aggregatetype}");
+        set = settings_with("public.outbox", list, "outbox.event.${aggregatetype}",
+                            "tracing.span.context.field", "tc");
+        if (relay_outbox_new(&o, set, err, sizeof(err)) != 0)
+                tap_bail("relay_outbox_new: %s", err);
         is_int(relay_outbox_bind(o, m.insert.relation), 1, "bound with %d extra headers", NEXTRA - 1);
         is_int(relay_outbox_map(o, &m.insert, 0, &ev, err, sizeof(err)), 0,
                "%d headers map", RELAY_EVENT_MAX_HEADERS);

@@ -56,27 +56,97 @@ static void test_next_stop(void)
         relay_policy_free(p);
 }
 
+/* An event of topic "t" with id (NULL: none) and value, no key; its id
+ * travels as its one header, as a mapped event's does (id_headers[] keeps it). */
+static relay_header_t id_headers[16];
+static size_t nids;
+
+static relay_event_t ev_of(const char *id, const char *value)
+{
+        relay_event_t ev = {.topic = "t", .id = id, .id_len = id ? strlen(id) : 0,
+                            .value = value, .value_len = value ? strlen(value) : 0};
+        if (id && nids < sizeof(id_headers) / sizeof(id_headers[0])) {
+                id_headers[nids] = (relay_header_t){"id", id, strlen(id)};
+                ev.headers = &id_headers[nids++];
+                ev.nheaders = 1;
+        }
+        return ev;
+}
+
 static void test_memory(void)
 {
         relay_policy_t *p = make(false, 3, NULL, 0);
         const char *cause = NULL;
-        is_int(relay_policy_attempts(p, 0x100, "a", 1, NULL), 0, "nothing remembered at first");
-        is_int(relay_policy_rejected(p, 0x100, "a", 1, "too large"), 1, "first rejection of a");
-        is_int(relay_policy_rejected(p, 0x100, "b", 1, "too large"), 1, "first rejection of b");
-        is_int(relay_policy_rejected(p, 0x200, "a", 1, "denied"), 1,
+        relay_event_t a = ev_of("a", "1"), b = ev_of("b", "1"), none = ev_of(NULL, "1"),
+                      x = ev_of("x", "1");
+        is_int(relay_policy_attempts(p, 0x100, &a, NULL), 0, "nothing remembered at first");
+        is_int(relay_policy_rejected(p, 0x100, &a, "too large"), 1, "first rejection of a");
+        is_int(relay_policy_rejected(p, 0x100, &b, "too large"), 1, "first rejection of b");
+        is_int(relay_policy_rejected(p, 0x200, &a, "denied"), 1,
                "same id in another transaction is another event");
-        is_int(relay_policy_rejected(p, 0x100, "a", 1, "still too large"), 2, "second rejection of a");
-        is_int(relay_policy_attempts(p, 0x100, "a", 1, &cause), 2, "a: two attempts remembered");
+        is_int(relay_policy_rejected(p, 0x100, &a, "still too large"), 2, "second rejection of a");
+        is_int(relay_policy_attempts(p, 0x100, &a, &cause), 2, "a: two attempts remembered");
         is_str(cause, "still too large", "a: the last cause");
         is_int(relay_policy_pending(p), 3, "three events remembered");
-        is_int(relay_policy_rejected(p, 0x300, NULL, 0, "no id"), 1, "an event without id");
-        is_int(relay_policy_attempts(p, 0x300, NULL, 0, NULL), 1, "found by its transaction");
-        is_int(relay_policy_attempts(p, 0x300, "x", 1, NULL), 0, "an id does not match no id");
-        relay_policy_forget(p, 0x100, "a", 1);
-        is_int(relay_policy_attempts(p, 0x100, "a", 1, NULL), 0, "a forgotten once settled");
-        is_int(relay_policy_attempts(p, 0x100, "b", 1, NULL), 1, "b still remembered");
-        relay_policy_forget(p, 0x999, "zz", 2);
-        is_int(relay_policy_pending(p), 3, "forgetting an unknown event changes nothing");
+        is_int(relay_policy_rejected(p, 0x300, &none, "no id"), 1, "an event without id");
+        is_int(relay_policy_attempts(p, 0x300, &none, NULL), 1, "found by its transaction");
+        is_int(relay_policy_attempts(p, 0x300, &x, NULL), 0, "an id does not match no id");
+        relay_policy_forget_txn(p, 0x100);
+        is_int(relay_policy_attempts(p, 0x100, &a, NULL), 0, "a forgotten at its Commit");
+        is_int(relay_policy_attempts(p, 0x100, &b, NULL), 0, "b too");
+        is_int(relay_policy_attempts(p, 0x200, &a, NULL), 1, "a of another transaction remembered");
+        relay_policy_forget_txn(p, 0x999);
+        is_int(relay_policy_pending(p), 2, "forgetting an unknown transaction changes nothing");
+        relay_policy_free(p);
+}
+
+/* One transaction, one id, three events (0157): each is known apart by its
+ * topic, key, value and headers; alike but for the timestamp, one. */
+static void test_same_id(void)
+{
+        relay_policy_t *p = make(false, 3, NULL, 0);
+        relay_header_t h1[] = {{"id", "e", 1}, {"type", "Good", 4}},
+                       h2[] = {{"id", "e", 1}, {"type", "Old", 3}},
+                       hnull[] = {{"id", "e", 1}, {"type", NULL, 0}};
+        relay_event_t good = ev_of("e", "{}"), old = ev_of("e", "{}"), late = ev_of("e", "{\"n\": 3}"),
+                      other_topic = ev_of("e", "{}"), keyed = ev_of("e", "{}"), nullh = ev_of("e", "{}"),
+                      later = ev_of("e", "{}");
+        good.headers = h1;
+        good.nheaders = 2;
+        old.headers = h2;
+        old.nheaders = 2;
+        old.timestamp_ms = 981173106000;
+        other_topic.topic = "u";
+        keyed.key = "k";
+        keyed.key_len = 1;
+        nullh.headers = hnull;
+        nullh.nheaders = 2;
+        later.headers = h2;
+        later.nheaders = 2;
+        is_int(relay_policy_rejected(p, 0x100, &old, "invalid timestamp"), 1, "old refused");
+        is_int(relay_policy_attempts(p, 0x100, &good, NULL), 0, "another header value: another event");
+        is_int(relay_policy_attempts(p, 0x100, &late, NULL), 0, "another value: another event");
+        is_int(relay_policy_attempts(p, 0x100, &other_topic, NULL), 0, "another topic: another event");
+        is_int(relay_policy_attempts(p, 0x100, &keyed, NULL), 0, "another key: another event");
+        is_int(relay_policy_attempts(p, 0x100, &nullh, NULL), 0, "a NULL header: another event");
+        is_int(relay_policy_attempts(p, 0x100, &later, NULL), 1,
+               "alike but for the timestamp: the same entry");
+        is_int(relay_policy_rejected(p, 0x100, &good, "denied"), 1, "good refused too: its own entry");
+        is_int(relay_policy_rejected(p, 0x100, &old, "invalid timestamp"), 2, "old counted apart");
+        is_int(relay_policy_pending(p), 2, "two events remembered");
+        /* Under debezium-server the id header is a JSON envelope: the event
+         * is found by it, whatever id text a report could make of it. */
+        relay_header_t env[] = {{"id", "{\"schema\":{\"type\":\"string\",\"optional\":false},"
+                                       "\"payload\":\"say \\\"hi\\\"\"}", 0}};
+        env[0].len = strlen(env[0].value);
+        relay_event_t dbz = ev_of("say \"hi\"", "{}"), dbz_report = ev_of("say \\\"hi\\\"", "{}");
+        dbz.headers = env;
+        dbz.nheaders = 1;
+        dbz_report.headers = env;
+        dbz_report.nheaders = 1;
+        is_int(relay_policy_rejected(p, 0x100, &dbz_report, "invalid timestamp"), 1,
+               "refused, named by its escaped id");
+        is_int(relay_policy_attempts(p, 0x100, &dbz, NULL), 1, "found again by its row's id");
         relay_policy_free(p);
 }
 
@@ -144,6 +214,7 @@ int main(void)
         test_next_dlq();
         test_next_stop();
         test_memory();
+        test_same_id();
         test_skip();
         test_dead_letter();
         return done_testing();

@@ -241,6 +241,43 @@ static void test_refused(void)
            "  names the count and the cap: %s", err);
         relay_config_free(c);
 
+        /* 62 columns pass alone, not with what else every event carries:
+         * each row was refused as poison (dead-lettered, every one). */
+        relay_settings_t *hs = NULL;
+        list[n] = '\0';
+        c = config();
+        set(c, "kafka.bootstrap.servers=k:9092");
+        if (relay_config_set(c, "outbox.headers", list, "--set", err, sizeof(err)) != 0)
+                tap_bail("outbox.headers: %s", err);
+        set(c, "table.fields.additional.placement=tenant:header");
+        is_int(relay_settings_load(&hs, c, err, sizeof(err)), RELAY_EINVAL,
+               "62 outbox.headers columns and a header placement refused at start");
+        ok(strstr(err, "\"table.fields.additional.placement\": with id and type, 62 "
+                       "outbox.headers columns and 1 header placements an event would carry 65 "
+                       "headers, more than the 64 allowed") &&
+                   strstr(err, "list 1 fewer"),
+           "  names the count, the cap and the fix: %s", err);
+        relay_settings_free(hs);
+        relay_config_free(c);
+        hs = NULL;
+        c = config();
+        set(c, "kafka.bootstrap.servers=k:9092");
+        if (relay_config_set(c, "outbox.headers", list, "--set", err, sizeof(err)) != 0)
+                tap_bail("outbox.headers: %s", err);
+        set(c, "format.profile=connect-json");
+        is_int(relay_settings_load(&hs, c, err, sizeof(err)), 0,
+               "62 columns under a profile without context headers: 63 headers pass");
+        relay_settings_free(hs);
+        hs = NULL;
+        set(c, "format.debezium.topic_prefix=dbz");
+        is_int(relay_settings_load(&hs, c, err, sizeof(err)), RELAY_EINVAL,
+               "62 columns with Debezium's four context headers refused at start");
+        ok(strstr(err, "\"format.debezium.topic_prefix\": with id, Debezium's four context "
+                       "headers") && strstr(err, "67 headers"),
+           "  names the context headers: %s", err);
+        relay_settings_free(hs);
+        relay_config_free(c);
+
         /* A Debezium profile types outbox columns; a message has none. */
         relay_settings_t *s = NULL;
         c = config();
