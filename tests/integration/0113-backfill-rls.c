@@ -31,14 +31,6 @@
 #define ROWS_A 3 /* rows the policy shows the relay's role */
 #define ROWS_B 4 /* rows it hides */
 
-static long long count(PGconn *c, const char *sql)
-{
-        char *v = h_pg_value(c, "%s", sql);
-        long long n = v ? atoll(v) : -1;
-        free(v);
-        return n;
-}
-
 int main(void)
 {
         char *db = h_pg_create_db("rls");
@@ -110,7 +102,7 @@ int main(void)
         snprintf(slots, sizeof(slots),
                  "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%s%%'", slot);
         bool left = true;
-        for (int i = 0; i < 100 && (left = count(c, slots) > 0); i++)
+        for (int i = 0; i < 100 && (left = h_pg_number(c, slots) > 0); i++)
                 h_sleep_ms(100);
         ok(!left, "no slot is left: a start after the fix backfills again");
         is_int((int)h_kafka_count(topic), 0, "nothing reached Kafka");

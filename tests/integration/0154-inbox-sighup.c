@@ -32,9 +32,9 @@
 
 static long long count(PGconn *c, const char *table)
 {
-        char *v = h_pg_value(c, "SELECT count(*) FROM %s", table);
-        long long n = v ? atoll(v) : -1;
-        free(v);
+        char *sql = fx_fmt("SELECT count(*) FROM %s", table);
+        long long n = h_pg_number(c, sql);
+        free(sql);
         return n;
 }
 

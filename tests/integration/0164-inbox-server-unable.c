@@ -21,14 +21,6 @@
 #include "faults/faults.h"
 #include "harness.h"
 
-static long long cval(PGconn *c, const char *sql)
-{
-        char *v = h_pg_value(c, "%s", sql);
-        long long n = v ? atoll(v) : -1;
-        free(v);
-        return n;
-}
-
 int main(void)
 {
         char *suffix = h_unique_name("su");
@@ -73,16 +65,16 @@ int main(void)
            "the inbox met the read-only database (its log names it)");
         is_int((int)h_kafka_count(dlq), 0,
                "a database that takes no writes dead-letters nothing: no fault of the messages");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied"), 0, "nothing applied meanwhile");
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied"), 0, "nothing applied meanwhile");
 
         h_pg_exec(cc, "ALTER DATABASE %s RESET default_transaction_read_only", cdb);
         deadline = h_now_ms() + 60000;
-        while (cval(cc, "SELECT count(*) FROM applied") < 2 && h_relay_wait(ib, 0) < 0 &&
+        while (h_pg_number(cc, "SELECT count(*) FROM applied") < 2 && h_relay_wait(ib, 0) < 0 &&
                h_now_ms() < deadline)
                 h_sleep_ms(200);
-        is_int((int)cval(cc, "SELECT count(*) FROM applied"), 2,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied"), 2,
                "both messages are applied once the database takes writes again");
-        is_int((int)cval(cc, "SELECT count(*) FROM inbox WHERE message_id IN ('ro-1', 'ro-2')"),
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM inbox WHERE message_id IN ('ro-1', 'ro-2')"),
                2, "both are in the inbox");
         h_relay_signal(ib, SIGTERM);
         int rc = h_relay_wait(ib, 60000);

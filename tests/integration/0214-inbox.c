@@ -94,14 +94,6 @@ static h_relay_t *inbox_start(const fx_sets_t *s)
         return h_proc_start(h_env("RELAY_INBOX_BIN"), NULL, NULL, s->v);
 }
 
-static long long cval(PGconn *c, const char *sql)
-{
-        char *v = h_pg_value(c, "%s", sql);
-        long long n = v ? atoll(v) : -1;
-        free(v);
-        return n;
-}
-
 static void error_paths(PGconn *cc, const char *cdb, const char *suffix)
 {
         char *topic = fx_fmt("inbox.misc_%s", suffix);
@@ -128,7 +120,7 @@ static void error_paths(PGconn *cc, const char *cdb, const char *suffix)
         h_relay_t *ib = inbox_start(&s);
         int64_t n_dlq = h_kafka_wait_count(dlq, 3, 60000);
         int64_t deadline = h_now_ms() + 60000;
-        while (cval(cc, "SELECT count(*) FROM applied") < 2 && h_now_ms() < deadline)
+        while (h_pg_number(cc, "SELECT count(*) FROM applied") < 2 && h_now_ms() < deadline)
                 h_sleep_ms(100);
         h_relay_signal(ib, SIGTERM);
         int rc = h_relay_wait(ib, 60000);
@@ -138,12 +130,12 @@ static void error_paths(PGconn *cc, const char *cdb, const char *suffix)
         is_int(fx_log_count(ib, "not yet (SQLSTATE P0001), retrying"), 2,
                "the flaky handler's two failures were retried");
 
-        is_int((int)cval(cc, "SELECT count(*) FROM applied WHERE id = 'm-flaky'"), 1,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied WHERE id = 'm-flaky'"), 1,
                "the message whose handler failed twice is applied once on its third attempt");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied WHERE id = 'm-good'"), 1,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied WHERE id = 'm-good'"), 1,
                "the good message and its duplicate are applied once");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied"), 2, "nothing else is applied");
-        is_int((int)cval(cc, "SELECT count(*) FROM inbox WHERE topic LIKE 'inbox.misc_%'"), 2,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied"), 2, "nothing else is applied");
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM inbox WHERE topic LIKE 'inbox.misc_%'"), 2,
                "the inbox holds the two applied ids, not the dead-lettered ones");
         is_int((int)n_dlq, 3, "three messages in the dead-letter topic");
 
@@ -286,7 +278,7 @@ int main(void)
                         not_killed++;
                 tap_diag("kill %d: relay and consumer, %d of %d events committed, %lld applied",
                          k + 1, h_workload_committed(wl), events,
-                         cval(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter"));
+                         h_pg_number(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter"));
                 revokes += fx_log_count(ib, "revoked partitions");
                 h_relay_free(ib);
                 ib = inbox_start(&is);
@@ -332,7 +324,7 @@ int main(void)
         /* The consumer catches up; then its figures must stay put. */
         int64_t deadline = h_now_ms() + 300000;
         long long applied = 0;
-        while ((applied = cval(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter")) < expected &&
+        while ((applied = h_pg_number(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter")) < expected &&
                h_now_ms() < deadline)
                 h_sleep_ms(200);
         int64_t t_done = h_now_ms();
@@ -384,13 +376,13 @@ int main(void)
         PQclear(want);
         is_int(wrong, 0, "every aggregate's counter equals its committed events (%lld in all)",
                sum_want);
-        long long final_applied = cval(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter");
+        long long final_applied = h_pg_number(cc, "SELECT coalesce(sum(n), 0) FROM agg_counter");
         is_int((int)final_applied, (int)sum_want, "the handler ran once per committed event");
-        is_int((int)cval(cc, "SELECT coalesce(sum(out_of_order), 0) FROM agg_counter"), 0,
+        is_int((int)h_pg_number(cc, "SELECT coalesce(sum(out_of_order), 0) FROM agg_counter"), 0,
                "each aggregate's versions were applied as 1, 2, 3, ...");
-        is_int((int)cval(cc, "SELECT coalesce(sum(bad_args), 0) FROM agg_counter"), 0,
+        is_int((int)h_pg_number(cc, "SELECT coalesce(sum(bad_args), 0) FROM agg_counter"), 0,
                "the handler got the message's key and id");
-        is_int((int)cval(cc, "SELECT count(*) FROM inbox"), (int)sum_want,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM inbox"), (int)sum_want,
                "the inbox holds one row per committed event");
         is_int((int)h_kafka_count(dlq), 0, "nothing was dead-lettered");
         tap_diag("FIGURES inbox: events=%zu kafka_messages=%zu kafka_duplicates=%zu (%.1f%%) "

@@ -35,14 +35,6 @@ static const char *const handler_sql =
         "CREATE FUNCTION on_deferred() RETURNS void LANGUAGE sql AS "
         "$$ INSERT INTO child VALUES (42) $$;";
 
-static long long cval(PGconn *c, const char *sql)
-{
-        char *v = h_pg_value(c, "%s", sql);
-        long long n = v ? atoll(v) : -1;
-        free(v);
-        return n;
-}
-
 /* A message of a case: its id header and value bytes. */
 typedef struct {
         const char *id;
@@ -106,7 +98,7 @@ static h_msg_t *run_case(PGconn *cc, const char *cdb, const char *suffix, case_t
         h_relay_t *ib = h_proc_start(h_env("RELAY_INBOX_BIN"), NULL, NULL, s.v);
         int64_t deadline = h_now_ms() + (k->run_ms > 0 ? k->run_ms : 60000);
         int rc = -1;
-        while ((k->run_ms > 0 || cval(cc, count) < k->n_applied ||
+        while ((k->run_ms > 0 || h_pg_number(cc, count) < k->n_applied ||
                 h_kafka_count(dlq) < k->n_dlq) &&
                h_now_ms() < deadline && (rc = h_relay_wait(ib, 0)) < 0)
                 h_sleep_ms(200);
@@ -161,12 +153,12 @@ static void text_payloads(PGconn *cc, const char *cdb, const char *suffix)
         size_t n;
         h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
 
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_text WHERE id = 't-nul'"), 0,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_text WHERE id = 't-nul'"), 0,
                "a text payload with a NUL byte is not applied (cut at the NUL byte)");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_text "
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_text "
                              "WHERE id = 't-good' AND payload = 'plain text'"),
                1, "a good text payload is applied as it is");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_text"), 1, "nothing else is applied");
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_text"), 1, "nothing else is applied");
         is_int((int)n, 2, "two messages in the dead-letter topic");
         is_int(dead_lettered(dl, n, "t-nul", "0", "holds a NUL byte"), 1,
                "the payload with a NUL byte is dead-lettered at once, the message says why");
@@ -195,18 +187,18 @@ static void json_payloads(PGconn *cc, const char *cdb, const char *suffix)
         size_t n;
         h_msg_t *dl = run_case(cc, cdb, suffix, &k, &n);
 
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigint' "
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigint' "
                              "AND payload->>'n' = '123456789012345678901234567890'"),
                1, "an integer past 64 bits is JSON: applied with its digits");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigreal' "
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-bigreal' "
                              "AND (payload->>'x')::numeric = 1e400"),
                1, "a number past a double is JSON: applied with its value");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-good'"), 1,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-good'"), 1,
                "a plain JSON payload is applied");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-deep' "
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_json WHERE id = 'j-deep' "
                              "AND jsonb_typeof(payload) = 'array'"),
                1, "arrays nested 3000 deep are JSON jsonb holds: applied, not dead-lettered");
-        is_int((int)cval(cc, "SELECT count(*) FROM applied_json"), 4, "nothing else is applied");
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM applied_json"), 4, "nothing else is applied");
         is_int((int)n, 1, "one message in the dead-letter topic");
         is_int(dead_lettered(dl, n, "j-nul", "0", "\\u0000"), 1,
                "the payload with \\u0000 (which jsonb refuses) is dead-lettered at once");
@@ -234,7 +226,7 @@ static void lost_connection(PGconn *cc, const char *cdb, const char *suffix)
         ok(lost >= 1 && lost <= 10,
            "a lost connection is retried after the reconnect backoff, not at once (%d in 4 s)",
            lost);
-        is_int((int)cval(cc, "SELECT count(*) FROM inbox WHERE message_id = 'c-kill'"), 0,
+        is_int((int)h_pg_number(cc, "SELECT count(*) FROM inbox WHERE message_id = 'c-kill'"), 0,
                "the message is not in the inbox");
         is_int((int)n, 0, "nor dead-lettered");
         h_msgs_free(dl, n);
@@ -347,7 +339,7 @@ static void accept_answers(const char *suffix, const char *body, const char *id,
         size_t n;
         h_msg_t *dl = run_case(ac, db, suffix, &k, &n);
         ok(k.found >= 1, "the stop names what inbox_accept() returned (\"%s\")", needle);
-        is_int((int)cval(ac, "SELECT count(*) FROM seen"), 0, "the handler did not run");
+        is_int((int)h_pg_number(ac, "SELECT count(*) FROM seen"), 0, "the handler did not run");
         h_msgs_free(dl, n);
         PQfinish(ac);
         h_pg_drop_db(db);

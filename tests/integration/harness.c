@@ -348,6 +348,14 @@ char *h_pg_value(PGconn *c, const char *fmt, ...)
         return val;
 }
 
+long long h_pg_number(PGconn *c, const char *sql)
+{
+        char *v = h_pg_value(c, "%s", sql);
+        long long n = v ? atoll(v) : -1;
+        free(v);
+        return n;
+}
+
 char *h_pg_slot_column(PGconn *c, const char *slot, const char *column)
 {
         return h_pg_value(c, "SELECT %s FROM pg_replication_slots WHERE slot_name = '%s'", column,

@@ -109,6 +109,10 @@ int h_pg_try(PGconn *c, char *err, size_t errlen, const char *fmt, ...)
 /** First column of the first row as a malloc'd string, NULL for SQL NULL or no row; bails on error. */
 char *h_pg_value(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/** sql's first column of the first row as an integer (a count, a sum), -1
+ *  for SQL NULL or no row; bails on error. sql is no format: '%' is itself. */
+long long h_pg_number(PGconn *c, const char *sql);
+
 /** column of slot's row in pg_replication_slots as text (caller frees; NULL
  *  for SQL NULL or when the slot does not exist). */
 char *h_pg_slot_column(PGconn *c, const char *slot, const char *column);
