@@ -57,9 +57,11 @@ bool relay_inbox_server_unable(const char *state)
 {
         if (!state || strlen(state) != 5)
                 return false;
+        /* Not all of class 58: 58P01 and 58P02 (a file missing or there
+         * already) are what a handler's COPY or pg_read_file() asked for. */
         return strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
-               strncmp(state, "58", 2) == 0 || strcmp(state, "25006") == 0 ||
-               strcmp(state, "53100") == 0;
+               strcmp(state, "58000") == 0 || strcmp(state, "58030") == 0 ||
+               strcmp(state, "25006") == 0 || strcmp(state, "53100") == 0;
 }
 
 int relay_inbox_message_id(const rd_kafka_headers_t *hdrs, const char *name, char **out,

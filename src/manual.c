@@ -572,7 +572,7 @@ void relay_manual_print_inbox_man(FILE *out)
                   "it to the database's encoding. A lost "
                   "PostgreSQL connection, or a server that cannot take writes now whatever "
                   "the message (SQLSTATE 25006 read-only, 57P* shutting down, 08*, 53100 disk "
-                  "full, 58*), is no attempt of the message's: it is retried on a new "
+                  "full, 58000 and 58030 system and I/O errors), is no attempt of the message's: it is retried on a new "
                   "connection with reconnect.backoff.ms, "
                   "doubling up to reconnect.backoff.max.ms. Retries hold back the partition's "
                   "later messages: keep their total under max.poll.interval.ms.");

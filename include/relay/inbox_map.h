@@ -41,7 +41,7 @@ int relay_inbox_headers_json(const rd_kafka_headers_t *hdrs, char **out, char *e
  *        connection) is the server's state rather than the statement's: it
  *        takes no writes now (read-only, 25006: a standby, a demoted
  *        primary), is going down (57P*), has lost its connection (08*),
- *        its disk is full (53100) or it failed itself (58*). Any message
+ *        its disk is full (53100) or it failed itself (58000, 58030 I/O). Any message
  *        would fail alike, so none is counted as failing.
  */
 bool relay_inbox_server_unable(const char *state);

@@ -88,7 +88,8 @@ static void test_server_unable(void)
         static const char *const server[] = {"25006", "57P01", "57P03", "08006", "08000",
                                              "53100", "58030"};
         static const char *const message[] = {"23505", "22P02", "42883", "40001", "40P01",
-                                              "57014", "53200", "P0001", "XX000", "2500"};
+                                              "57014", "53200", "P0001", "XX000", "2500",
+                                              "58P01", "58P02"};
         for (size_t i = 0; i < sizeof(server) / sizeof(*server); i++)
                 ok(relay_inbox_server_unable(server[i]), "SQLSTATE %s is the server's", server[i]);
         for (size_t i = 0; i < sizeof(message) / sizeof(*message); i++)
