@@ -12,6 +12,8 @@
  *     confirmed_flush_lsn, sampled every second once the broker is gone,
  *     does not move while the server's WAL grows with events nobody could
  *     acknowledge;
+ *   - the relay confirms again, then follows the WAL (confirms past the
+ *     server's position of that moment) before the next step;
  *   - everything arrives after recovery, each once (the session never
  *     restarted, so nothing is sent again), each aggregate in commit order.
  *
@@ -143,6 +145,19 @@ static void outage(PGconn *c, const char *slot, const h_workload_conf_t *wc, fx_
         o->pid_after = fx_slot(c, slot).active_pid;
 }
 
+/* After an outage, and before the next step: the relay follows the WAL
+ * again (it confirms past the position the server had just written), so
+ * the next outage starts from a relay streaming under load, as the first
+ * did. */
+static void follows_again(PGconn *c, const char *slot, const char *what)
+{
+        char *lsn = h_pg_wal_lsn(c);
+        int64_t ms = h_pg_wait_confirmed(c, slot, lsn, 120000);
+        ok(ms >= 0, "%s: then the relay follows the WAL again (confirmed past %s after %.1f s)",
+           what, lsn, ms >= 0 ? ms / 1000.0 : -1.0);
+        free(lsn);
+}
+
 static void report(const outage_t *o)
 {
         ok(o->samples > 0 && o->moved == 0,
@@ -189,16 +204,15 @@ int main(void)
         h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         fx_writers_t *ws = fx_writers_start(&wc);
-        h_sleep_ms(3000);
         ok(h_workload_wait_count(&wc, 1, 60000) > 0, "events flow before the outages");
 
         outage_t o_stop, o_freeze;
         outage(fc.c, fc.slot, &wc, ws, false, outage_ms, &o_stop);
         report(&o_stop);
-        h_sleep_ms(3000);
+        follows_again(fc.c, fc.slot, o_stop.what);
         outage(fc.c, fc.slot, &wc, ws, true, outage_ms, &o_freeze);
         report(&o_freeze);
-        h_sleep_ms(2000);
+        follows_again(fc.c, fc.slot, o_freeze.what);
 
         fx_writer_stats_t st;
         fx_writers_stop(ws, false, &st);
