@@ -219,9 +219,7 @@ static void test_stop(void)
         ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "stop: relay streams");
         for (int a = 0; a < 5; a++)
                 insert_event(&f, a, 1, 200);
-        char *before_big = h_pg_value(f.c, "SELECT pg_current_wal_lsn()");
         insert_event(&f, 2, 2, 150000);
-        char *after_big = h_pg_value(f.c, "SELECT pg_current_wal_lsn()");
         for (int a = 0; a < 5; a++)
                 insert_event(&f, a, 3, 200);
         is_int(h_relay_wait(r, 60000), 4, "stop: exit 4 at the big event");
@@ -232,13 +230,15 @@ static void test_stop(void)
         free(log);
         is_int(h_kafka_count(f.topic), 5, "stop: the 5 events before it delivered, none after");
         is_int(h_kafka_count(f.dlq), 0, "stop: nothing dead-lettered");
-        char *conf = h_pg_confirmed_lsn(f.c, f.slot);
-        ok(conf && h_pg_lsn_ge(f.c, conf, before_big) && !h_pg_lsn_ge(f.c, conf, after_big),
-           "stop: confirmed everything before it (%s >= %s) and not the event (< %s)",
-           conf ? conf : "?", before_big, after_big);
-        free(conf);
-        free(before_big);
-        free(after_big);
+        /* What the slot still holds, rather than its position against
+         * pg_current_wal_lsn(): that counts the WAL other tests write
+         * between the inserts, which the relay had no reason to confirm
+         * (on PostgreSQL 16 in the full suite, confirmed 0/1B2618D0 stood
+         * 0x1C0 below the position read after the fifth commit). */
+        is_int(h_pg_pending_inserts_with(f.c, f.slot, "00000001"), 0,
+               "stop: confirmed everything before it (none of the 5 left in the slot)");
+        is_int(h_pg_pending_inserts_with(f.c, f.slot, "000200000002"), 1,
+               "stop: and not the event (still in the slot)");
         h_relay_free(r);
         fixture_free(&f);
 }
