@@ -145,7 +145,9 @@ static void case_missing_table(void)
 
 /* PostgreSQL 15+: a publication whose column list leaves out the payload
  * would deliver every row without it, each an error for the error policy
- * (stop at it, or dead-letter them all): the relay refuses to start. */
+ * (stop at it, or dead-letter them all): the relay refuses to start.
+ * PostgreSQL 14 has no column lists (the relay does not ask for them
+ * there): that it refuses the publication is what holds on 14. */
 static void case_column_list(void)
 {
         char *db = h_pg_create_db("bad_collist");
@@ -153,23 +155,34 @@ static void case_column_list(void)
         char *pub = h_unique_name("pub_cols");
         PGconn *c = h_pg_connect(db);
         h_pg_create_outbox(c, "outbox");
-        h_pg_exec(c,
-                  "CREATE PUBLICATION %s FOR TABLE outbox (id, aggregatetype, aggregateid, type) "
-                  "WITH (publish = 'insert')",
-                  pub);
-        char *ci = h_pg_conninfo(db);
-        char set_conn[512], set_slot[128], set_pub[128];
-        snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
-        snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
-        snprintf(set_pub, sizeof(set_pub), "publication.name=%s", pub);
-        const char *sets[] = {set_conn, g_kafka_set, set_slot, set_pub, NULL};
-        const char *needles[] = {"has a column list", "\"payload\" (outbox.column.payload)",
-                                 "SET TABLE", NULL};
-        free(expect_failure("publication column list without payload", sets, 3, needles));
-        is_int(slot_count(c, slot), 0, "column list: no slot was left behind");
+        char err[512];
+        int created = h_pg_try(c, err, sizeof(err),
+                               "CREATE PUBLICATION %s FOR TABLE outbox (id, aggregatetype, "
+                               "aggregateid, type) WITH (publish = 'insert')",
+                               pub);
+        if (PQserverVersion(c) < 150000) {
+                if (!ok(created != 0 && strstr(err, "syntax error"),
+                        "column list: PostgreSQL %d has none (the publication is refused)",
+                        PQserverVersion(c) / 10000))
+                        tap_diag("CREATE PUBLICATION with a column list: %s",
+                                 created ? err : "succeeded");
+        } else {
+                if (created != 0)
+                        tap_bail("CREATE PUBLICATION with a column list: %s", err);
+                char *ci = h_pg_conninfo(db);
+                char set_conn[512], set_slot[128], set_pub[128];
+                snprintf(set_conn, sizeof(set_conn), "postgres.conninfo=%s", ci);
+                snprintf(set_slot, sizeof(set_slot), "slot.name=%s", slot);
+                snprintf(set_pub, sizeof(set_pub), "publication.name=%s", pub);
+                const char *sets[] = {set_conn, g_kafka_set, set_slot, set_pub, NULL};
+                const char *needles[] = {"has a column list", "\"payload\" (outbox.column.payload)",
+                                         "SET TABLE", NULL};
+                free(expect_failure("publication column list without payload", sets, 3, needles));
+                is_int(slot_count(c, slot), 0, "column list: no slot was left behind");
+                free(ci);
+        }
         PQfinish(c);
         h_pg_drop_db(db);
-        free(ci);
         free(pub);
         free(slot);
         free(db);

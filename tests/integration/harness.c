@@ -1068,8 +1068,8 @@ void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
         h_kafka_produce_bytes(topic, key, value, value ? strlen(value) : 0, headers);
 }
 
-void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,
-                           size_t value_len, const char *const *headers)
+int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *value,
+                              size_t value_len, const char *const *headers)
 {
         rd_kafka_t *rk = h_rk();
         rd_kafka_headers_t *hdrs = NULL;
@@ -1126,6 +1126,13 @@ void h_kafka_produce_bytes(const char *topic, const char *key, const char *value
         rd_kafka_flush(rk, H_KAFKA_TIMEOUT_MS + 5000);
         if (result == RD_KAFKA_RESP_ERR__IN_PROGRESS)
                 tap_bail("no delivery report for a message to %s", topic);
+        return result;
+}
+
+void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,
+                           size_t value_len, const char *const *headers)
+{
+        int result = h_kafka_try_produce_bytes(topic, key, value, value_len, headers);
         if (result)
                 tap_bail("could not produce to %s: %s", topic, rd_kafka_err2str(result));
 }

@@ -282,6 +282,14 @@ void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
 void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,
                            size_t value_len, const char *const *headers);
 
+/**
+ * As h_kafka_produce_bytes(), but a refused message is not a bail: returns
+ * its delivery report's error, an rd_kafka_resp_err_t (0 once Kafka holds
+ * it), to find out what the broker accepts. Bails only when no delivery report comes.
+ */
+int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *value,
+                              size_t value_len, const char *const *headers);
+
 /** Number of brokers in the cluster's metadata; bails when Kafka does not answer. */
 int h_kafka_broker_count(void);
 
