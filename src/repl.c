@@ -576,7 +576,10 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                 rc = relay_err(err, errlen, RELAY_ESETUP,
                                "PostgreSQL %d.%d is not supported: outbox-relay needs "
                                "PostgreSQL 14 or later",
-                               r->server_version / 10000, r->server_version % 10000 / 100);
+                               /* 13.15 is 130015; before 10, 9.6.24 was 90624 */
+                               r->server_version / 10000,
+                               r->server_version >= 100000 ? r->server_version % 10000
+                                                           : r->server_version / 100 % 100);
                 goto fail;
         }
         /* Highest pgoutput protocol each server speaks (14: 2, 15: 3, 16+: 4). */
