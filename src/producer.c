@@ -41,6 +41,7 @@ struct relay_producer {
         char warning[RELAY_ERRBUF];
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
         int64_t batch_size, max_message;
+        bool compresses; /* compression.codec (or its alias compression.type) is not none */
         int linger_ms;     /* linger.ms as configured */
         bool linger_auto;  /* neither kafka.linger.ms nor its alias was set */
         char caveat[RELAY_ERRBUF]; /* what this librdkafka cannot do with these settings */
@@ -403,6 +404,10 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
         p->max_message = 1000000;
         if (rd_kafka_conf_get(conf, "message.max.bytes", val, &vlen) == RD_KAFKA_CONF_OK)
                 p->max_message = strtoll(val, NULL, 10);
+        vlen = sizeof(val);
+        p->compresses = rd_kafka_conf_get(conf, "compression.codec", val, &vlen) ==
+                                RD_KAFKA_CONF_OK &&
+                        strcmp(val, "none") != 0;
         rd_kafka_conf_set_opaque(conf, p);
         rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
         rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -785,6 +790,11 @@ int64_t relay_producer_batch_size(const relay_producer_t *p)
 int64_t relay_producer_max_message(const relay_producer_t *p)
 {
         return p->max_message;
+}
+
+bool relay_producer_compresses(const relay_producer_t *p)
+{
+        return p->compresses;
 }
 
 int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeout_ms,

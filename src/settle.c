@@ -101,10 +101,19 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
         return 0;
 }
 
-/* Does ev fit what Kafka and librdkafka accept? 0: yes; 1: no, with the
- * reason in why; < 0: error. */
-static int fits(relay_session_t *s, const relay_event_t *ev, char *why, size_t whylen, char *err,
-                size_t errlen)
+/*
+ * Does ev fit what Kafka and librdkafka accept? 0: yes; 1: no, with the
+ * reason in why; < 0: error. refused: Kafka refused ev alone as too large.
+ *
+ * With compression Kafka applies the topic's max.message.bytes to the
+ * compressed batch, which has no bound below the uncompressed one worth
+ * checking against (40 kB of JSON may compress to 1 kB): only Kafka can say
+ * such an event does not fit, and its refusal takes the resend path. After
+ * it the limit still makes the reason. librdkafka's message.max.bytes
+ * counts the uncompressed message (rd_kafka_msg_new0), so that check stays.
+ */
+static int fits(relay_session_t *s, const relay_event_t *ev, bool refused, char *why,
+                size_t whylen, char *err, size_t errlen)
 {
         int64_t limit;
         relay_limits_sizes_t z = relay_limits_sizes(ev);
@@ -118,11 +127,15 @@ static int fits(relay_session_t *s, const relay_event_t *ev, char *why, size_t w
         int rc = topic_limit(s, ev->topic, &limit, err, errlen);
         if (rc)
                 return rc;
-        if (limit > 0 && (int64_t)z.record > limit) {
+        bool compresses = relay_producer_compresses(s->prod);
+        if (limit > 0 && (int64_t)z.record > limit && (refused || !compresses)) {
                 relay_err_set(why, whylen,
                               "event too large for topic \"%s\": %zu bytes as a Kafka record "
-                              "batch, max.message.bytes is %lld",
-                              ev->topic, z.record, (long long)limit);
+                              "batch%s, max.message.bytes is %lld",
+                              ev->topic, z.record,
+                              compresses ? " before compression (Kafka refused it compressed)"
+                                         : "",
+                              (long long)limit);
                 return 1;
         }
         return 0;
@@ -207,7 +220,7 @@ static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t 
         int64_t commit_ms = relay_pg_to_unix_ms(s->commit_ts);
         if (relay_policy_dead_letter(pol, ev, lsn, commit_ms, cause, attempts, &scratch, &dlq, why,
                                      sizeof(why)) == 0 &&
-            (rc = fits(s, &dlq, why, sizeof(why), err, errlen)) <= 0) {
+            (rc = fits(s, &dlq, false, why, sizeof(why), err, errlen)) <= 0) {
                 if (rc < 0)
                         return rc;
                 rc = send_in_place(s, &dlq, &cls, why, sizeof(why), err, errlen);
@@ -317,7 +330,7 @@ static int resend(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn, 
                  * reason that names it when it can be read. */
                 if (cls == RELAY_DR_TOO_LARGE) {
                         relay_limits_forget(s->proc->lim, ev->topic);
-                        if ((rc = fits(s, ev, why, sizeof(why), err, errlen)) < 0)
+                        if ((rc = fits(s, ev, true, why, sizeof(why), err, errlen)) < 0)
                                 return rc;
                         return dead_letter(s, ev, lsn, rc == 1 ? why : cause, attempts, err,
                                            errlen);
@@ -368,7 +381,7 @@ int relay_settle_event(relay_session_t *s, relay_event_t ev, int rc, const char 
                 }
                 return dead_letter(s, &ev, lsn, detail, 0, err, errlen);
         }
-        if ((rc = fits(s, &ev, why, sizeof(why), err, errlen)) < 0)
+        if ((rc = fits(s, &ev, false, why, sizeof(why), err, errlen)) < 0)
                 return rc;
         if (rc == 1) /* resending the same bytes cannot fix it */
                 return dead_letter(s, &ev, lsn, why, 0, err, errlen);

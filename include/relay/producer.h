@@ -220,6 +220,14 @@ int64_t relay_producer_batch_size(const relay_producer_t *p);
 int64_t relay_producer_max_message(const relay_producer_t *p);
 
 /**
+ * @brief Whether record batches are compressed (kafka.compression.type or
+ *        kafka.compression.codec other than none). Kafka then applies a
+ *        topic's max.message.bytes to the compressed batch; librdkafka still
+ *        applies message.max.bytes to the uncompressed message.
+ */
+bool relay_producer_compresses(const relay_producer_t *p);
+
+/**
  * @brief Ask the cluster for topic's max.message.bytes (a DescribeConfigs
  *        request, waiting up to timeout_ms).
  * @returns 0 and *bytes; RELAY_EAGAIN when the topic does not exist yet

@@ -352,18 +352,8 @@ static void test_lowered(void)
          * 40 kB events through and none was refused). The events go in
          * only once the broker refuses a record of 30 kB itself; the
          * probes it took first are in the topic, without an id. */
-        int probes = 0, refused = 0;
-        char *probe = malloc(30000);
-        if (!probe)
-                tap_bail("out of memory");
-        memset(probe, 'p', 30000);
-        while (probes < 300 &&
-               !(refused = h_kafka_try_produce_bytes(f.topic, "probe", probe, 30000, NULL))) {
-                probes++;
-                h_sleep_ms(200);
-        }
-        free(probe);
-        is_int(refused, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+        int probes;
+        is_int(h_kafka_wait_refused(f.topic, 30000, &probes), RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
                "lowered: the broker refuses a record of 30 kB");
         tap_diag("lowered: the broker took %d probe(s) of 30 kB after the change", probes);
         h_pg_exec(f.c, "BEGIN");

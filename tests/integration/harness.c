@@ -1129,6 +1129,21 @@ int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *va
         return result;
 }
 
+int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken)
+{
+        char *probe = h_xmalloc(bytes);
+        int result = 0;
+        memset(probe, 'p', bytes);
+        *taken = 0;
+        while (*taken < 300 &&
+               !(result = h_kafka_try_produce_bytes(topic, "probe", probe, bytes, NULL))) {
+                (*taken)++;
+                h_sleep_ms(200);
+        }
+        free(probe);
+        return result;
+}
+
 void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,
                            size_t value_len, const char *const *headers)
 {

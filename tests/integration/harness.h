@@ -290,6 +290,15 @@ void h_kafka_produce_bytes(const char *topic, const char *key, const char *value
 int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *value,
                               size_t value_len, const char *const *headers);
 
+/*
+ * Produce a record of bytes bytes (key "probe") to topic every 200 ms until
+ * the broker refuses one, at most 300 times: a topic's lowered
+ * max.message.bytes takes effect on the broker a moment after the request
+ * that set it was answered. Returns the refusal (0: none); *taken counts
+ * the probes the broker took, which stay in the topic.
+ */
+int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken);
+
 /** Number of brokers in the cluster's metadata; bails when Kafka does not answer. */
 int h_kafka_broker_count(void);
 
