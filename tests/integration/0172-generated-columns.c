@@ -26,8 +26,9 @@
  * both are refused at start and by check; on 18 the relay's publication
  * sends them and the event carries the timestamp and the header. And, on
  * 15+, a publication whose column list leaves out the timestamp column is
- * refused at start and by check with the SET TABLE fix; a tracing column
- * and an ignorable placement the table lacks still start, and deliver.
+ * refused at start and by check with the SET TABLE fix, a timestamp column
+ * the table lacks as such (not as the list's fault); a tracing column and
+ * an ignorable placement the table lacks still start, and deliver.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -267,6 +268,17 @@ static void mapped_column_list(void)
         expect_check_failure("column list without the timestamp column", &k, set_pub, needles,
                              sets);
         h_pg_exec(k.c, "SELECT pg_drop_replication_slot('%s')", k.slot);
+
+        /* A timestamp column the table lacks: named as such, not as the list's. */
+        const char *typo[] = {"table.field.event.timestamp=createdat", NULL};
+        const char *tneedles[] = {"has no column \"createdat\" (table.field.event.timestamp)",
+                                  "set table.field.event.timestamp to the column", NULL};
+        expect_refusal("timestamp column the table lacks", &k, set_pub, tneedles, typo);
+        const char *cneedles[] = {"has no column \"createdat\" (table.field.event.timestamp)",
+                                  NULL};
+        expect_check_failure("timestamp column the table lacks", &k, set_pub, cneedles, typo);
+        h_pg_exec(k.c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                       "WHERE slot_name = '%s'", k.slot);
 
         const char *absent[] = {"tracing.span.context.field=tracingspancontext",
                                 "table.fields.additional.placement=nosuch:header",
