@@ -359,7 +359,8 @@ static void quote_names(ctx_t *x)
                 names[n++] = s->outbox_tables[i].name;
         }
         for (size_t w = 0; w < nmapped; w++) {
-                const char *key, *col = relay_settings_mapped_column(s, w, &key);
+                bool optional;
+                const char *key, *col = relay_settings_mapped_column(s, w, &key, &optional);
                 if (col)
                         names[n++] = col;
         }
@@ -563,8 +564,10 @@ static void pg_table(ctx_t *x)
         bool problems = false;
         char summary[1024] = "";
         size_t sl = 0;
+        size_t template_end = 5 + s->n_outbox_headers + s->topic_template.nparts;
         for (size_t w = 0; w < nwant; w++) {
-                const char *key, *col = relay_settings_mapped_column(s, w, &key);
+                bool optional;
+                const char *key, *col = relay_settings_mapped_column(s, w, &key, &optional);
                 char keybuf[64];
                 if (!col)
                         continue;
@@ -573,6 +576,8 @@ static void pg_table(ctx_t *x)
                 for (int i = 0; i < PQntuples(res); i++)
                         if (strcmp(PQgetvalue(res, i, 0), col) == 0)
                                 row = i;
+                if (row < 0 && optional)
+                        continue;
                 if (row < 0) {
                         char fix[256];
                         problems = true;
@@ -609,7 +614,8 @@ static void pg_table(ctx_t *x)
                             type);
                 }
                 /* id, aggregate id and template columns: NULL makes the row poison. */
-                if (!notnull && (w == 0 || w == 2 || w >= 5 + s->n_outbox_headers)) {
+                if (!notnull &&
+                    (w == 0 || w == 2 || (w >= 5 + s->n_outbox_headers && w < template_end))) {
                         problems = true;
                         char fix[512], qtable[160], qcol[160];
                         snprintf(fix, sizeof(fix), "ALTER TABLE %s ALTER COLUMN %s SET NOT NULL",
@@ -828,8 +834,11 @@ static bool publication_columns(ctx_t *x, const relay_table_name_t *t, const cha
         size_t ml = 0, nwant = relay_settings_n_mapped(s);
         bool generated = false; /* 18: a stored generated one it leaves out */
         for (size_t w = 0; w < nwant; w++) {
-                const char *key, *col = relay_settings_mapped_column(s, w, &key);
-                bool sent = false, skip = false;
+                bool optional;
+                const char *key, *col = relay_settings_mapped_column(s, w, &key, &optional);
+                /* One the table lacks is outbox.columns' failure (or,
+                 * optional, none). */
+                bool sent = false, skip = true;
                 for (int i = 0; col && i < PQntuples(res) && !sent; i++) {
                         if (strcmp(PQgetvalue(res, i, 0), col) != 0)
                                 continue;

@@ -752,7 +752,8 @@ static int generated_columns(relay_repl_t *r, const relay_table_name_t *t, bool 
                 const char *name = PQgetvalue(res, i, 0), *key = NULL;
                 bool virtual = PQgetvalue(res, i, 1)[0] == 'v';
                 for (size_t w = 0; !key && w < relay_settings_n_mapped(r->set); w++) {
-                        const char *k, *col = relay_settings_mapped_column(r->set, w, &k);
+                        bool optional; /* present, so read all the same */
+                        const char *k, *col = relay_settings_mapped_column(r->set, w, &k, &optional);
                         if (col && strcmp(col, name) == 0)
                                 key = k;
                 }
@@ -827,6 +828,7 @@ static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, 
         PGresult *res;
         int rc;
         bool generated = false; /* 18: a stored generated one it leaves out */
+        const char *absent = NULL, *absent_key = NULL; /* no list's fault either */
 
         if (r->server_version < 150000)
                 return 0;
@@ -844,16 +846,25 @@ static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, 
                          r->publication, t->schema, t->name)))
                 return rc;
         for (size_t w = 0; w < relay_settings_n_mapped(r->set); w++) {
-                const char *key, *col = relay_settings_mapped_column(r->set, w, &key);
+                bool optional, found = false;
+                const char *key, *col = relay_settings_mapped_column(r->set, w, &key, &optional);
                 bool sent = col == NULL;
                 for (int i = 0; !sent && i < PQntuples(res); i++) {
                         if (strcmp(PQgetvalue(res, i, 0), col) != 0)
                                 continue;
+                        found = true;
                         sent = PQgetvalue(res, i, 1)[0] == 't';
                         generated = generated || (!sent && PQgetvalue(res, i, 2)[0] == 't');
                 }
-                if (sent)
+                /* One the table lacks and the relay does without (tracing,
+                 * table.field.additional.missing = ignore) is no list's fault. */
+                if (sent || (!found && optional))
                         continue;
+                if (!found) {
+                        absent = absent ? absent : col;
+                        absent_key = absent_key ? absent_key : key;
+                        continue;
+                }
                 relay_strbuf_adds(&missing, missing.len ? ", \"" : "\"");
                 relay_strbuf_adds(&missing, col);
                 relay_strbuf_adds(&missing, "\" (");
@@ -864,6 +875,12 @@ static int column_list(relay_repl_t *r, const relay_table_name_t *t, char *err, 
         char *m = relay_strbuf_finish(&missing), *list = table_list(r);
         if (!m || !list)
                 rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
+        else if (absent)
+                rc = relay_err(err, errlen, RELAY_ESETUP,
+                               "outbox table \"%s.%s\" has no column \"%s\" (%s), so every row "
+                               "would go to the error policy; add the column, or set %s to the "
+                               "column that holds it",
+                               t->schema, t->name, absent, absent_key, absent_key);
         else if (*m && generated)
                 rc = relay_err(err, errlen, RELAY_ESETUP,
                                "publication \"%s\" does not publish generated columns of table "

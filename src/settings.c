@@ -552,12 +552,26 @@ const char *relay_settings_tables(const relay_settings_t *s, char *buf, size_t l
         return buf;
 }
 
-size_t relay_settings_n_mapped(const relay_settings_t *s)
+static bool envelope_version_read(const relay_settings_t *s)
 {
-        return 5 + s->n_outbox_headers + s->topic_template.nparts;
+        bool envelope = false;
+        for (size_t i = 0; i < s->n_additional; i++)
+                envelope = envelope || s->additional[i].placement == RELAY_PLACE_ENVELOPE;
+        return envelope && s->format_profile != RELAY_PROFILE_RAW &&
+               s->format_profile != RELAY_PROFILE_CONNECT_JSON;
 }
 
-const char *relay_settings_mapped_column(const relay_settings_t *s, size_t w, const char **key)
+/* The places after the topic template's parts, in this order. */
+enum { MAPPED_TIMESTAMP, MAPPED_VERSION, MAPPED_TRACING, MAPPED_FIXED };
+
+size_t relay_settings_n_mapped(const relay_settings_t *s)
+{
+        return 5 + s->n_outbox_headers + s->topic_template.nparts + MAPPED_FIXED +
+               s->n_additional;
+}
+
+const char *relay_settings_mapped_column(const relay_settings_t *s, size_t w, const char **key,
+                                         bool *optional)
 {
         static const char *const keys[] = {"outbox.column.id", "outbox.column.aggregate_type",
                                            "outbox.column.aggregate_id", "outbox.column.type",
@@ -565,14 +579,49 @@ const char *relay_settings_mapped_column(const relay_settings_t *s, size_t w, co
         const char *names[] = {s->outbox_column.id, s->outbox_column.aggregate_type,
                                s->outbox_column.aggregate_id, s->outbox_column.type,
                                s->outbox_column.payload};
+        *optional = false;
         if (w < 5) {
                 *key = keys[w];
                 return names[w];
         }
+        w -= 5;
         *key = "outbox.headers";
-        if (w < 5 + s->n_outbox_headers)
-                return s->outbox_headers[w - 5];
-        const relay_topic_part_t *tp = &s->topic_template.parts[w - 5 - s->n_outbox_headers];
+        if (w < s->n_outbox_headers)
+                return s->outbox_headers[w];
+        w -= s->n_outbox_headers;
         *key = "topic.template";
-        return tp->is_column ? tp->text : NULL;
+        if (w < s->topic_template.nparts) {
+                const relay_topic_part_t *tp = &s->topic_template.parts[w];
+                return tp->is_column ? tp->text : NULL;
+        }
+        w -= s->topic_template.nparts;
+        /* Each row fails without these (outbox.c): a timestamp or a schema
+         * version named but absent, a placement unless missing = ignore;
+         * a tracing column absent only means no tracing headers. */
+        const char *col;
+        switch (w) {
+        case MAPPED_TIMESTAMP:
+                *key = "table.field.event.timestamp";
+                col = s->event_timestamp_column;
+                break;
+        case MAPPED_VERSION:
+                /* Read for the envelope schema's name only: with an envelope
+                 * placement, in a profile that gives the value a schema or
+                 * none (outbox.c, envelope()). */
+                *key = "table.field.event.schema.version";
+                col = s->schema_version_column;
+                if (!envelope_version_read(s))
+                        col = "";
+                break;
+        case MAPPED_TRACING:
+                *key = "tracing.span.context.field";
+                col = s->tracing_context_column;
+                *optional = true;
+                break;
+        default:
+                *key = "table.fields.additional.placement";
+                *optional = s->additional_missing_ignore;
+                return s->additional[w - MAPPED_FIXED].column;
+        }
+        return col[0] ? col : NULL;
 }

@@ -157,15 +157,23 @@ int relay_settings_load(relay_settings_t **out, const relay_config_t *cfg, char 
 const char *relay_settings_tables(const relay_settings_t *s, char *buf, size_t len);
 
 /** @brief How many places relay_settings_mapped_column() has: the five
- *         outbox columns, outbox.headers, the topic template's parts. */
+ *         outbox columns, outbox.headers, the topic template's parts,
+ *         table.field.event.timestamp, table.field.event.schema.version,
+ *         tracing.span.context.field, table.fields.additional.placement. */
 size_t relay_settings_n_mapped(const relay_settings_t *s);
 
 /**
  * @brief The w-th column the mapping reads (w < relay_settings_n_mapped()),
- *        and in *key the key that names it; NULL for a template's literal.
- *        Both borrowed from s or static.
+ *        and in *key the key that names it; NULL for a template's literal
+ *        or a key left empty. *optional: the relay does without the column
+ *        when the table lacks it (tracing, placements with
+ *        table.field.additional.missing = ignore); one the table has is
+ *        read all the same. Both strings borrowed from s or static. The one
+ *        list of the columns each row is read for: the start and
+ *        outbox-relay check test these against the table and publication.
  */
-const char *relay_settings_mapped_column(const relay_settings_t *s, size_t w, const char **key);
+const char *relay_settings_mapped_column(const relay_settings_t *s, size_t w, const char **key,
+                                         bool *optional);
 
 /** @brief Free the settings and everything they own; accepts NULL. */
 void relay_settings_free(relay_settings_t *s);
