@@ -40,8 +40,7 @@ struct relay_producer {
         bool warned;
         char warning[RELAY_ERRBUF];
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
-        int64_t batch_size, max_message;
-        bool compresses; /* compression.codec (or its alias compression.type) is not none */
+        relay_producer_sizes_t sizes;
         int linger_ms;     /* linger.ms as configured */
         bool linger_auto;  /* neither kafka.linger.ms nor its alias was set */
         char caveat[RELAY_ERRBUF]; /* what this librdkafka cannot do with these settings */
@@ -391,23 +390,23 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
                               "or a librdkafka of 2.6.1 or later",
                               rd_kafka_version_str(), val);
         vlen = sizeof(val);
-        p->batch_size = 1000000;
+        p->sizes.batch_size = 1000000;
         if (rd_kafka_conf_get(conf, "batch.size", val, &vlen) == RD_KAFKA_CONF_OK)
-                p->batch_size = strtoll(val, NULL, 10);
-        if (max_batch > 0 && max_batch < p->batch_size) {
+                p->sizes.batch_size = strtoll(val, NULL, 10);
+        if (max_batch > 0 && max_batch < p->sizes.batch_size) {
                 snprintf(val, sizeof(val), "%lld", (long long)max_batch);
                 if (conf_set(conf, "batch.size", val, err, errlen))
                         goto fail;
-                p->batch_size = max_batch;
+                p->sizes.batch_size = max_batch;
         }
         vlen = sizeof(val);
-        p->max_message = 1000000;
+        p->sizes.max_message = 1000000;
         if (rd_kafka_conf_get(conf, "message.max.bytes", val, &vlen) == RD_KAFKA_CONF_OK)
-                p->max_message = strtoll(val, NULL, 10);
+                p->sizes.max_message = strtoll(val, NULL, 10);
         vlen = sizeof(val);
-        p->compresses = rd_kafka_conf_get(conf, "compression.codec", val, &vlen) ==
-                                RD_KAFKA_CONF_OK &&
-                        strcmp(val, "none") != 0;
+        p->sizes.compresses =
+                rd_kafka_conf_get(conf, "compression.codec", val, &vlen) == RD_KAFKA_CONF_OK &&
+                strcmp(val, "none") != 0;
         rd_kafka_conf_set_opaque(conf, p);
         rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
         rd_kafka_conf_set_error_cb(conf, error_cb);
@@ -782,19 +781,9 @@ size_t relay_producer_outq_len(relay_producer_t *p)
         return (size_t)rd_kafka_outq_len(p->rk);
 }
 
-int64_t relay_producer_batch_size(const relay_producer_t *p)
+relay_producer_sizes_t relay_producer_sizes(const relay_producer_t *p)
 {
-        return p->batch_size;
-}
-
-int64_t relay_producer_max_message(const relay_producer_t *p)
-{
-        return p->max_message;
-}
-
-bool relay_producer_compresses(const relay_producer_t *p)
-{
-        return p->compresses;
+        return p->sizes;
 }
 
 int relay_producer_topic_limit(relay_producer_t *p, const char *topic, int timeout_ms,

@@ -88,11 +88,11 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
                 *limit = b;
                 break;
         }
-        if (*limit > 0 && *limit < relay_producer_batch_size(s->prod)) {
+        int64_t batch = relay_producer_sizes(s->prod).batch_size;
+        if (*limit > 0 && *limit < batch) {
                 relay_log_info("topic \"%s\" takes record batches of at most %lld bytes: lowering "
                                "the producer's batch.size from %lld",
-                               topic, (long long)*limit,
-                               (long long)relay_producer_batch_size(s->prod));
+                               topic, (long long)*limit, (long long)batch);
                 pr->max_batch = *limit;
                 if ((rc = relay_session_wait_drained(s, err, errlen)) ||
                     (rc = relay_session_new_producer(s, err, errlen)))
@@ -117,17 +117,18 @@ static int fits(relay_session_t *s, const relay_event_t *ev, bool refused, char 
 {
         int64_t limit;
         relay_limits_sizes_t z = relay_limits_sizes(ev);
-        if ((int64_t)z.local > relay_producer_max_message(s->prod)) {
+        relay_producer_sizes_t ps = relay_producer_sizes(s->prod);
+        if ((int64_t)z.local > ps.max_message) {
                 relay_err_set(why, whylen,
                               "event too large for the producer: %zu bytes, "
                               "kafka.message.max.bytes is %lld",
-                              z.local, (long long)relay_producer_max_message(s->prod));
+                              z.local, (long long)ps.max_message);
                 return 1;
         }
         int rc = topic_limit(s, ev->topic, &limit, err, errlen);
         if (rc)
                 return rc;
-        bool compresses = relay_producer_compresses(s->prod);
+        bool compresses = ps.compresses;
         if (limit > 0 && (int64_t)z.record > limit && (refused || !compresses)) {
                 relay_err_set(why, whylen,
                               "event too large for topic \"%s\": %zu bytes as a Kafka record "

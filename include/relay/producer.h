@@ -213,19 +213,18 @@ int relay_producer_txn_commit(relay_producer_t *p, int timeout_ms, char *err,
 int relay_producer_txn_abort(relay_producer_t *p, int timeout_ms, char *err,
                              size_t errlen) RELAY_MUST_CHECK;
 
-/** @brief The batch.size in force (bytes). */
-int64_t relay_producer_batch_size(const relay_producer_t *p);
+/** @brief What the producer's settings in force say about sizes. */
+typedef struct {
+        int64_t batch_size;  /* batch.size (bytes) */
+        int64_t max_message; /* librdkafka's message.max.bytes: larger messages fail at once */
+        /* Record batches are compressed (kafka.compression.type or
+         * kafka.compression.codec other than none): Kafka then applies a
+         * topic's max.message.bytes to the compressed batch; librdkafka
+         * still applies message.max.bytes to the uncompressed message. */
+        bool compresses;
+} relay_producer_sizes_t;
 
-/** @brief librdkafka's message.max.bytes in force: larger messages fail at once. */
-int64_t relay_producer_max_message(const relay_producer_t *p);
-
-/**
- * @brief Whether record batches are compressed (kafka.compression.type or
- *        kafka.compression.codec other than none). Kafka then applies a
- *        topic's max.message.bytes to the compressed batch; librdkafka still
- *        applies message.max.bytes to the uncompressed message.
- */
-bool relay_producer_compresses(const relay_producer_t *p);
+relay_producer_sizes_t relay_producer_sizes(const relay_producer_t *p);
 
 /**
  * @brief Ask the cluster for topic's max.message.bytes (a DescribeConfigs
