@@ -145,9 +145,11 @@ static rd_kafka_resp_err_t metadata_ticking(rd_kafka_t *rk, rd_kafka_topic_t *rk
         return mc.e;
 }
 
-/* CreateTopics: one partition (one key lives in one partition anyway), compacted. */
+/* CreateTopics: one partition (one key lives in one partition anyway),
+ * compacted. *existed: the broker answered that the topic exists (created
+ * by someone else since its metadata said it did not). */
 static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, relay_tick_fn *tick,
-                        void *ctx, char *err, size_t errlen)
+                        void *ctx, bool *existed, char *err, size_t errlen)
 {
         char kerr[RELAY_ERRBUF];
         rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, 1, -1, kerr, sizeof(kerr));
@@ -155,6 +157,7 @@ static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, relay
         bool begun = relay_kadmin_begin(&req, rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
         int rc = RELAY_EKAFKA;
 
+        *existed = false;
         if (!nt || !begun) {
                 relay_err_set(err, errlen, "could not create checkpoint topic \"%s\": %s", topic,
                               nt ? "out of memory" : kerr);
@@ -189,6 +192,7 @@ static int create_topic(rd_kafka_t *rk, const char *topic, int timeout_ms, relay
                               why ? why : rd_kafka_err2str(e));
         else
                 rc = 0;
+        *existed = e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
 out:
         relay_kadmin_end(&req);
         if (nt)
@@ -245,22 +249,56 @@ int relay_checkpoint_read(const relay_config_t *cfg, const char *topic, const ch
         int64_t deadline = relay_now_ms() + timeout_ms;
         rkt = rd_kafka_topic_new(rk, topic, NULL);
         int trc = 0;
-        rd_kafka_resp_err_t e = rkt ? metadata_ticking(rk, rkt, timeout_ms, tick, ctx, &md, &trc,
-                                                       err, errlen)
-                                    : rd_kafka_last_error();
-        if (trc) {
-                rc = trc;
-                goto out;
-        }
-        if (e) {
-                relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s", topic,
-                              rd_kafka_err2str(e));
-                goto out;
-        }
-        if (md->topic_cnt != 1 || md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-            md->topics[0].partition_cnt == 0) {
-                rc = create_topic(rk, topic, timeout_ms, tick, ctx, err, errlen);
-                goto out; /* a new topic holds no checkpoint */
+        rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+        bool existed = false;
+        /*
+         * A topic that does not exist is created, and one of our making
+         * holds no checkpoint. One created by someone else between the
+         * metadata and our CreateTopics (another relay sharing it, an
+         * operator) may hold ours: it is read like any other, once its
+         * metadata shows it.
+         */
+        for (;;) {
+                int left_ms = (int)(deadline - relay_now_ms());
+                if (existed && left_ms <= 0) {
+                        relay_err_set(err, errlen,
+                                      "could not read checkpoint topic \"%s\": it exists, but "
+                                      "its metadata did not show it within %d ms",
+                                      topic, timeout_ms);
+                        goto out;
+                }
+                e = rkt ? metadata_ticking(rk, rkt, existed ? left_ms : timeout_ms, tick, ctx, &md,
+                                           &trc, err, errlen)
+                        : rd_kafka_last_error();
+                if (trc) {
+                        rc = trc;
+                        goto out;
+                }
+                if (e) {
+                        relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s",
+                                      topic, rd_kafka_err2str(e));
+                        goto out;
+                }
+                if (md->topic_cnt == 1 &&
+                    md->topics[0].err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
+                    md->topics[0].partition_cnt > 0)
+                        break;
+                rd_kafka_metadata_destroy(md);
+                md = NULL;
+                if (existed) {
+                        /* Not yet in the metadata of the broker we ask. */
+                        struct timespec ts = {.tv_nsec = TICK_MS * 1000000L};
+                        nanosleep(&ts, NULL);
+                        if ((trc = call_tick(tick, ctx, err, errlen))) {
+                                rc = trc;
+                                goto out;
+                        }
+                } else if ((rc = create_topic(rk, topic, timeout_ms, tick, ctx, &existed, err,
+                                              errlen)) != 0 ||
+                           !existed) {
+                        goto out; /* ours, new: no checkpoint */
+                }
+                rc = RELAY_EKAFKA;
         }
         if (md->topics[0].err) {
                 relay_err_set(err, errlen, "could not read checkpoint topic \"%s\": %s", topic,

@@ -27,7 +27,9 @@
  *        A tombstone (null value) for key deletes what came before it,
  *        as compaction would. A topic that does not exist is created
  *        (compacted, one partition, the brokers' replication factor) and
- *        holds none.
+ *        holds none; one that CreateTopics finds already there (created by
+ *        someone else since its metadata said otherwise) is read as above,
+ *        once its metadata shows it.
  *        Call it after the transactional producer's init, which aborts any
  *        transaction a previous owner left open (it would hold back the
  *        read_committed end of the partition).
