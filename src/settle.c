@@ -196,7 +196,11 @@ static int send_in_place(relay_session_t *s, const relay_event_t *ev, relay_dr_c
  * ev cannot be delivered (it cannot be mapped, does not fit, or Kafka kept
  * refusing it): write its dead-letter copy and wait for it, or stop before
  * it. Nothing after it is produced until then, so no later event of its
- * aggregate can overtake it. RELAY_EMAP means stop (exit 4), err says why.
+ * aggregate can overtake it. The copy goes alone, once what is in flight is
+ * answered: Kafka refusing it stops the producer (gapless), and librdkafka
+ * would purge the events still queued, whose reports ("Purged in queue")
+ * could end the session on the producer's fatal error before the copy's
+ * refusal stops it (0156). RELAY_EMAP means stop (exit 4), err says why.
  */
 static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t lsn,
                        const char *cause, int attempts, char *err, size_t errlen)
@@ -222,7 +226,7 @@ static int dead_letter(relay_session_t *s, const relay_event_t *ev, relay_lsn_t 
         if (relay_policy_dead_letter(pol, ev, lsn, commit_ms, cause, attempts, &scratch, &dlq, why,
                                      sizeof(why)) == 0 &&
             (rc = fits(s, &dlq, false, why, sizeof(why), err, errlen)) <= 0) {
-                if (rc < 0)
+                if (rc < 0 || (rc = relay_session_wait_drained(s, err, errlen)))
                         return rc;
                 rc = send_in_place(s, &dlq, &cls, why, sizeof(why), err, errlen);
                 if (rc == 0) {
