@@ -446,8 +446,10 @@ void relay_manual_print_man(FILE *out)
                   "extends the start timeout (EXTEND_TIMEOUT_USEC), so TimeoutStartSec does not "
                   "end it (the next start would backfill again). The unit outbox-relay.service reads "
                   RELAY_SYSCONFDIR "/outbox-relay.conf as a credential (the file may be readable "
-                  "by root only) and runs as a dynamic user; exit statuses 2 and 5 are not "
-                  "restarted, since a restart cannot fix them.");
+                  "by root only) and runs as a dynamic user; exit statuses 2, 4 and 5 are not "
+                  "restarted, since a restart cannot fix them (the event of status 4 is read "
+                  "again at every start: fix its cause, or list its id in errors.skip.ids, then "
+                  "start the unit).");
         fputs(".SH FILES\n", out);
         roff_tp(out, RELAY_SYSCONFDIR "/outbox-relay.conf",
                 "The configuration file of the systemd unit outbox-relay.service.");
