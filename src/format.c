@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #define BOOLOID 16
 #define BYTEAOID 17
 #define INT8OID 20
@@ -35,7 +37,7 @@
 #define UUIDOID 2950
 #define JSONBOID 3802
 
-static int json_string(relay_fmtbuf_t *b, const char *s, size_t n);
+static int jackson_string(relay_fmtbuf_t *b, const char *s, size_t n);
 
 void relay_fmtbuf_free(relay_fmtbuf_t *b)
 {
@@ -179,7 +181,7 @@ static int schema_json(relay_fmtbuf_t *b, relay_format_kind_t k, bool optional, 
                 return RELAY_ENOMEM;
         if (name && (puts_(b, ",\"name\":\"") || puts_(b, name) || puts_(b, "\",\"version\":1")))
                 return RELAY_ENOMEM;
-        if (field && (puts_(b, ",\"field\":") || json_string(b, field, strlen(field))))
+        if (field && (puts_(b, ",\"field\":") || jackson_string(b, field, strlen(field))))
                 return RELAY_ENOMEM;
         return puts_(b, "}");
 }
@@ -215,7 +217,7 @@ static bool utf8_supplementary(const char *s, size_t n, char out[12])
 }
 
 /* Jackson's string escaping (UTF8JsonGenerator, default features). */
-static int json_string(relay_fmtbuf_t *b, const char *s, size_t n)
+static int jackson_string(relay_fmtbuf_t *b, const char *s, size_t n)
 {
         static const char hex[] = "0123456789ABCDEF";
         if (reserve(b, n + 2))
@@ -318,7 +320,7 @@ static int json_value(relay_fmtbuf_t *b, relay_format_kind_t k, const char *d, s
                 /* PostgreSQL's integer output is Jackson's: optional '-', digits. */
                 return string_form(b, k, d, n);
         default:
-                return json_string(b, d, n);
+                return jackson_string(b, d, n);
         }
 }
 
@@ -369,7 +371,7 @@ int relay_format_put(relay_fmtbuf_t *b, const char *s, size_t n)
 
 int relay_format_string(relay_fmtbuf_t *b, const char *s, size_t n)
 {
-        return json_string(b, s, n);
+        return jackson_string(b, s, n);
 }
 
 int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *data, size_t len)
@@ -377,7 +379,8 @@ int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *d
         return data ? json_value(b, kind, data, len) : puts_(b, "null");
 }
 
-void relay_format_header_text(const char *v, size_t n, const char **s, size_t *len)
+void relay_format_header_text(const char *v, size_t n, char *buf, size_t buflen, const char **s,
+                              size_t *len)
 {
         static const char head[] = "{\"schema\":{", mid[] = "},\"payload\":";
         *s = v;
@@ -396,10 +399,21 @@ void relay_format_header_text(const char *v, size_t n, const char **s, size_t *l
                         if (l == 4 && memcmp(p, "null", 4) == 0)
                                 return; /* no text to name: the header as it is */
                         if (p[0] == '"') {
-                                if (l < 2 || p[l - 1] != '"')
+                                /* The text as it was before Jackson's
+                                 * escapes (a quote, a backslash, a control
+                                 * character, a surrogate pair). */
+                                json_t *j = json_loadb(p, l, JSON_DECODE_ANY | JSON_ALLOW_NUL,
+                                                       NULL);
+                                if (!json_is_string(j) || buflen == 0) {
+                                        json_decref(j);
                                         return;
-                                p++;
-                                l -= 2;
+                                }
+                                l = json_string_length(j);
+                                if (l > buflen)
+                                        l = buflen;
+                                memcpy(buf, json_string_value(j), l);
+                                json_decref(j);
+                                p = buf;
                         }
                         *s = p;
                         *len = l;

@@ -129,7 +129,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         if (cls == RELAY_DR_OK)
                 cls = RELAY_DR_IMPLICIT_ACK;
         /* Failures are rare: rebuild the event so the policy can resend it. */
-        char buf[RELAY_ERRBUF];
+        char buf[RELAY_ERRBUF], idtext[256]; /* RELAY_ID_ARGS shows 64 bytes */
         relay_header_t hdrs[RELAY_EVENT_MAX_WIRE_HEADERS];
         relay_event_t ev;
         rd_kafka_headers_t *kh = NULL;
@@ -157,8 +157,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                         hdrs[ev.nheaders].value = val;
                         hdrs[ev.nheaders].len = len;
                         if (i + 1 == idh) /* its text under debezium-server's JSON */
-                                relay_format_header_text(val, len, &ev.id,
-                                                         &ev.id_len);
+                                relay_format_header_text(val, len, idtext, sizeof(idtext),
+                                                         &ev.id, &ev.id_len);
                         ev.nheaders++;
                 }
         }

@@ -117,10 +117,13 @@ int relay_format_json(relay_fmtbuf_t *b, relay_format_kind_t kind, const char *d
  * @brief The payload inside a header value this module wrote with a
  *        schema envelope ({"schema":{...},"payload":"<s>"} or
  *        {"schema":{...},"payload":<number>}, Debezium Server's headers):
- *        *s and *len point at <s> as written (JSON escapes left in), or at
- *        the number's text. Anything else is returned as it is.
+ *        *s and *len point at <s>'s text without its JSON escapes, as the
+ *        row held it, copied into buf (its first buflen bytes at most; not
+ *        NUL-terminated), or into v at the number's text. Anything else
+ *        (a null payload, no envelope) is v itself.
  */
-void relay_format_header_text(const char *v, size_t n, const char **s, size_t *len);
+void relay_format_header_text(const char *v, size_t n, char *buf, size_t buflen, const char **s,
+                              size_t *len);
 
 /**
  * @brief Append a kind's JSON schema as JsonConverter writes it; field

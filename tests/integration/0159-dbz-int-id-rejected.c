@@ -16,7 +16,9 @@
  * found again by its headers as produced, not by an id text made from
  * them: refused, resent alone, dead-lettered (errors.retries = 0), the
  * next event delivered, the slot confirmed past both, and the log names
- * the integer id's event "42".
+ * the integer id's event "42". The log names the string id's event as
+ * the row holds it, say "hi": it once showed the header's text with its
+ * JSON escapes, say \"hi\".
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -80,6 +82,6 @@ static void run(const char *idtype, const char *bad, const char *next, const cha
 int main(void)
 {
         run("bigint", "42", "43", "Kafka rejected event \"42\"");
-        run("text", "'say \"hi\"'", "'next'", NULL);
+        run("text", "'say \"hi\"'", "'next'", "Kafka rejected event \"say \"hi\"\"");
         return done_testing();
 }

@@ -116,26 +116,38 @@ int main(void)
                                           "\"name\":\"io.debezium.data.Uuid\",\"version\":1},"
                                           "\"payload\":\"8d5c5c6e-0000-4000-8000-000000000001\"}";
                 const char *t;
+                char buf[64];
                 size_t tl;
-                relay_format_header_text(env, sizeof(env) - 1, &t, &tl);
+                relay_format_header_text(env, sizeof(env) - 1, buf, sizeof(buf), &t, &tl);
                 ok(tl == 36 && memcmp(t, "8d5c5c6e-0000-4000-8000-000000000001", 36) == 0,
                    "the id inside a JSON header");
-                relay_format_header_text("order-1", 7, &t, &tl);
+                relay_format_header_text("order-1", 7, buf, sizeof(buf), &t, &tl);
                 ok(tl == 7 && memcmp(t, "order-1", 7) == 0, "a plain header as it is");
                 static const char nul[] = "{\"schema\":{\"type\":\"string\",\"optional\":true},\"payload\":null}";
-                relay_format_header_text(nul, sizeof(nul) - 1, &t, &tl);
+                relay_format_header_text(nul, sizeof(nul) - 1, buf, sizeof(buf), &t, &tl);
                 ok(t == nul && tl == sizeof(nul) - 1, "a null payload: left as it is");
                 static const char i64[] = "{\"schema\":{\"type\":\"int64\",\"optional\":false},"
                                           "\"payload\":42}";
-                relay_format_header_text(i64, sizeof(i64) - 1, &t, &tl);
+                relay_format_header_text(i64, sizeof(i64) - 1, buf, sizeof(buf), &t, &tl);
                 ok(tl == 2 && memcmp(t, "42", 2) == 0, "an integer id inside a JSON header: its text");
                 static const char esc[] = "{\"schema\":{\"type\":\"string\",\"optional\":false},"
                                           "\"payload\":\"a},\\\"payload\\\":1\"}";
-                relay_format_header_text(esc, sizeof(esc) - 1, &t, &tl);
-                ok(tl == 16 && memcmp(t, "a},\\\"payload\\\":1", 16) == 0,
-                   "a string holding an escaped \"payload\": the whole string (%.*s)", (int)tl, t);
+                relay_format_header_text(esc, sizeof(esc) - 1, buf, sizeof(buf), &t, &tl);
+                ok(tl == 14 && memcmp(t, "a},\"payload\":1", 14) == 0,
+                   "a string holding an escaped \"payload\": the whole string, unescaped (%.*s)",
+                   (int)tl, t);
+                /* As the row held it: Jackson's escapes undone (a quote, a
+                 * backslash, a tab, a control character, a surrogate pair). */
+                static const char q[] = "{\"schema\":{\"type\":\"string\",\"optional\":false},"
+                                        "\"payload\":\"say \\\"hi\\\" \\\\ \\t\\u0001 \\uD83D\\uDE00\"}";
+                static const char want[] = "say \"hi\" \\ \t\001 \xF0\x9F\x98\x80";
+                relay_format_header_text(q, sizeof(q) - 1, buf, sizeof(buf), &t, &tl);
+                ok(tl == sizeof(want) - 1 && memcmp(t, want, tl) == 0,
+                   "a string id with JSON escapes: its text as written (%.*s)", (int)tl, t);
+                relay_format_header_text(q, sizeof(q) - 1, buf, 3, &t, &tl);
+                ok(tl == 3 && memcmp(t, "say", 3) == 0, "cut to the buffer's size");
                 static const char bad[] = "{\"schema\":{\"type\":\"string\"},\"payload\":\"x}";
-                relay_format_header_text(bad, sizeof(bad) - 1, &t, &tl);
+                relay_format_header_text(bad, sizeof(bad) - 1, buf, sizeof(buf), &t, &tl);
                 ok(t == bad && tl == sizeof(bad) - 1, "an unterminated string: left as it is");
         }
         return done_testing();
