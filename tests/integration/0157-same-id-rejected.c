@@ -125,10 +125,7 @@ int main(void)
         if (!log || !strstr(log, "written to dead-letter topic"))
                 h_relay_diag_log(r);
         free(log);
-        h_relay_free(r);
         free(wal_after);
-        h_kafka_delete_topic(dlq);
-        h_kafka_delete_topic(k.topic);
-        h_case_close(&k);
+        h_kafka_refusing_close(&k, r, dlq);
         return done_testing();
 }

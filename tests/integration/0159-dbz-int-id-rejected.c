@@ -72,11 +72,8 @@ static void run(const char *idtype, const char *bad, const char *next, const cha
                         h_relay_diag_log(r);
         }
         free(log);
-        h_relay_free(r);
         free(wal_after);
-        h_kafka_delete_topic(dlq);
-        h_kafka_delete_topic(k.topic);
-        h_case_close(&k);
+        h_kafka_refusing_close(&k, r, dlq);
 }
 
 int main(void)

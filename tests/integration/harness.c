@@ -1525,6 +1525,14 @@ void h_case_close(h_case_t *k)
         memset(k, 0, sizeof(*k));
 }
 
+void h_kafka_refusing_close(h_case_t *k, h_relay_t *r, const char *dlq)
+{
+        h_relay_free(r);
+        h_kafka_delete_topic(dlq);
+        h_kafka_delete_topic(k->topic);
+        h_case_close(k);
+}
+
 void h_outbox_insert(PGconn *c, const char *aggtype, const char *aggregateid)
 {
         h_pg_exec(c,

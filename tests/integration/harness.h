@@ -420,6 +420,11 @@ void h_case_open(h_case_t *k, const char *db_prefix, const char *slot_prefix,
  *  case made it, and free the names; accepts a case h_case_names() alone made. */
 void h_case_close(h_case_t *k);
 
+/** The end of a case whose topic, and dead-letter topic dlq, were made by
+ *  h_kafka_refusing_topics(): free the relay r (h_relay_free(), NULL
+ *  accepted), delete both topics and close the case (h_case_close()). */
+void h_kafka_refusing_close(h_case_t *k, h_relay_t *r, const char *dlq);
+
 /** Insert one outbox event of the test's aggregate type: aggregate id
  *  aggregateid (the message key), type "T", payload {}. */
 void h_outbox_insert(PGconn *c, const char *aggtype, const char *aggregateid);
