@@ -232,8 +232,9 @@ size_t h_topic_key_versions(const char *topic, int keys, const int *wants, h_ver
  * A topic whose broker refuses a record timestamped more than an hour ago
  * (message.timestamp.before.max.ms: INVALID_TIMESTAMP, a refusal for good of
  * one event), made with one partition; and a dead-letter topic of the
- * test's own, dlq_<unique> in dlq (dlqlen bytes), made too, with the
- * setting that names it in set_dlq ("errors.dlq.topic=...").
+ * test's own, dlq_<unique> in dlq (dlqlen bytes), made too (retention.ms
+ * -1: it keeps copies timestamped long ago), with the setting that names it
+ * in set_dlq ("errors.dlq.topic=...").
  */
 void h_kafka_refusing_topics(const char *topic, char *dlq, size_t dlqlen, char *set_dlq,
                              size_t setlen);
