@@ -53,6 +53,26 @@ static const char *server_key(const char *k, char *buf, size_t buflen)
 }
 
 /*
+ * Debezium Server reads its values through SmallRye Config (MicroProfile
+ * Config), which expands ${name} expressions in a value holding a '$':
+ * "\$" (MicroProfile's escape, turned into SmallRye's "$$"; "\\$" in the file,
+ * as Properties reads a backslash) and "$$" are a literal '$' (ExpressionConfigSourceInterceptor.escapeDollarIfExists();
+ * Debezium's DebeziumServerConfigSourceFactoryTest reads
+ * "outbox.event.\${routedByValue}" and "outbox.event.$${routedByValue}" as
+ * "outbox.event.${routedByValue}"). In place; ${...} is left as it is.
+ */
+static void smallrye_dollars(char *s)
+{
+        char *w = s;
+        for (const char *r = s; *r; r++) {
+                if ((r[0] == '\\' || r[0] == '$') && r[1] == '$')
+                        r++;
+                *w++ = *r;
+        }
+        *w = '\0';
+}
+
+/*
  * java.util.Properties.load(), through which Debezium Server reads its file
  * (props.h), so that a regex written "outbox\\.(.*)" in the file is Java's
  * "outbox\.(.*)". Trailing blanks of a value, which Java keeps, are dropped
@@ -87,7 +107,24 @@ static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t 
                                        path, (int)(l.klen < 200 ? l.klen : 200), line);
                         break;
                 }
+                smallrye_dollars(value);
                 const char *k = server_key(key, buf, sizeof(buf));
+                const char *dot = key[0] == '%' ? strchr(key, '.') : NULL;
+                if (dot && server_key(dot + 1, buf, sizeof(buf))) {
+                        /* Quarkus reads %prod.K in the prod profile (a packaged
+                         * server's default) instead of K: which one Debezium
+                         * used depends on a profile this file does not show. */
+                        rc = relay_err(err, errlen, RELAY_EINVAL,
+                                       "%s: key \"%.200s\" is Quarkus profile-specific: Debezium "
+                                       "Server reads it instead of \"%.200s\" when profile "
+                                       "\"%.*s\" is active (a packaged server runs prod unless "
+                                       "QUARKUS_PROFILE names another), which the relay cannot "
+                                       "tell; write the value "
+                                       "the running server uses without the \"%.*s.\" prefix",
+                                       path, key, dot + 1, (int)(dot - key - 1), key + 1,
+                                       (int)(dot - key), key);
+                        break;
+                }
                 if (relay_pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), value,
                                     strlen(value)))
                         rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");

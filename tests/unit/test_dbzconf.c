@@ -150,6 +150,54 @@ int main(void)
                "\\t, \\\\ and \\q are a tab, one backslash and q in the password");
         relay_config_free(c);
 
+        /* Debezium Server's values go through SmallRye Config's expressions:
+         * MicroProfile's "\\$" ("\\\\$" in the file) and "$$" are a literal '$'
+         * (Debezium's DebeziumServerConfigSourceFactoryTest, dbz#2818), so
+         * both escaped forms of ${routedByValue} route to outbox.event.<value>,
+         * and "pa$$word" is the password pa$word. */
+        {
+                static const char *const forms[] = {"outbox.event.\\\\${routedByValue}",
+                                                    "outbox.event.$${routedByValue}"};
+                for (size_t i = 0; i < 2; i++) {
+                        char text[512];
+                        snprintf(text, sizeof(text),
+                                 "debezium.sink.kafka.producer.bootstrap.servers=kafka:9092\n"
+                                 "debezium.transforms=outbox\n"
+                                 "debezium.transforms.outbox.type=io.debezium.transforms.outbox."
+                                 "EventRouter\n"
+                                 "debezium.transforms.outbox.route.topic.replacement=%s\n"
+                                 "debezium.source.database.password=pa$$word\n",
+                                 forms[i]);
+                        c = load_text(text, notes, sizeof(notes), err, sizeof(err), &rc);
+                        is_int(rc, 0, "%s loads: %s", forms[i], rc ? err : "ok");
+                        is_str(relay_config_get(c, "route.topic.replacement"),
+                               "outbox.event.${routedByValue}", "  %s is ${routedByValue} escaped",
+                               forms[i]);
+                        is_str(relay_config_get(c, "postgres.conninfo"), "password='pa$word'",
+                               "  pa$$word is pa$word");
+                        int src = relay_settings_load(&set, c, err, sizeof(err));
+                        ok(src == 0 && set->route_regex == NULL,
+                           "  the topic is the template outbox.event.${aggregatetype}, not a "
+                           "literal \"${routedByValue}\" (%s)",
+                           src ? err : set->route_regex ? set->route_replacement : "template");
+                        relay_settings_free(set);
+                        set = NULL;
+                        relay_config_free(c);
+                }
+        }
+
+        /* A Quarkus profile key (%prod.K) replaces K in that profile, which
+         * the file does not say is the one Debezium Server ran with. */
+        c = load_text("debezium.source.slot.name=dev_slot\n"
+                      "%prod.debezium.source.slot.name=prod_slot\n"
+                      "%dev.quarkus.log.level=DEBUG\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, RELAY_EINVAL, "a %%prod.debezium.* key is refused");
+        ok(strstr(err, "\"%prod.debezium.source.slot.name\" is Quarkus profile-specific") &&
+           strstr(err, "without the \"%prod.\" prefix"),
+           "  naming the key and the fix: %s", err);
+        relay_config_free(c);
+
         /* A logical line has no length limit in Java: a 9000-byte value,
          * continued over two lines, arrives whole. */
         {
