@@ -622,6 +622,14 @@ static void test_file(void)
         file_fails("# ok\nstatus.interval.ms = 5\n", 2,
                    "invalid value \"5\" for \"status.interval.ms\"");
         file_fails("slot.name = a\nslot.name = Bad\n", 2, "must be a replication slot name");
+        /* CR-only line ends: one line, whose first value (a free-form one)
+         * or comment would take the rest, slot.name lost in silence. */
+        file_fails("kafka.client.id = relay\rslot.name = orders_slot\r", 1,
+                   "a carriage return (CR) inside the line");
+        file_fails("outbox.message.prefix = app\rslot.name = orders_slot\r", 1,
+                   "save it with LF (or CRLF) line ends");
+        file_fails("slot.name = a\n# settings\rslot.name = orders_slot\r\n", 2,
+                   "a carriage return (CR) inside the line");
         /* A key twice in one file: the earlier line would do nothing, in
          * silence (the example file lists every key commented out, and a
          * line appended at the end is the classic way to get there). */
