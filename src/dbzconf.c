@@ -163,8 +163,16 @@ static int parse_connect_json(const char *text, relay_pairs_t *out, char *err, s
                 if (!s) {
                         if (cfg == root && strcmp(k, "name") == 0)
                                 continue;
-                        relay_err_set(err, errlen, "%s: key \"%s\" is not a string, number or boolean",
-                                      path, k);
+                        /* Connect reads a real as its text ("5432.0"), which an
+                         * integer option refuses: not the "number" it is. */
+                        relay_err_set(err, errlen,
+                                      "%s: key \"%s\" is %s; give it as a string, an integer or "
+                                      "a boolean",
+                                      path, k,
+                                      json_is_real(v)    ? "a number with a fraction or exponent"
+                                      : json_is_null(v)  ? "null"
+                                      : json_is_array(v) ? "an array"
+                                                         : "an object");
                         rc = RELAY_EINVAL;
                         break;
                 }

@@ -319,6 +319,14 @@ int main(void)
         relay_config_free(c);
 
         /* Converters that differ: the message names each as the file sets it. */
+        /* A value JSON gives as a real, null, an array or an object is named
+         * as what it is: 5432.0 is a number, but not one an integer option
+         * takes. */
+        refused_naming("{\"config\": {\"database.port\": 5432.0}}", "a real database.port",
+                       "key \"database.port\" is a number with a fraction or exponent",
+                       "give it as a string, an integer or a boolean");
+        refused_naming("{\"config\": {\"slot.name\": null}}", "a null slot.name",
+                       "key \"slot.name\" is null", "give it as a string");
         refused_naming("{\"config\": {\"key.converter\": "
                        "\"org.apache.kafka.connect.storage.StringConverter\", \"value.converter\": "
                        "\"org.apache.kafka.connect.json.JsonConverter\"}}",
