@@ -255,7 +255,8 @@ static const char *const ignored_prefixes[] = {
         "tombstones.on.delete", "heartbeat.",    "poll.interval.ms",  "max.batch.size",
         "max.queue.size", "publication.autocreate.mode", "slot.drop.on.stop",
         "status.update.interval.ms", "sink.type", "producer.key.serializer",
-        "producer.value.serializer", "errors.", "key.converter.schemas.enable",
+        "producer.value.serializer", "producer.override.key.serializer",
+        "producer.override.value.serializer", "errors.", "key.converter.schemas.enable",
         "value.converter.schemas.enable", "header.converter", "skipped.operations",
         "decimal.handling.mode", "time.precision.mode", "binary.handling.mode",
         "database.server.name", "extended.headers.enabled", "database.tcpKeepAlive",
@@ -563,7 +564,13 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                          errlen);
                 } else if (strncmp(k, "producer.", 9) == 0 && !ignored(k)) {
                         char kk[300];
-                        snprintf(kk, sizeof(kk), "kafka.%s", k + 9);
+                        const char *prop = k + 9;
+                        /* A Connect connector sets its own producer's P as
+                         * producer.override.P (KIP-458); producer.P is the
+                         * worker's prefix. */
+                        if (!server && strncmp(prop, "override.", 9) == 0)
+                                prop += 9;
+                        snprintf(kk, sizeof(kk), "kafka.%s", prop);
                         rc = set(c, kk, v, path, k, err, errlen);
                 } else if (strcmp(k, "bootstrap.servers") == 0) {
                         rc = set(c, "kafka.bootstrap.servers", v, path, k, err, errlen);

@@ -319,6 +319,19 @@ int main(void)
         relay_config_free(c);
 
         /* Converters that differ: the message names each as the file sets it. */
+        /* A Connect connector's own producer settings are producer.override.*
+         * (KIP-458): they are the relay's kafka.*, serializers aside. */
+        c = load_text("{\"config\": {\"producer.override.compression.type\": \"zstd\", "
+                      "\"producer.override.key.serializer\": "
+                      "\"org.apache.kafka.common.serialization.StringSerializer\"}}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "producer.override.* loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "kafka.compression.type"), "zstd",
+               "  producer.override.compression.type is kafka.compression.type");
+        ok(strstr(notes, "producer.override.key.serializer") != NULL,
+           "  the serializer override is listed without effect: %s", notes);
+        relay_config_free(c);
+
         /* A value JSON gives as a real, null, an array or an object is named
          * as what it is: 5432.0 is a number, but not one an integer option
          * takes. */
