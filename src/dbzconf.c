@@ -253,7 +253,7 @@ static const rename_t connector_defaults[] = {
 static const char *const ignored_prefixes[] = {
         "name",          "tasks.max",     "snapshot.",         "offset.",     "schema.history",
         "tombstones.on.delete", "heartbeat.",    "poll.interval.ms",  "max.batch.size",
-        "max.queue.size", "publication.autocreate.mode", "slot.drop.on.stop",
+        "max.queue.size", "publication.autocreate.mode",
         "status.update.interval.ms", "sink.type", "producer.key.serializer",
         "producer.value.serializer", "producer.override.key.serializer",
         "producer.override.value.serializer", "errors.", "key.converter.schemas.enable",
@@ -287,6 +287,37 @@ static int refuse(char *err, size_t errlen, const char *path, const char *k, con
         relay_err_set(err, errlen, "%s: Debezium key \"%s\" = \"%s\" cannot be honoured: %s", path, k,
                       relay_abbrev(v, vb, sizeof(vb)), why);
         return RELAY_EINVAL;
+}
+
+/*
+ * Connector keys the relay takes at Debezium's default only, because the
+ * relay starts where the slot says Debezium stopped.
+ */
+typedef struct {
+        const char *key, *keep, *why;
+} cutover_key_t;
+
+static const cutover_key_t *cutover_key(const char *k)
+{
+        static const cutover_key_t keys[] = {
+                /* Only with true is the slot's position where Debezium stopped. */
+                {"flush.lsn.source", "true",
+                 "Debezium did not confirm its position to the slot, so the slot's "
+                 "confirmed_flush_lsn is not where it stopped and the relay, which starts "
+                 "there, would resend or skip events; let Debezium run with true until the "
+                 "slot holds its position, then remove the key (README, Cutover from "
+                 "Debezium)"},
+                /* With true there is no slot left to take over: a new one
+                 * would start past what waited in Debezium's. */
+                {"slot.drop.on.stop", "false",
+                 "stopping Debezium drops its slot, so the relay would create a new one that "
+                 "starts then and never send the events written meanwhile; set it to false "
+                 "and restart Debezium before the cutover (README, Cutover from Debezium)"},
+        };
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+                if (strcmp(k, keys[i].key) == 0)
+                        return &keys[i];
+        return NULL;
 }
 
 /* Outbox Event Router options the relay takes at Debezium's default only. */
@@ -530,6 +561,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
         }
 
         bool tracing_field = false, tracing_other = false;
+        const cutover_key_t *cut;
         for (size_t i = 0; i < p.n && rc == 0; i++) {
                 const char *k = p.k[i], *v = p.v[i];
                 if (strcmp(k, "slot.name") == 0 || strcmp(k, "publication.name") == 0) {
@@ -543,20 +575,11 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         } else {
                                 rc = set(c, "outbox.table", v, path, k, err, errlen);
                         }
-                } else if (strcmp(k, "flush.lsn.source") == 0) {
-                        /* The relay starts where the slot says: only with
-                         * true (Debezium's default) is that where Debezium
-                         * stopped. */
-                        if (is_word(v, "true"))
+                } else if ((cut = cutover_key(k)) != NULL) {
+                        if (is_word(v, cut->keep))
                                 note(notes, noteslen, k);
                         else
-                                rc = refuse(err, errlen, path, k, v,
-                                            "Debezium did not confirm its position to the slot, "
-                                            "so the slot's confirmed_flush_lsn is not where it "
-                                            "stopped and the relay, which starts there, would "
-                                            "resend or skip events; let Debezium run with true "
-                                            "until the slot holds its position, then remove the "
-                                            "key (README, Cutover from Debezium)");
+                                rc = refuse(err, errlen, path, k, v, cut->why);
                 } else if (strcmp(k, "topic.prefix") == 0) {
                         const char *x = relay_pairs_get(&p, "extended.headers.enabled");
                         if (!x || !is_word(x, "false"))

@@ -254,6 +254,8 @@ int main(void)
                 {"debezium.format.value=JSON\n", "json"}, /* Debezium Server refuses it too */
                 {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
                 {"{\"flush.lsn.source\": \"false\"}", "confirmed_flush_lsn"},
+                {"{\"slot.drop.on.stop\": \"true\"}", "stopping Debezium drops its slot"},
+                {"debezium.source.slot.drop.on.stop=True\n", "set it to false"},
                 {"debezium.source.slot.name=s\\u12\n", "malformed \\uXXXX"},
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -371,6 +373,12 @@ int main(void)
         is_int(rc, 0, "extended.headers.enabled=False loads: %s", rc ? err : "ok");
         is_str(relay_config_get(c, "format.debezium.topic_prefix"), "",
                "  extended.headers.enabled=False: no context headers");
+        relay_config_free(c);
+        c = load_text("{\"slot.drop.on.stop\": \"false\"}", notes, sizeof(notes), err,
+                      sizeof(err), &rc);
+        ok(rc == 0 && strstr(notes, "slot.drop.on.stop"),
+           "slot.drop.on.stop=false (Debezium's default) loads, listed without effect: %s",
+           rc ? err : notes);
         relay_config_free(c);
         c = load_text("{\"flush.lsn.source\": \"TRUE\", \"transforms\": \"outbox\", "
                       "\"transforms.outbox.type\": \"io.debezium.transforms.outbox.EventRouter\", "
