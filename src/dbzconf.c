@@ -467,6 +467,21 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 return RELAY_EINVAL;
         }
         text[n] = '\0';
+        /* What follows a NUL would go unread (a value, then every key after
+         * it); Java reads it as a character. Not a text file, or UTF-16. */
+        const char *nul = memchr(text, '\0', n);
+        if (nul) {
+                unsigned line = 1;
+                for (const char *q = text; q < nul; q++)
+                        line += *q == '\n';
+                free(text);
+                relay_err_set(err, errlen,
+                              "Debezium configuration \"%s\" holds a NUL byte (line %u): is it "
+                              "a text file? save it as UTF-8 (a UTF-16 file has one in every "
+                              "ASCII character)",
+                              path, line);
+                return RELAY_EINVAL;
+        }
         const char *t = text;
         while (isspace((unsigned char)*t))
                 t++;

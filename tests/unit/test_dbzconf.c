@@ -321,6 +321,28 @@ int main(void)
         relay_config_free(c);
 
         /* Converters that differ: the message names each as the file sets it. */
+        /* A NUL byte: Java reads on, so a reader that stops there would miss
+         * slot.name (taking Debezium's default slot) and flush.lsn.source. */
+        {
+                static const char text[] =
+                        "debezium.source.database.hostname=db\0\n"
+                        "debezium.source.slot.name=orders_slot\n"
+                        "debezium.source.flush.lsn.source=false\n";
+                const char *tmp = "/tmp/relay-test-dbzconf-nul.properties";
+                FILE *f = fopen(tmp, "w");
+                if (!f || fwrite(text, 1, sizeof(text) - 1, f) != sizeof(text) - 1 || fclose(f))
+                        tap_bail("could not write %s", tmp);
+                if (relay_config_new(&c) != 0)
+                        tap_bail("relay_config_new");
+                rc = relay_dbzconf_load(c, tmp, notes, sizeof(notes), err, sizeof(err));
+                is_int(rc, RELAY_EINVAL, "a properties file with a NUL byte is refused (slot.name %s)",
+                       relay_config_get(c, "slot.name"));
+                ok(strstr(err, "holds a NUL byte (line 1)") && strstr(err, "UTF-8"),
+                   "  naming the line and the fix: %s", err);
+                relay_config_free(c);
+                remove(tmp);
+        }
+
         /* A Connect connector's own producer settings are producer.override.*
          * (KIP-458): they are the relay's kafka.*, serializers aside. */
         c = load_text("{\"config\": {\"producer.override.compression.type\": \"zstd\", "
