@@ -210,6 +210,20 @@ int relay_conffile_load(const char *path, relay_conffile_set_fn *set, void *ctx,
                 }
                 while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
                         line[--n] = '\0';
+                /* A carriage return left inside is a file with classic Mac
+                 * line ends (CR only), read as one line: its first value or
+                 * comment would swallow the lines after it, in silence. A
+                 * value gets a CR by the \r escape inside double quotes. */
+                if (memchr(line, '\r', (size_t)n) != NULL) {
+                        relay_err_set(err, errlen,
+                                      "syntax error (at %s): a carriage return (CR) inside the "
+                                      "line; does \"%s\" end its lines with CR alone? save it "
+                                      "with LF (or CRLF) line ends; in a value, write \\r inside "
+                                      "double quotes",
+                                      origin, path);
+                        rc = RELAY_EINVAL;
+                        break;
+                }
                 /* Editors on some systems start UTF-8 files with a byte order mark. */
                 if (lineno == 1 && strncmp(text, "\xef\xbb\xbf", 3) == 0)
                         text += 3;

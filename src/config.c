@@ -804,15 +804,28 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
                 return RELAY_EINVAL;
         }
 
-        for (size_t i = 0; i < c->nkafka; i++)
-                if (strcmp(c->kafka[i].name, name) == 0)
-                        kp = &c->kafka[i];
         v = strdup(value);
         o = strdup(origin);
         if (v == NULL || o == NULL)
                 goto nomem;
+        /*
+         * The list is in the order the values were set, a name set again
+         * moving to the end: librdkafka sees them in that order, and several
+         * names are one property (linger.ms and queue.buffering.max.ms,
+         * max.in.flight and max.in.flight.requests.per.connection, acks and
+         * request.required.acks), so of two spellings the one set last,
+         * by the highest layer, wins, as in the scratch configuration.
+         */
+        for (size_t i = 0; i < c->nkafka && kp == NULL; i++) {
+                if (strcmp(c->kafka[i].name, name) == 0) {
+                        kafka_prop_t moved = c->kafka[i];
+                        memmove(&c->kafka[i], &c->kafka[i + 1],
+                                (c->nkafka - i - 1) * sizeof(c->kafka[0]));
+                        c->kafka[c->nkafka - 1] = moved;
+                        kp = &c->kafka[c->nkafka - 1];
+                }
+        }
         if (kp == NULL) {
-                /* New names go last: librdkafka sees them in the order given. */
                 if (c->nkafka == c->kafka_cap) {
                         size_t cap = c->kafka_cap ? c->kafka_cap * 2 : 8;
                         kafka_prop_t *arr = realloc(c->kafka, cap * sizeof(*arr));
@@ -1168,23 +1181,28 @@ static int check_idempotence(const relay_config_t *c, char *err, size_t errlen)
 
 static int check_pipelining(const relay_config_t *c, char *err, size_t errlen)
 {
-        static const char *const inflight[] = {"kafka.max.in.flight.requests.per.connection",
-                                               "kafka.max.in.flight"};
         const char *unsafe = relay_config_get(c, "delivery.unsafe.allow.pipelining");
+        const kafka_prop_t *kp = NULL;
+        char v[32];
+        size_t vn = sizeof(v);
         if (unsafe && strcmp(unsafe, "true") == 0)
                 return 0;
-        for (size_t i = 0; i < sizeof(inflight) / sizeof(inflight[0]); i++) {
-                const char *v = relay_config_get(c, inflight[i]);
-                if (v && strtoll(v, NULL, 10) > 1) {
-                        relay_err_set(err, errlen,
-                                      "%s = %s is not allowed: with more than one request in "
-                                      "flight librdkafka can report an event delivered that "
-                                      "Kafka never stored; remove the setting (the relay uses 1), "
-                                      "or set delivery.unsafe.allow.pipelining = true to accept "
-                                      "the risk",
-                                      inflight[i], v);
-                        return RELAY_EINVAL;
-                }
+        /* The number as librdkafka reads it (strtol with base 0: "0x5" is
+         * 5), from the spelling set last (store_kafka()). */
+        for (size_t i = 0; i < c->nkafka; i++)
+                if (strcmp(c->kafka[i].name, "max.in.flight.requests.per.connection") == 0 ||
+                    strcmp(c->kafka[i].name, "max.in.flight") == 0)
+                        kp = &c->kafka[i];
+        if (kp && rd_kafka_conf_get(c->kscratch, "max.in.flight.requests.per.connection", v,
+                                    &vn) == RD_KAFKA_CONF_OK && strcmp(v, "1") != 0) {
+                relay_err_set(err, errlen,
+                              "kafka.%s = %s (at %s) is not allowed: librdkafka reads %s, and "
+                              "with more than one request in flight it can report an event "
+                              "delivered that Kafka never stored; remove the setting (the relay "
+                              "uses 1), or set delivery.unsafe.allow.pipelining = true to accept "
+                              "the risk",
+                              kp->name, kp->value, kp->origin, v);
+                return RELAY_EINVAL;
         }
         const char *g = relay_config_get(c, "kafka.enable.gapless.guarantee");
         if (g && *g && !relay_kadmin_conf_true(c->kscratch, "enable.gapless.guarantee")) {

@@ -53,6 +53,26 @@ static const char *server_key(const char *k, char *buf, size_t buflen)
 }
 
 /*
+ * Debezium Server reads its values through SmallRye Config (MicroProfile
+ * Config), which expands ${name} expressions in a value holding a '$':
+ * "\$" (MicroProfile's escape, turned into SmallRye's "$$"; "\\$" in the file,
+ * as Properties reads a backslash) and "$$" are a literal '$' (ExpressionConfigSourceInterceptor.escapeDollarIfExists();
+ * Debezium's DebeziumServerConfigSourceFactoryTest reads
+ * "outbox.event.\${routedByValue}" and "outbox.event.$${routedByValue}" as
+ * "outbox.event.${routedByValue}"). In place; ${...} is left as it is.
+ */
+static void smallrye_dollars(char *s)
+{
+        char *w = s;
+        for (const char *r = s; *r; r++) {
+                if ((r[0] == '\\' || r[0] == '$') && r[1] == '$')
+                        r++;
+                *w++ = *r;
+        }
+        *w = '\0';
+}
+
+/*
  * java.util.Properties.load(), through which Debezium Server reads its file
  * (props.h), so that a regex written "outbox\\.(.*)" in the file is Java's
  * "outbox\.(.*)". Trailing blanks of a value, which Java keeps, are dropped
@@ -87,7 +107,24 @@ static int parse_properties(const char *text, relay_pairs_t *out, relay_pairs_t 
                                        path, (int)(l.klen < 200 ? l.klen : 200), line);
                         break;
                 }
+                smallrye_dollars(value);
                 const char *k = server_key(key, buf, sizeof(buf));
+                const char *dot = key[0] == '%' ? strchr(key, '.') : NULL;
+                if (dot && server_key(dot + 1, buf, sizeof(buf))) {
+                        /* Quarkus reads %prod.K in the prod profile (a packaged
+                         * server's default) instead of K: which one Debezium
+                         * used depends on a profile this file does not show. */
+                        rc = relay_err(err, errlen, RELAY_EINVAL,
+                                       "%s: key \"%.200s\" is Quarkus profile-specific: Debezium "
+                                       "Server reads it instead of \"%.200s\" when profile "
+                                       "\"%.*s\" is active (a packaged server runs prod unless "
+                                       "QUARKUS_PROFILE names another), which the relay cannot "
+                                       "tell; write the value "
+                                       "the running server uses without the \"%.*s.\" prefix",
+                                       path, key, dot + 1, (int)(dot - key - 1), key + 1,
+                                       (int)(dot - key), key);
+                        break;
+                }
                 if (relay_pairs_add(k ? out : other, k ? k : key, strlen(k ? k : key), value,
                                     strlen(value)))
                         rc = relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
@@ -126,8 +163,16 @@ static int parse_connect_json(const char *text, relay_pairs_t *out, char *err, s
                 if (!s) {
                         if (cfg == root && strcmp(k, "name") == 0)
                                 continue;
-                        relay_err_set(err, errlen, "%s: key \"%s\" is not a string, number or boolean",
-                                      path, k);
+                        /* Connect reads a real as its text ("5432.0"), which an
+                         * integer option refuses: not the "number" it is. */
+                        relay_err_set(err, errlen,
+                                      "%s: key \"%s\" is %s; give it as a string, an integer or "
+                                      "a boolean",
+                                      path, k,
+                                      json_is_real(v)    ? "a number with a fraction or exponent"
+                                      : json_is_null(v)  ? "null"
+                                      : json_is_array(v) ? "an array"
+                                                         : "an object");
                         rc = RELAY_EINVAL;
                         break;
                 }
@@ -208,9 +253,10 @@ static const rename_t connector_defaults[] = {
 static const char *const ignored_prefixes[] = {
         "name",          "tasks.max",     "snapshot.",         "offset.",     "schema.history",
         "tombstones.on.delete", "heartbeat.",    "poll.interval.ms",  "max.batch.size",
-        "max.queue.size", "publication.autocreate.mode", "slot.drop.on.stop",
+        "max.queue.size", "publication.autocreate.mode",
         "status.update.interval.ms", "sink.type", "producer.key.serializer",
-        "producer.value.serializer", "errors.", "key.converter.schemas.enable",
+        "producer.value.serializer", "producer.override.key.serializer",
+        "producer.override.value.serializer", "errors.", "key.converter.schemas.enable",
         "value.converter.schemas.enable", "header.converter", "skipped.operations",
         "decimal.handling.mode", "time.precision.mode", "binary.handling.mode",
         "database.server.name", "extended.headers.enabled", "database.tcpKeepAlive",
@@ -241,6 +287,37 @@ static int refuse(char *err, size_t errlen, const char *path, const char *k, con
         relay_err_set(err, errlen, "%s: Debezium key \"%s\" = \"%s\" cannot be honoured: %s", path, k,
                       relay_abbrev(v, vb, sizeof(vb)), why);
         return RELAY_EINVAL;
+}
+
+/*
+ * Connector keys the relay takes at Debezium's default only, because the
+ * relay starts where the slot says Debezium stopped.
+ */
+typedef struct {
+        const char *key, *keep, *why;
+} cutover_key_t;
+
+static const cutover_key_t *cutover_key(const char *k)
+{
+        static const cutover_key_t keys[] = {
+                /* Only with true is the slot's position where Debezium stopped. */
+                {"flush.lsn.source", "true",
+                 "Debezium did not confirm its position to the slot, so the slot's "
+                 "confirmed_flush_lsn is not where it stopped and the relay, which starts "
+                 "there, would resend or skip events; let Debezium run with true until the "
+                 "slot holds its position, then remove the key (README, Cutover from "
+                 "Debezium)"},
+                /* With true there is no slot left to take over: a new one
+                 * would start past what waited in Debezium's. */
+                {"slot.drop.on.stop", "false",
+                 "stopping Debezium drops its slot, so the relay would create a new one that "
+                 "starts then and never send the events written meanwhile; set it to false "
+                 "and restart Debezium before the cutover (README, Cutover from Debezium)"},
+        };
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+                if (strcmp(k, keys[i].key) == 0)
+                        return &keys[i];
+        return NULL;
 }
 
 /* Outbox Event Router options the relay takes at Debezium's default only. */
@@ -390,6 +467,21 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                 return RELAY_EINVAL;
         }
         text[n] = '\0';
+        /* What follows a NUL would go unread (a value, then every key after
+         * it); Java reads it as a character. Not a text file, or UTF-16. */
+        const char *nul = memchr(text, '\0', n);
+        if (nul) {
+                unsigned line = 1;
+                for (const char *q = text; q < nul; q++)
+                        line += *q == '\n';
+                free(text);
+                relay_err_set(err, errlen,
+                              "Debezium configuration \"%s\" holds a NUL byte (line %u): is it "
+                              "a text file? save it as UTF-8 (a UTF-16 file has one in every "
+                              "ASCII character)",
+                              path, line);
+                return RELAY_EINVAL;
+        }
         const char *t = text;
         while (isspace((unsigned char)*t))
                 t++;
@@ -484,6 +576,7 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
         }
 
         bool tracing_field = false, tracing_other = false;
+        const cutover_key_t *cut;
         for (size_t i = 0; i < p.n && rc == 0; i++) {
                 const char *k = p.k[i], *v = p.v[i];
                 if (strcmp(k, "slot.name") == 0 || strcmp(k, "publication.name") == 0) {
@@ -497,20 +590,11 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                         } else {
                                 rc = set(c, "outbox.table", v, path, k, err, errlen);
                         }
-                } else if (strcmp(k, "flush.lsn.source") == 0) {
-                        /* The relay starts where the slot says: only with
-                         * true (Debezium's default) is that where Debezium
-                         * stopped. */
-                        if (is_word(v, "true"))
+                } else if ((cut = cutover_key(k)) != NULL) {
+                        if (is_word(v, cut->keep))
                                 note(notes, noteslen, k);
                         else
-                                rc = refuse(err, errlen, path, k, v,
-                                            "Debezium did not confirm its position to the slot, "
-                                            "so the slot's confirmed_flush_lsn is not where it "
-                                            "stopped and the relay, which starts there, would "
-                                            "resend or skip events; let Debezium run with true "
-                                            "until the slot holds its position, then remove the "
-                                            "key (README, Cutover from Debezium)");
+                                rc = refuse(err, errlen, path, k, v, cut->why);
                 } else if (strcmp(k, "topic.prefix") == 0) {
                         const char *x = relay_pairs_get(&p, "extended.headers.enabled");
                         if (!x || !is_word(x, "false"))
@@ -518,7 +602,13 @@ int relay_dbzconf_load(relay_config_t *c, const char *path, char *notes, size_t 
                                          errlen);
                 } else if (strncmp(k, "producer.", 9) == 0 && !ignored(k)) {
                         char kk[300];
-                        snprintf(kk, sizeof(kk), "kafka.%s", k + 9);
+                        const char *prop = k + 9;
+                        /* A Connect connector sets its own producer's P as
+                         * producer.override.P (KIP-458); producer.P is the
+                         * worker's prefix. */
+                        if (!server && strncmp(prop, "override.", 9) == 0)
+                                prop += 9;
+                        snprintf(kk, sizeof(kk), "kafka.%s", prop);
                         rc = set(c, kk, v, path, k, err, errlen);
                 } else if (strcmp(k, "bootstrap.servers") == 0) {
                         rc = set(c, "kafka.bootstrap.servers", v, path, k, err, errlen);

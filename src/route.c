@@ -238,6 +238,20 @@ static int quantifier_suffix(const char *p, char *err, size_t errlen)
         return 0;
 }
 
+/*
+ * A quantifier right after another: Java refuses a** and a?* and ignores
+ * the second of a{2}{3} (which matches "aa"), where POSIX repeats the first
+ * ((a{2}){3}, six). Refused for all, with the grouping that says which.
+ */
+static int stacked_quantifier(char *err, size_t errlen)
+{
+        relay_err_set(err, errlen,
+                      "a quantifier right after another (a{2}{3}, a**) is not supported: Java "
+                      "refuses some and ignores the second of a{n}{m}, where POSIX would repeat "
+                      "the first; group what repeats, as in (a{2}){3}, or drop one");
+        return RELAY_EINVAL;
+}
+
 static int translate(tr_t *t, const char *re, char *err, size_t errlen)
 {
         const char *p = re;
@@ -250,8 +264,11 @@ static int translate(tr_t *t, const char *re, char *err, size_t errlen)
         puts_(t, "^(");
         t->posix_groups = 1;
         t->posix_of[0] = 1;
+        bool quant = false; /* the token before was a quantifier */
         while (*p) {
                 char c = *p;
+                bool after_quant = quant;
+                quant = false;
                 switch (c) {
                 case '\\': {
                         char e = p[1];
@@ -347,6 +364,9 @@ static int translate(tr_t *t, const char *re, char *err, size_t errlen)
                 case '*':
                 case '+':
                 case '?':
+                        if (after_quant)
+                                return stacked_quantifier(err, errlen);
+                        quant = true;
                         put(t, &c, 1);
                         p++;
                         if ((rc = quantifier_suffix(p, err, errlen)))
@@ -366,6 +386,9 @@ static int translate(tr_t *t, const char *re, char *err, size_t errlen)
                         }
                         if (d1 == 0 || *q != '}')
                                 return refuse(err, errlen, "a { that is not a quantifier {n}, {n,} or {n,m} (escape it as \\{)");
+                        if (after_quant)
+                                return stacked_quantifier(err, errlen);
+                        quant = true;
                         put(t, p, (size_t)(q + 1 - p));
                         p = q + 1;
                         if ((rc = quantifier_suffix(p, err, errlen)))

@@ -6,8 +6,10 @@
  * value are dropped; an unquoted value ends at a "#" that follows a blank
  * ("a#b" stays a value: passwords); a double-quoted value keeps everything
  * inside, with \" \\ \n \t \r escapes. A UTF-8 byte order mark before the
- * first line is skipped; a NUL byte is an error (not a text file), and so
- * is a key set on two lines of one file (the earlier would do nothing).
+ * first line is skipped; lines end in LF or CRLF. A NUL byte is an error
+ * (not a text file), and so is a carriage return inside a line (CR-only
+ * line ends, which would make the file one line) and a key set on two
+ * lines of one file (the earlier would do nothing).
  *
  * SPDX-License-Identifier: Apache-2.0
  */

@@ -116,7 +116,9 @@ int64_t relay_config_get_int(const relay_config_t *c, const char *key);
  */
 int relay_config_get_choice(const relay_config_t *c, const char *key);
 
-/** @brief Number of kafka.* pairs set, and the i-th one (names without "kafka."). Borrowed. */
+/** @brief Number of kafka.* pairs set, and the i-th one (names without "kafka."), in the
+ *         order they were set (a name set again is last): applied in this order,
+ *         the layer that set one of two aliases last wins. Borrowed. */
 size_t relay_config_kafka_count(const relay_config_t *c);
 void relay_config_kafka_at(const relay_config_t *c, size_t i, const char **name, const char **value);
 

@@ -10,12 +10,13 @@
  * and their negations, escapes and \Q..\E, classes, quantifiers including {n,m}, and a
  * leading (?i). Constructs POSIX has no equivalent for (lazy and possessive
  * quantifiers, lookaround, back references, \b, \p{..}, inline
- * flags elsewhere) are refused at start with a message naming them. Two
- * differences remain (README): POSIX takes the leftmost-longest match, so
- * an ambiguous pattern's groups may split a value differently than Java's
- * first-alternative-wins (and Java's replaceFirst() keeps what follows a
- * shorter first match); and '.' and classes work on bytes, not UTF-16
- * characters, so a single '.' does not stand for one non-ASCII character.
+ * flags elsewhere, a quantifier right after another) are refused at start
+ * with a message naming them. Two differences remain (README): POSIX
+ * takes the leftmost-longest match, so an ambiguous pattern's groups may
+ * split a value differently than Java's first-alternative-wins (and Java's
+ * replaceFirst() keeps what follows a shorter first match); and '.' and
+ * classes work on bytes, not UTF-16 characters, so a single '.' does not
+ * stand for one non-ASCII character.
  * '.' takes no \n or \r, as Java's.
  *
  * No state besides the compiled pattern; no I/O.

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "relay/config.h"
 #include "tap.h"
 
@@ -199,18 +201,95 @@ static void test_precedence(void)
                 tap_diag("print output:\n%s", out);
         free(out);
 
-        /* Pass-through order is first-set order; a later set replaces in place. */
+        /* Pass-through order is set order; a name set again moves to the end
+         * (test_kafka_aliases: librdkafka reads them in this order). */
         is_int(relay_config_kafka_count(c), 3, "three kafka.* properties");
         relay_config_kafka_at(c, 0, &name, &value);
-        ok(strcmp(name, "bootstrap.servers") == 0 && strcmp(value, "cli:9092") == 0,
-           "kafka #0 bootstrap.servers = cli:9092 (got %s = %s)", name, value);
-        relay_config_kafka_at(c, 1, &name, &value);
         ok(strcmp(name, "acks") == 0 && strcmp(value, "all") == 0,
-           "kafka #1 acks = all (got %s = %s)", name, value);
-        relay_config_kafka_at(c, 2, &name, &value);
+           "kafka #0 acks = all (got %s = %s)", name, value);
+        relay_config_kafka_at(c, 1, &name, &value);
         ok(strcmp(name, "linger.ms") == 0 && strcmp(value, "5") == 0,
-           "kafka #2 linger.ms = 5 (got %s = %s)", name, value);
+           "kafka #1 linger.ms = 5 (got %s = %s)", name, value);
+        relay_config_kafka_at(c, 2, &name, &value);
+        ok(strcmp(name, "bootstrap.servers") == 0 && strcmp(value, "cli:9092") == 0,
+           "kafka #2 bootstrap.servers = cli:9092 (got %s = %s)", name, value);
         is_str(relay_config_get(c, "kafka.linger.ms"), "5", "kafka.* readable by key");
+
+        relay_config_free(c);
+        unlink(path);
+        free(path);
+}
+
+/* What librdkafka reads for property name from the kafka.* list, applied in
+ * its order as the producer applies it; caller frees. */
+static char *kafka_reads(const relay_config_t *c, const char *name)
+{
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        char kerr[256], v[64] = "?";
+        size_t vn = sizeof(v);
+
+        for (size_t i = 0; i < relay_config_kafka_count(c); i++) {
+                const char *n, *val;
+                relay_config_kafka_at(c, i, &n, &val);
+                if (rd_kafka_conf_set(conf, n, val, kerr, sizeof(kerr)) != RD_KAFKA_CONF_OK)
+                        tap_bail("librdkafka refused %s = %s: %s", n, val, kerr);
+        }
+        if (rd_kafka_conf_get(conf, name, v, &vn) != RD_KAFKA_CONF_OK)
+                tap_bail("librdkafka has no %s", name);
+        rd_kafka_conf_destroy(conf);
+        return strdup(v);
+}
+
+/*
+ * Several librdkafka names are one property (linger.ms is
+ * queue.buffering.max.ms, max.in.flight is
+ * max.in.flight.requests.per.connection): whichever layer set one last must
+ * win, as for any key, and the pipelining guard must judge the number
+ * librdkafka reads.
+ */
+static void test_kafka_aliases(void)
+{
+        char *path = write_temp("kafka.bootstrap.servers = f:9092\n"
+                                "kafka.linger.ms = 5\n");
+        char *const envp[] = {"OUTBOX_RELAY_KAFKA_QUEUE_BUFFERING_MAX_MS=100",
+                              "OUTBOX_RELAY_KAFKA_MAX_IN_FLIGHT=5", NULL};
+        relay_config_t *c = new_config();
+        char *got;
+
+        is_int(relay_config_load_file(c, path, err, sizeof(err)), 0, "alias file loads");
+        is_int(relay_config_load_env(c, envp, err, sizeof(err)), 0, "alias environment loads");
+        set_ok(c, "kafka.linger.ms=50", "kafka.linger.ms", "50");
+        got = kafka_reads(c, "queue.buffering.max.ms");
+        is_str(got, "50", "--set kafka.linger.ms=50 wins over the environment's "
+               "queue.buffering.max.ms=100 (its alias) in what librdkafka reads");
+        free(got);
+
+        /* The environment's max.in.flight=5 is overridden by --set's alias. */
+        set_ok(c, "kafka.max.in.flight.requests.per.connection=1",
+               "kafka.max.in.flight.requests.per.connection", "1");
+        got = kafka_reads(c, "max.in.flight.requests.per.connection");
+        is_str(got, "1", "librdkafka reads max.in.flight.requests.per.connection 1");
+        free(got);
+        is_int(relay_config_validate(c, err, sizeof(err)), 0,
+               "max.in.flight=5 overridden by --set ...per.connection=1 validates (%s)", err);
+
+        relay_config_free(c);
+
+        /* librdkafka reads integers with strtol base 0: 0x5 is 5. */
+        c = new_config();
+        set_ok(c, "kafka.bootstrap.servers=h:9092", "kafka.bootstrap.servers", "h:9092");
+        set_ok(c, "kafka.max.in.flight=0x5", "kafka.max.in.flight", "0x5");
+        got = kafka_reads(c, "max.in.flight.requests.per.connection");
+        is_str(got, "5", "librdkafka reads max.in.flight=0x5 as 5");
+        free(got);
+        is_int(relay_config_validate(c, err, sizeof(err)), RELAY_EINVAL,
+               "kafka.max.in.flight=0x5 fails validation");
+        ok(has(err, "kafka.max.in.flight = 0x5 (at --set) is not allowed: librdkafka reads 5"),
+           "  naming the key, value, origin and what librdkafka reads (%s)", err);
+        set_ok(c, "delivery.unsafe.allow.pipelining=true", "delivery.unsafe.allow.pipelining",
+               "true");
+        is_int(relay_config_validate(c, err, sizeof(err)), 0,
+               "  and validates with delivery.unsafe.allow.pipelining (%s)", err);
 
         relay_config_free(c);
         unlink(path);
@@ -543,6 +622,14 @@ static void test_file(void)
         file_fails("# ok\nstatus.interval.ms = 5\n", 2,
                    "invalid value \"5\" for \"status.interval.ms\"");
         file_fails("slot.name = a\nslot.name = Bad\n", 2, "must be a replication slot name");
+        /* CR-only line ends: one line, whose first value (a free-form one)
+         * or comment would take the rest, slot.name lost in silence. */
+        file_fails("kafka.client.id = relay\rslot.name = orders_slot\r", 1,
+                   "a carriage return (CR) inside the line");
+        file_fails("outbox.message.prefix = app\rslot.name = orders_slot\r", 1,
+                   "save it with LF (or CRLF) line ends");
+        file_fails("slot.name = a\n# settings\rslot.name = orders_slot\r\n", 2,
+                   "a carriage return (CR) inside the line");
         /* A key twice in one file: the earlier line would do nothing, in
          * silence (the example file lists every key commented out, and a
          * line appended at the end is the classic way to get there). */
@@ -874,6 +961,7 @@ int main(void)
 {
         test_defaults();
         test_precedence();
+        test_kafka_aliases();
         test_unknown_keys();
         test_bad_values();
         test_cross_key();

@@ -150,6 +150,54 @@ int main(void)
                "\\t, \\\\ and \\q are a tab, one backslash and q in the password");
         relay_config_free(c);
 
+        /* Debezium Server's values go through SmallRye Config's expressions:
+         * MicroProfile's "\\$" ("\\\\$" in the file) and "$$" are a literal '$'
+         * (Debezium's DebeziumServerConfigSourceFactoryTest, dbz#2818), so
+         * both escaped forms of ${routedByValue} route to outbox.event.<value>,
+         * and "pa$$word" is the password pa$word. */
+        {
+                static const char *const forms[] = {"outbox.event.\\\\${routedByValue}",
+                                                    "outbox.event.$${routedByValue}"};
+                for (size_t i = 0; i < 2; i++) {
+                        char text[512];
+                        snprintf(text, sizeof(text),
+                                 "debezium.sink.kafka.producer.bootstrap.servers=kafka:9092\n"
+                                 "debezium.transforms=outbox\n"
+                                 "debezium.transforms.outbox.type=io.debezium.transforms.outbox."
+                                 "EventRouter\n"
+                                 "debezium.transforms.outbox.route.topic.replacement=%s\n"
+                                 "debezium.source.database.password=pa$$word\n",
+                                 forms[i]);
+                        c = load_text(text, notes, sizeof(notes), err, sizeof(err), &rc);
+                        is_int(rc, 0, "%s loads: %s", forms[i], rc ? err : "ok");
+                        is_str(relay_config_get(c, "route.topic.replacement"),
+                               "outbox.event.${routedByValue}", "  %s is ${routedByValue} escaped",
+                               forms[i]);
+                        is_str(relay_config_get(c, "postgres.conninfo"), "password='pa$word'",
+                               "  pa$$word is pa$word");
+                        int src = relay_settings_load(&set, c, err, sizeof(err));
+                        ok(src == 0 && set->route_regex == NULL,
+                           "  the topic is the template outbox.event.${aggregatetype}, not a "
+                           "literal \"${routedByValue}\" (%s)",
+                           src ? err : set->route_regex ? set->route_replacement : "template");
+                        relay_settings_free(set);
+                        set = NULL;
+                        relay_config_free(c);
+                }
+        }
+
+        /* A Quarkus profile key (%prod.K) replaces K in that profile, which
+         * the file does not say is the one Debezium Server ran with. */
+        c = load_text("debezium.source.slot.name=dev_slot\n"
+                      "%prod.debezium.source.slot.name=prod_slot\n"
+                      "%dev.quarkus.log.level=DEBUG\n",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, RELAY_EINVAL, "a %%prod.debezium.* key is refused");
+        ok(strstr(err, "\"%prod.debezium.source.slot.name\" is Quarkus profile-specific") &&
+           strstr(err, "without the \"%prod.\" prefix"),
+           "  naming the key and the fix: %s", err);
+        relay_config_free(c);
+
         /* A logical line has no length limit in Java: a 9000-byte value,
          * continued over two lines, arrives whole. */
         {
@@ -206,6 +254,8 @@ int main(void)
                 {"debezium.format.value=JSON\n", "json"}, /* Debezium Server refuses it too */
                 {"debezium.source.some.unknown.key=1\n", "some.unknown.key"},
                 {"{\"flush.lsn.source\": \"false\"}", "confirmed_flush_lsn"},
+                {"{\"slot.drop.on.stop\": \"true\"}", "stopping Debezium drops its slot"},
+                {"debezium.source.slot.drop.on.stop=True\n", "set it to false"},
                 {"debezium.source.slot.name=s\\u12\n", "malformed \\uXXXX"},
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -271,6 +321,49 @@ int main(void)
         relay_config_free(c);
 
         /* Converters that differ: the message names each as the file sets it. */
+        /* A NUL byte: Java reads on, so a reader that stops there would miss
+         * slot.name (taking Debezium's default slot) and flush.lsn.source. */
+        {
+                static const char text[] =
+                        "debezium.source.database.hostname=db\0\n"
+                        "debezium.source.slot.name=orders_slot\n"
+                        "debezium.source.flush.lsn.source=false\n";
+                const char *tmp = "/tmp/relay-test-dbzconf-nul.properties";
+                FILE *f = fopen(tmp, "w");
+                if (!f || fwrite(text, 1, sizeof(text) - 1, f) != sizeof(text) - 1 || fclose(f))
+                        tap_bail("could not write %s", tmp);
+                if (relay_config_new(&c) != 0)
+                        tap_bail("relay_config_new");
+                rc = relay_dbzconf_load(c, tmp, notes, sizeof(notes), err, sizeof(err));
+                is_int(rc, RELAY_EINVAL, "a properties file with a NUL byte is refused (slot.name %s)",
+                       relay_config_get(c, "slot.name"));
+                ok(strstr(err, "holds a NUL byte (line 1)") && strstr(err, "UTF-8"),
+                   "  naming the line and the fix: %s", err);
+                relay_config_free(c);
+                remove(tmp);
+        }
+
+        /* A Connect connector's own producer settings are producer.override.*
+         * (KIP-458): they are the relay's kafka.*, serializers aside. */
+        c = load_text("{\"config\": {\"producer.override.compression.type\": \"zstd\", "
+                      "\"producer.override.key.serializer\": "
+                      "\"org.apache.kafka.common.serialization.StringSerializer\"}}",
+                      notes, sizeof(notes), err, sizeof(err), &rc);
+        is_int(rc, 0, "producer.override.* loads: %s", rc ? err : "ok");
+        is_str(relay_config_get(c, "kafka.compression.type"), "zstd",
+               "  producer.override.compression.type is kafka.compression.type");
+        ok(strstr(notes, "producer.override.key.serializer") != NULL,
+           "  the serializer override is listed without effect: %s", notes);
+        relay_config_free(c);
+
+        /* A value JSON gives as a real, null, an array or an object is named
+         * as what it is: 5432.0 is a number, but not one an integer option
+         * takes. */
+        refused_naming("{\"config\": {\"database.port\": 5432.0}}", "a real database.port",
+                       "key \"database.port\" is a number with a fraction or exponent",
+                       "give it as a string, an integer or a boolean");
+        refused_naming("{\"config\": {\"slot.name\": null}}", "a null slot.name",
+                       "key \"slot.name\" is null", "give it as a string");
         refused_naming("{\"config\": {\"key.converter\": "
                        "\"org.apache.kafka.connect.storage.StringConverter\", \"value.converter\": "
                        "\"org.apache.kafka.connect.json.JsonConverter\"}}",
@@ -302,6 +395,12 @@ int main(void)
         is_int(rc, 0, "extended.headers.enabled=False loads: %s", rc ? err : "ok");
         is_str(relay_config_get(c, "format.debezium.topic_prefix"), "",
                "  extended.headers.enabled=False: no context headers");
+        relay_config_free(c);
+        c = load_text("{\"slot.drop.on.stop\": \"false\"}", notes, sizeof(notes), err,
+                      sizeof(err), &rc);
+        ok(rc == 0 && strstr(notes, "slot.drop.on.stop"),
+           "slot.drop.on.stop=false (Debezium's default) loads, listed without effect: %s",
+           rc ? err : notes);
         relay_config_free(c);
         c = load_text("{\"flush.lsn.source\": \"TRUE\", \"transforms\": \"outbox\", "
                       "\"transforms.outbox.type\": \"io.debezium.transforms.outbox.EventRouter\", "

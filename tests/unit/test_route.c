@@ -61,6 +61,16 @@ static const struct {
         {"(.*)", "a$", "illegal group reference"},
         {"(.*)", "a\\", "trailing"},
         {"a{x}", "x", "not a quantifier"},
+        /* A quantifier after a quantifier: Java ignores the second of
+         * a{2}{3} (it matches "aa", routed to y) and [ab]+{2} (it matches
+         * "a"), where POSIX repeats the first (no match: the topic would be
+         * the value); Java refuses a** and a?* (RegexRouterCases.java). */
+        {"a{2}{3}", "y", "quantifier right after another"},
+        {"(a){2}{3}", "$1", "quantifier right after another"},
+        {"a**", "y", "quantifier right after another"},
+        {"a?*", "y", "quantifier right after another"},
+        {"a{1,2}+{2}", "y", "possessive"},
+        {"[ab]+{2}", "y", "quantifier right after another"},
 };
 
 int main(void)
