@@ -570,6 +570,15 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 if (st.bound)
                         relay_log_debug("outbox table is relation %u",
                                         (unsigned)st.msg.relation.relid);
+                if (st.unbound)
+                        relay_log_warning(
+                                "outbox table relation %u is now \"%s.%s\" (at " RELAY_LSN_FMT
+                                "): its rows are no longer events; add it to outbox.table to "
+                                "relay them",
+                                (unsigned)st.msg.relation.relid,
+                                relay_pgo_relation_namespace(st.msg.relation.relation),
+                                relay_pgo_relation_name(st.msg.relation.relation),
+                                RELAY_LSN_ARGS(st.lsn));
                 return 0;
         case RELAY_STEP_KEEPALIVE:
                 /* The walsender sends a keepalive unasked when it has caught
