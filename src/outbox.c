@@ -1241,7 +1241,9 @@ int relay_outbox_update(const relay_outbox_t *o, const relay_pgo_update_t *u, ch
 {
         if (!relay_outbox_is_outbox(o, u->relid))
                 return 0;
-        int c = o->cols[COL_ID].col;
+        /* The updated table's own id column: with several outbox tables
+         * the bound one may be another, its columns in another order. */
+        int c = u->relation ? find_col(u->relation, o->cols[COL_ID].name) : -1;
         const relay_pgo_value_t *v =
                 c >= 0 && c < u->newtuple.ncols ? &u->newtuple.values[c] : NULL;
         if (v && v->kind == 't')
