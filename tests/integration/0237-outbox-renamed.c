@@ -11,8 +11,12 @@
  *    would map, read at the old positions, to the test's own topic (its
  *    aggregateid is the aggregate type) with key "stale". Another row goes
  *    into outbox_old after that transaction.
+ *    The relay warns that the publication no longer sends the inserts of
+ *    public.outbox (nothing in the stream says so: rows written to a new
+ *    public.outbox before it is in the publication would be lost).
  * 3. A new public.outbox (its columns in another order) is created and
- *    added to the publication; an event goes into it.
+ *    added to the publication (the relay says it is sent again); an event
+ *    goes into it.
  *
  * Once the slot is confirmed past all of it, Kafka holds exactly the two
  * events of public.outbox, each with its key and payload as stored, and
@@ -51,6 +55,13 @@ int main(void)
                      "(gen_random_uuid(), '%s', 'stale', '{\"n\": 3}')",
                   k.aggtype);
 
+        /* The rename took the outbox table out of the publication by
+         * name: the relay says so (its side connection reads the
+         * publication every few seconds), and keeps streaming. */
+        ok(h_relay_wait_log(relay, "no longer sends the inserts of outbox table \"public.outbox\"",
+                            30000),
+           "the relay warned that the publication no longer sends public.outbox's inserts");
+
         /* 3. */
         h_pg_exec(c, "CREATE TABLE outbox (payload jsonb, id uuid PRIMARY KEY, aggregateid "
                      "varchar(255) NOT NULL, type varchar(255) NOT NULL, aggregatetype "
@@ -77,6 +88,8 @@ int main(void)
                                  msgs[i].key ? msgs[i].key : "(null)", msgs[i].value);
         h_msgs_free(msgs, n);
 
+        ok(h_relay_wait_log(relay, "sends the inserts of every outbox table again", 30000),
+           "and that it sends them again once the new table is in it");
         ok(h_relay_wait_log(relay, "is now \"public.outbox_old\"", 0),
            "the relay warned that the outbox relation is now public.outbox_old");
         is_int(h_relay_stop(relay, 30000), 0, "SIGTERM: clean exit 0");
