@@ -526,6 +526,43 @@ static void pg_role(ctx_t *x)
 
 static bool schema_optional(ctx_t *x, PGresult *res, const char *table);
 
+/* $1 the outbox table's oid: its inheritance children (a partitioned
+ * table's partitions are publish_via_partition_root's business). */
+static const char sql_children[] =
+        "SELECT n.nspname, c.relname FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON "
+        "c.oid = i.inhrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE "
+        "i.inhparent = $1::pg_catalog.oid ORDER BY 1, 2";
+
+/* An inheritance child that is not itself in outbox.table: the relay
+ * refuses to start (repl.c, inheritance_children()). */
+static void pg_inheritance(ctx_t *x, const char *table)
+{
+        PGresult *res = q_table(x, "outbox.table", sql_children);
+        if (!res)
+                return;
+        for (int i = 0; i < PQntuples(res); i++) {
+                const char *cs = PQgetvalue(res, i, 0), *cn = PQgetvalue(res, i, 1);
+                bool listed = false;
+                for (size_t t = 0; t < x->set->n_outbox_tables; t++)
+                        listed |= strcmp(x->set->outbox_tables[t].schema, cs) == 0 &&
+                                  strcmp(x->set->outbox_tables[t].name, cn) == 0;
+                if (listed)
+                        continue;
+                char fix[320];
+                snprintf(fix, sizeof(fix),
+                         "add %s.%s to outbox.table (and to the publication), or make the outbox "
+                         "table a partitioned one",
+                         cs, cn);
+                add(x, "outbox.table", RELAY_CHECK_FAIL, fix,
+                    "outbox table \"%s\" has an inheritance child, \"%s.%s\", whose rows logical "
+                    "replication sends, if at all, under the child's name, so the relay would "
+                    "ignore them",
+                    table, cs, cn);
+                break;
+        }
+        PQclear(res);
+}
+
 static void pg_table(ctx_t *x)
 {
         const relay_settings_t *s = x->set;
@@ -555,6 +592,8 @@ static void pg_table(ctx_t *x)
         }
         x->table_exists = true;
         add(x, "outbox.table", RELAY_CHECK_OK, NULL, "outbox table \"%s\" exists", table);
+        if (strcmp(kind, "r") == 0)
+                pg_inheritance(x, table);
 
         /* Every column the mapping reads: its role, its key, nullability. */
         res = q_table(x, "outbox.columns", sql_columns);

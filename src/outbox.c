@@ -267,6 +267,29 @@ static int find_col(const relay_pgo_relation_t *rel, const char *name)
         return -1;
 }
 
+/*
+ * A relation bound as an outbox table that comes again under another name
+ * (ALTER TABLE ... RENAME or SET SCHEMA, in the publication still by its
+ * relid) is no longer one: outbox.table names the table, as a relay that
+ * starts after the rename sees it. Its column positions were those of the
+ * old definition, so its rows would have been mapped from the wrong
+ * columns. 2 when relid was bound, 0 otherwise.
+ */
+static int unbind(relay_outbox_t *o, uint32_t relid)
+{
+        int rc = 0;
+        for (size_t i = 0; i < o->set->n_outbox_tables; i++)
+                if (relid != 0 && o->relids[i] == relid) {
+                        o->relids[i] = 0;
+                        rc = 2;
+                }
+        if (rc && o->relid == relid) {
+                o->relid = 0;
+                o->bound = false;
+        }
+        return rc;
+}
+
 int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
 {
         const relay_topic_template_t *tpl = &o->set->topic_template;
@@ -280,7 +303,7 @@ int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel)
                 strcmp(relay_pgo_relation_namespace(rel), tables[t].schema) != 0))
                 t++;
         if (t == o->set->n_outbox_tables)
-                return 0;
+                return unbind(o, relay_pgo_relation_id(rel));
         /* A table dropped and created again comes with a new relid, whose
          * Relation precedes its rows. */
         o->relids[t] = relay_pgo_relation_id(rel);
@@ -1218,7 +1241,9 @@ int relay_outbox_update(const relay_outbox_t *o, const relay_pgo_update_t *u, ch
 {
         if (!relay_outbox_is_outbox(o, u->relid))
                 return 0;
-        int c = o->cols[COL_ID].col;
+        /* The updated table's own id column: with several outbox tables
+         * the bound one may be another, its columns in another order. */
+        int c = u->relation ? find_col(u->relation, o->cols[COL_ID].name) : -1;
         const relay_pgo_value_t *v =
                 c >= 0 && c < u->newtuple.ncols ? &u->newtuple.values[c] : NULL;
         if (v && v->kind == 't')

@@ -217,6 +217,30 @@ static void session_rewatch(relay_session_t *s, const relay_kafka_stats_t *ks, i
  * sampled and published for the HTTP thread, the slot monitor is stepped
  * (never blocking) and the catch-up report is logged when due.
  */
+/*
+ * The publication no longer sends an outbox table's inserts under its name
+ * (slotmon.c): what is written to it from then on never reaches the
+ * relay, and nothing in the stream says so. Warned once per table while it
+ * lasts; the relay keeps streaming (a migration may be between two steps).
+ */
+static void session_unpublished(relay_session_t *s, const char *table)
+{
+        relay_process_t *pr = s->proc;
+        if (strcmp(pr->unpublished, table) == 0)
+                return;
+        if (table[0])
+                relay_log_warning("publication \"%s\" no longer sends the inserts of outbox table "
+                                  "\"%s\" (changed while the relay runs: the table dropped, "
+                                  "renamed or removed from it, publish without insert, or a "
+                                  "partitioned one without publish_via_partition_root): events "
+                                  "written to it now are lost; see outbox-relay check for the fix",
+                                  s->set->publication_name, table);
+        else
+                relay_log_info("publication \"%s\" sends the inserts of every outbox table again",
+                               s->set->publication_name);
+        relay_err_set(pr->unpublished, sizeof(pr->unpublished), "%s", table);
+}
+
 static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t now)
 {
         relay_process_t *pr = s->proc;
@@ -232,8 +256,10 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
                 session_rewatch(s, &ks, now);
         }
         int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
-        if (rc == 1)
+        if (rc == 1) {
                 relay_metrics_slot(pr->metrics, &si);
+                session_unpublished(s, si.unpublished);
+        }
         else if (rc < 0) {
                 /* Missing, not the last answer: a wal_status of "reserved"
                  * shown on while the slot may since have been lost would
@@ -570,6 +596,15 @@ static int session_message(relay_session_t *s, const relay_walmsg_t *w, char *er
                 if (st.bound)
                         relay_log_debug("outbox table is relation %u",
                                         (unsigned)st.msg.relation.relid);
+                if (st.unbound)
+                        relay_log_warning(
+                                "outbox table relation %u is now \"%s.%s\" (at " RELAY_LSN_FMT
+                                "): its rows are no longer events; add it to outbox.table to "
+                                "relay them",
+                                (unsigned)st.msg.relation.relid,
+                                relay_pgo_relation_namespace(st.msg.relation.relation),
+                                relay_pgo_relation_name(st.msg.relation.relation),
+                                RELAY_LSN_ARGS(st.lsn));
                 return 0;
         case RELAY_STEP_KEEPALIVE:
                 /* The walsender sends a keepalive unasked when it has caught
@@ -1384,7 +1419,10 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set,
         *out = NULL;
         if (!(pr = calloc(1, sizeof(*pr))) || !(pr->lim = relay_limits_new()) ||
             !(pr->metrics = relay_metrics_new()) || !(pr->rttw = relay_producer_rtt_watch_new()) ||
-            !(pr->slotmon = relay_slotmon_new(set->postgres_conninfo, set->slot_name))) {
+            !(pr->slotmon = relay_slotmon_new(
+                      set->postgres_conninfo, set->slot_name, set->publication_name,
+                      set->outbox_tables,
+                      set->outbox_source == RELAY_SOURCE_MESSAGES ? 0 : set->n_outbox_tables))) {
                 relay_process_free(pr);
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         }

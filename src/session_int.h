@@ -40,6 +40,7 @@ struct relay_process {
         relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
         relay_slotmon_t *slotmon;
         bool slotmon_warned;
+        char unpublished[160]; /* the outbox table last warned as unpublished; "" none */
         const volatile sig_atomic_t *hangups; /* SIGHUPs received (borrowed) */
         sig_atomic_t hangups_logged;
 };

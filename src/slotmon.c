@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
 
 #include "relay/log.h"
@@ -33,6 +34,8 @@ typedef enum { IDLE, CONNECTING, READY, BUSY } phase_t;
 struct relay_slotmon {
         char *conninfo;
         char *slot;
+        char *publication;
+        char *tables; /* JSON [[schema, name], ...] of the outbox tables */
         PGconn *conn;
         phase_t phase;
         PostgresPollingStatusType polling;
@@ -51,11 +54,34 @@ static void disconnect(relay_slotmon_t *sm)
         sm->conn = NULL;
 }
 
-relay_slotmon_t *relay_slotmon_new(const char *conninfo, const char *slot)
+/* The outbox tables as a JSON array of [schema, name]; NULL when out of memory. */
+static char *tables_json(const relay_table_name_t *tables, size_t ntables)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < ntables; i++)
+                if (json_array_append_new(a, json_pack("[ss]", tables[i].schema,
+                                                       tables[i].name)) != 0) {
+                        json_decref(a);
+                        a = NULL;
+                }
+        char *s = a ? json_dumps(a, JSON_COMPACT) : NULL;
+        json_decref(a);
+        return s;
+}
+
+relay_slotmon_t *relay_slotmon_new(const char *conninfo, const char *slot,
+                                   const char *publication, const relay_table_name_t *tables,
+                                   size_t ntables)
 {
         relay_slotmon_t *sm = calloc(1, sizeof(*sm));
         if (sm == NULL)
                 return NULL;
+        sm->publication = strdup(publication ? publication : "");
+        sm->tables = tables_json(tables, ntables);
+        if (sm->publication == NULL || sm->tables == NULL) {
+                relay_slotmon_free(sm);
+                return NULL;
+        }
         sm->conninfo = strdup(conninfo ? conninfo : "");
         sm->slot = strdup(slot);
         if (sm->conninfo == NULL || sm->slot == NULL) {
@@ -70,7 +96,7 @@ void relay_slotmon_free(relay_slotmon_t *sm)
         if (sm == NULL)
                 return;
         disconnect(sm);
-        RELAY_FREE_ALL(sm->conninfo, sm->slot, sm);
+        RELAY_FREE_ALL(sm->conninfo, sm->slot, sm->publication, sm->tables, sm);
 }
 
 static int fail(relay_slotmon_t *sm, int64_t now_ms, const char *what, char *err, size_t errlen)
@@ -99,8 +125,11 @@ static void take_row(relay_slotmon_t *sm, PGresult *res)
         relay_slot_info_t *si = &sm->info;
         memset(si, 0, sizeof(*si));
         si->known = true;
-        if (PQntuples(res) != 1 || PQnfields(res) != 4)
+        if (PQntuples(res) != 1 || PQnfields(res) != 5)
                 return;
+        if (!PQgetisnull(res, 0, 4))
+                relay_err_set(si->unpublished, sizeof(si->unpublished), "%s",
+                              PQgetvalue(res, 0, 4));
         if (!PQgetisnull(res, 0, 0))
                 relay_err_set(si->wal_status, sizeof(si->wal_status), "%s", PQgetvalue(res, 0, 0));
         if (!PQgetisnull(res, 0, 1)) {
@@ -122,7 +151,17 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
         static const char *const sql =
                 "SELECT s.wal_status, s.safe_wal_size, s.active, "
                 "(CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn() "
-                "ELSE pg_catalog.pg_current_wal_lsn() END)::text "
+                "ELSE pg_catalog.pg_current_wal_lsn() END)::text, "
+                /* The first outbox table whose inserts the publication
+                 * does not send under its name (dropped, removed from it,
+                 * renamed, publish without insert, a partitioned one
+                 * without publish_via_partition_root): changed while the
+                 * relay runs, and rows written to it now never reach it. */
+                "(SELECT (t->>0) || '.' || (t->>1) FROM pg_catalog.jsonb_array_elements($3::"
+                "pg_catalog.jsonb) AS t WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication "
+                "p JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname WHERE "
+                "p.pubname = $2 AND p.pubinsert AND pt.schemaname = t->>0 AND pt.tablename = "
+                "t->>1) LIMIT 1) "
                 "FROM (SELECT 1) AS one LEFT JOIN pg_catalog.pg_replication_slots AS s "
                 "ON s.slot_name = $1";
 
@@ -163,8 +202,8 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
         case READY: {
                 if (now_ms < sm->next_ms)
                         return 0;
-                const char *params[] = {sm->slot};
-                if (!PQsendQueryParams(sm->conn, sql, 1, NULL, params, NULL, NULL, 0))
+                const char *params[] = {sm->slot, sm->publication, sm->tables};
+                if (!PQsendQueryParams(sm->conn, sql, 3, NULL, params, NULL, NULL, 0))
                         return fail(sm, now_ms, "could not read the slot", err, errlen);
                 sm->phase = BUSY;
                 sm->got_row = false;

@@ -86,6 +86,7 @@ int relay_source_step(relay_source_t *src, const relay_walmsg_t *w, relay_source
 
         step->kind = RELAY_STEP_NOTHING;
         step->bound = false;
+        step->unbound = false;
         if (w->type == 'k') {
                 step->kind = RELAY_STEP_KEEPALIVE;
                 step->lsn = 0;
@@ -112,6 +113,7 @@ int relay_source_step(relay_source_t *src, const relay_walmsg_t *w, relay_source
                 if (rc < 0)
                         return relay_err(err, errlen, rc, "out of memory");
                 step->bound = rc == 1;
+                step->unbound = rc == 2;
                 return 0;
         case RELAY_PGO_UPDATE:
                 /* DELETEs pass in silence below, as with Debezium (deleting

@@ -63,6 +63,8 @@ typedef struct {
         int64_t safe_wal_size;     /* bytes */
         relay_lsn_t server_end;    /* pg_current_wal_lsn() (replay LSN on a standby) */
         bool active;
+        char unpublished[160];     /* "schema.table": the first outbox table whose inserts the
+                                    * publication does not send under its name; "" when none */
 } relay_slot_info_t;
 
 /** @brief One catch-up report (relay_metrics_catchup()). */

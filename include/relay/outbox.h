@@ -48,8 +48,12 @@ void relay_outbox_free(relay_outbox_t *o);
  *        relation is the outbox table. When it names one of outbox.table's
  *        tables, its columns are resolved by name (the mapping is bound to
  *        it until another is bound); columns the mapping needs but the table
- *        lacks are remembered and reported by relay_outbox_map().
- * @returns 1 when rel is the outbox table, 0 otherwise; RELAY_ENOMEM.
+ *        lacks are remembered and reported by relay_outbox_map(). A
+ *        relation bound before that now has another name (renamed, or moved
+ *        to another schema) is no longer an outbox table: its rows are not
+ *        events, as for a relay started after the rename.
+ * @returns 1 when rel is the outbox table; 2 when it was one and is no
+ *          longer; 0 otherwise; RELAY_ENOMEM.
  */
 int relay_outbox_bind(relay_outbox_t *o, const relay_pgo_relation_t *rel) RELAY_MUST_CHECK;
 

@@ -1,7 +1,9 @@
 /*
  * slotmon.h - the side connection that reads the slot's wal_status and
  * safe_wal_size from pg_replication_slots, and the server's WAL end, every
- * few seconds, for /metrics and the catch-up report.
+ * few seconds, for /metrics and the catch-up report; and whether the
+ * publication still sends every outbox table's inserts under its name,
+ * which nothing in the stream says once it stops.
  *
  * It never blocks: the connection is made and the query run with libpq's
  * asynchronous calls, stepped by relay_slotmon_step() on each turn of the
@@ -18,6 +20,7 @@
 
 #include "relay/common.h"
 #include "relay/metrics.h"
+#include "relay/settings.h"
 
 typedef struct relay_slotmon relay_slotmon_t;
 
@@ -26,10 +29,16 @@ typedef struct relay_slotmon relay_slotmon_t;
 
 /**
  * @brief New monitor for slot (copied) through conninfo (copied; "" means
- *        libpq's PG* variables). Connects lazily. NULL when out of memory;
- *        caller frees with relay_slotmon_free().
+ *        libpq's PG* variables). Connects lazily. With publication (copied)
+ *        and tables (ntables outbox tables, read at each step: borrowed),
+ *        each answer also says whether the publication still sends the
+ *        inserts of every table under its name (relay_slot_info_t's
+ *        unpublished). NULL when out of memory; caller frees with
+ *        relay_slotmon_free().
  */
-relay_slotmon_t *relay_slotmon_new(const char *conninfo, const char *slot);
+relay_slotmon_t *relay_slotmon_new(const char *conninfo, const char *slot,
+                                   const char *publication, const relay_table_name_t *tables,
+                                   size_t ntables);
 
 /** @brief Close the connection and free; accepts NULL. */
 void relay_slotmon_free(relay_slotmon_t *sm);

@@ -51,6 +51,7 @@ typedef struct {
         relay_source_step_kind_t kind;
         relay_lsn_t lsn;     /* the message's WAL start (0 for a keepalive) */
         bool bound;          /* NOTHING: a Relation that named an outbox table */
+        bool unbound;        /* NOTHING: a Relation of one under another name now */
         relay_pgo_msg_t msg; /* borrows from the decoder and the walmsg until the next step */
         char what[300];      /* UPDATE: the row, for the consumer's message */
 } relay_source_step_t;

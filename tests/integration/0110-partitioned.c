@@ -13,6 +13,9 @@
  *    3 is created and written; a transaction spans partitions 2 and 3.
  *    Kafka holds every committed event once, each aggregate's versions in
  *    commit order, on the topic of the root table's mapping.
+ * 4. publish_via_partition_root turned off while the relay runs (rows
+ *    written then would come under the partitions' names and be lost): the
+ *    relay warns, naming the table, and says when it is back on.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -134,6 +137,22 @@ int main(void)
         char *wal_after = h_pg_value(c, "SELECT pg_current_wal_lsn()");
         is_int(h_kafka_wait_count(topic, total, 60000), total, "all %d events reached Kafka", total);
         ok(h_pg_wait_confirmed(c, slot, wal_after, 30000) >= 0, "slot confirmed past the last write");
+
+        /* 4. publish_via_partition_root turned off while the relay runs:
+         * the rows would now come under the partitions' names, which
+         * nothing in the stream tells from another table's; the relay
+         * warns (its side connection reads the publication), and says so
+         * again when it is turned back on. No event is written meanwhile. */
+        ok(!h_relay_wait_log(relay, "no longer sends", 0),
+           "no such warning while the publication sends the root's rows");
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub SET (publish_via_partition_root = false)");
+        ok(h_relay_wait_log(relay,
+                            "no longer sends the inserts of outbox table \"public.outbox\"",
+                            30000),
+           "publish_via_partition_root turned off: the relay warns, naming the table");
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub SET (publish_via_partition_root = true)");
+        ok(h_relay_wait_log(relay, "sends the inserts of every outbox table again", 30000),
+           "turned back on: the relay says the table is sent again");
         h_relay_signal(relay, SIGTERM);
         is_int(h_relay_wait(relay, 30000), 0, "SIGTERM: clean exit 0");
         h_relay_free(relay);

@@ -1546,6 +1546,15 @@ void h_outbox_insert(PGconn *c, const char *aggtype, const char *aggregateid)
                   aggtype, aggregateid);
 }
 
+void h_outbox_insert_n(PGconn *c, const char *table, const char *aggtype,
+                       const char *aggregateid, int n)
+{
+        h_pg_exec(c,
+                  "INSERT INTO %s (id, aggregatetype, aggregateid, type, payload) VALUES "
+                  "(gen_random_uuid(), '%s', '%s', 'T', '{\"n\": %d}')",
+                  table, aggtype, aggregateid, n);
+}
+
 char *h_pg_wal_lsn(PGconn *c)
 {
         return h_pg_value(c, "SELECT pg_current_wal_lsn()");
@@ -1557,6 +1566,21 @@ void h_wait_relayed(PGconn *c, const char *slot, const char *topic, int64_t n, i
         out->lsn = h_pg_wal_lsn(c);
         out->in_kafka = h_kafka_wait_count(topic, n, timeout_ms);
         out->confirmed = out->lsn && h_pg_wait_confirmed(c, slot, out->lsn, timeout_ms) >= 0;
+}
+
+size_t h_relayed_consume(PGconn *c, const char *slot, const char *topic, int64_t n,
+                         int timeout_ms, bool *confirmed, h_msg_t **out)
+{
+        h_relayed_t rd;
+        h_wait_relayed(c, slot, topic, n, timeout_ms, &rd);
+        *confirmed = rd.confirmed;
+        h_relayed_free(&rd);
+        return h_kafka_consume_all(topic, out);
+}
+
+bool h_msg_is(const h_msg_t *m, const char *key, const char *value)
+{
+        return m->key && strcmp(m->key, key) == 0 && strcmp(m->value, value) == 0;
 }
 
 void h_relayed_free(h_relayed_t *r)

@@ -430,6 +430,11 @@ void h_kafka_refusing_close(h_case_t *k, h_relay_t *r, const char *dlq);
  *  aggregateid (the message key), type "T", payload {}. */
 void h_outbox_insert(PGconn *c, const char *aggtype, const char *aggregateid);
 
+/** Insert one event into table (an outbox table by another name, say):
+ *  aggregate id aggregateid, type "T", payload {"n": n}. */
+void h_outbox_insert_n(PGconn *c, const char *table, const char *aggtype,
+                       const char *aggregateid, int n);
+
 /** The server's pg_current_wal_lsn() (caller frees). */
 char *h_pg_wal_lsn(PGconn *c);
 
@@ -450,6 +455,14 @@ void h_wait_relayed(PGconn *c, const char *slot, const char *topic, int64_t n, i
                     h_relayed_t *out);
 
 void h_relayed_free(h_relayed_t *r);
+
+/** h_wait_relayed() for n messages, then *out = every message of topic
+ *  (h_kafka_consume_all()); *confirmed: the slot got past the writes. */
+size_t h_relayed_consume(PGconn *c, const char *slot, const char *topic, int64_t n,
+                         int timeout_ms, bool *confirmed, h_msg_t **out);
+
+/** m has key (not NULL) and value. */
+bool h_msg_is(const h_msg_t *m, const char *key, const char *value);
 
 /** How many messages of topic (read from the start) have one of keys
  *  (NULL-terminated) as their key. */

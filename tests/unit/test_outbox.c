@@ -252,6 +252,17 @@ static void test_defaults(void)
         fx_insert(&f, 200, 4, row2, "decode insert in new layout");
         is_int(fx_map(&f, commit_ts), RELAY_EMAP, "missing type column refused");
         ok(strstr(f.err, "no column \"type\"") && strstr(f.err, "outbox.column.type"), "message names column and key: %s", f.err);
+
+        /* ALTER TABLE ... RENAME (or SET SCHEMA): the same relid under
+         * another name is no longer the outbox, as after a restart. */
+        is_int(fx_relation(&f, 200, "public", "outbox_old", 4, cols2, types2), 2,
+               "renamed: unbound");
+        ok(!relay_outbox_is_outbox(f.o, 200), "relid 200 is no longer the outbox");
+        is_int(fx_relation(&f, 200, "archive", "outbox", 4, cols2, types2), 0,
+               "another schema: not bound");
+        ok(!relay_outbox_is_outbox(f.o, 200), "relid 200 still not the outbox");
+        is_int(fx_relation(&f, 200, "public", "outbox", 4, cols2, types2), 1,
+               "renamed back: bound again");
         relay_outbox_free(f.o);
         relay_settings_free(f.set);
 
