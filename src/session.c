@@ -212,12 +212,6 @@ static void session_rewatch(relay_session_t *s, const relay_kafka_stats_t *ks, i
 }
 
 /*
- * Metrics (metrics.h): every turn tells the metrics the loop is alive and
- * what is confirmable; at most every RELAY_METRICS_PUBLISH_MS the gauges are
- * sampled and published for the HTTP thread, the slot monitor is stepped
- * (never blocking) and the catch-up report is logged when due.
- */
-/*
  * The publication no longer sends an outbox table's inserts under its name
  * (slotmon.c): what is written to it from then on never reaches the
  * relay, and nothing in the stream says so. Warned once per table while it
@@ -241,6 +235,12 @@ static void session_unpublished(relay_session_t *s, const char *table)
         relay_err_set(pr->unpublished, sizeof(pr->unpublished), "%s", table);
 }
 
+/*
+ * Metrics (metrics.h): every turn tells the metrics the loop is alive and
+ * what is confirmable; at most every RELAY_METRICS_PUBLISH_MS the gauges are
+ * sampled and published for the HTTP thread, the slot monitor is stepped
+ * (never blocking) and the catch-up report is logged when due.
+ */
 static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t now)
 {
         relay_process_t *pr = s->proc;
