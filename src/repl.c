@@ -395,9 +395,18 @@ static int64_t parse_pg_duration_ms(const char *s)
         return 60000;
 }
 
+/*
+ * The formats values are read in, then idle_in_transaction_session_timeout
+ * off: a backfill holds two transactions idle for as long as the table
+ * takes, the replication connection's (the snapshot it exported lives in
+ * it until the slot is made permanent) and the backfill's own between
+ * FETCHes while Kafka takes the rows. A database or role that set it ended
+ * the walsender, dropping the temporary slot, and every row was backfilled
+ * again (0234).
+ */
 #define RELAY_SESSION_OPTIONS                                                                      \
         "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC "      \
-        "-c bytea_output=hex"
+        "-c bytea_output=hex -c idle_in_transaction_session_timeout=0"
 
 /*
  * The server options to connect with: the user's own, then the relay's,
@@ -1247,6 +1256,22 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
         PGresult *res;
         int rc = 0;
 
+        /* PostgreSQL 17's transaction_timeout would end the exported
+         * snapshot's transaction, which lives until the slot is made
+         * permanent, as idle_in_transaction_session_timeout would
+         * (RELAY_SESSION_OPTIONS): every row backfilled again (0234). Not
+         * an option at connect: older servers refuse its name. */
+        if (r->server_version >= 170000) {
+                if (!(res = execf(r, err, errlen, "SET transaction_timeout = 0")))
+                        return RELAY_ENOMEM;
+                if (PQresultStatus(res) != PGRES_COMMAND_OK)
+                        rc = command_failed(r, res, err, errlen, "could not turn off "
+                                                                 "transaction_timeout for the "
+                                                                 "backfill");
+                PQclear(res);
+                if (rc)
+                        return rc;
+        }
         /* Slot names are [a-z0-9_]{1,63}: room for the suffix and a pid. */
         snprintf(r->backfill_slot, sizeof(r->backfill_slot), "%.40s_backfill_%d", r->slot,
                  PQbackendPID(r->conn));

@@ -40,7 +40,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
  *        connection whose values the relay reads as text: the user's own
  *        (as libpq resolves them: conninfo's options, else its service's
  *        from the service file, else PGOPTIONS), then the relay's date,
- *        time zone, float and bytea formats, which win.
+ *        time zone, float and bytea formats and
+ *        idle_in_transaction_session_timeout off, which win.
  * @remark Resolves the service with a libpq connection object that fails
  *         before it connects: no server is contacted.
  * @returns a string the caller frees, or NULL when out of memory.
