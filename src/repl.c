@@ -1250,6 +1250,27 @@ int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *
         return rc;
 }
 
+int relay_repl_lock_backfill(relay_repl_t *r, char *err, size_t errlen)
+{
+        PGresult *res;
+        int rc;
+        /* Keyed on the slot's name: slot names are the server's, the lock
+         * is the database's, and a slot is of one database. */
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT pg_catalog.pg_try_advisory_lock("
+                         "pg_catalog.hashtext('outbox-relay backfill'), pg_catalog.hashtext(%L))",
+                         r->slot)))
+                return rc;
+        bool got = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        PQclear(res);
+        if (!got)
+                return relay_err(err, errlen, RELAY_EBUSY,
+                                 "replication slot \"%s\" is being created, with a backfill, by "
+                                 "another process",
+                                 r->slot);
+        return 0;
+}
+
 int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snaplen,
                                     relay_lsn_t *consistent, char *err, size_t errlen)
 {
@@ -1311,9 +1332,9 @@ int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char
         if (PQresultStatus(res) == PGRES_TUPLES_OK) {
                 rc = 0;
         } else if (sqlstate_is(res, "42710")) {
-                /* Another relay backfilled and created it first: it streams
-                 * from its own snapshot's end; our backfill only doubled
-                 * rows, it lost none. */
+                /* Created meanwhile by another process (not a relay backfilling,
+                 * relay_repl_lock_backfill()): it streams from its own
+                 * position; our backfill only doubled rows, it lost none. */
                 *outcome = RELAY_SLOT_EXISTED;
         } else {
                 rc = command_failed(r, res, err, errlen,
@@ -1325,7 +1346,10 @@ int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char
         /* Dropped with the connection anyway; dropped now so it holds no WAL. */
         if (!(res = execf(r, err, errlen, "DROP_REPLICATION_SLOT %I", r->backfill_slot)))
                 return RELAY_ENOMEM;
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        /* Gone already after the copy's error: the server drops a backend's
+         * temporary slots at any error (15), and the failed drop stopped the
+         * relay (exit 3, 0235). */
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && !sqlstate_is(res, "42704")) {
                 rc = command_failed(r, res, err, errlen,
                                     "could not drop temporary replication slot \"%.64s\"",
                                     r->backfill_slot);

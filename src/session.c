@@ -1125,7 +1125,9 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
         relay_event_t ev;
         int rc;
 
-        if ((rc = relay_repl_create_snapshot_slot(s->repl, snapshot, sizeof(snapshot), &consistent,
+        /* One backfill among the relays of the slot: the others stand by. */
+        if ((rc = relay_repl_lock_backfill(s->repl, err, errlen)) ||
+            (rc = relay_repl_create_snapshot_slot(s->repl, snapshot, sizeof(snapshot), &consistent,
                                                   err, errlen)) ||
             (rc = relay_backfill_open(&b, set, snapshot, backfill_waiting, s, err, errlen)))
                 return rc;
