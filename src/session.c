@@ -232,9 +232,15 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
                 session_rewatch(s, &ks, now);
         }
         int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
-        if (rc == 1)
+        if (rc == 1) {
                 relay_metrics_slot(pr->metrics, &si);
-        else if (rc < 0) {
+                /* Said once per failure, not once per process: a later one
+                 * went unsaid (0145). */
+                if (pr->slotmon_warned)
+                        relay_log_info("the connection that reads the slot works again: slot "
+                                       "metrics are back");
+                pr->slotmon_warned = false;
+        } else if (rc < 0) {
                 /* Missing, not the last answer: a wal_status of "reserved"
                  * shown on while the slot may since have been lost would
                  * mislead whoever alerts on it. */

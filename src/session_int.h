@@ -39,7 +39,7 @@ struct relay_process {
         uint64_t implicit_acks;
         relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
         relay_slotmon_t *slotmon;
-        bool slotmon_warned;
+        bool slotmon_warned; /* the side connection's current failure was logged */
         const volatile sig_atomic_t *hangups; /* SIGHUPs received (borrowed) */
         sig_atomic_t hangups_logged;
 };
