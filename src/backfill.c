@@ -23,6 +23,7 @@
 
 #include <libpq-fe.h>
 
+#include "relay/log.h"
 #include "relay/repl.h"
 
 /* Rows per FETCH: few round trips, bounded memory. */
@@ -324,6 +325,10 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         options = NULL;
         if (!b->conn)
                 goto nomem;
+        /* What the server says on it (a filter's RAISE, "terminating
+         * connection" at a restart) goes to the log, as the other
+         * connections' does, not to stderr raw between its lines (0236). */
+        PQsetNoticeProcessor(b->conn, relay_log_server_notice, NULL);
         if (PQstatus(b->conn) != CONNECTION_OK) {
                 pg_message(err, errlen, "could not connect to PostgreSQL for the backfill",
                            PQerrorMessage(b->conn));
