@@ -1250,6 +1250,21 @@ int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *
         return rc;
 }
 
+int relay_repl_idle_alive(relay_repl_t *r, char *err, size_t errlen)
+{
+        struct pollfd p = {.fd = PQsocket(r->conn), .events = POLLIN};
+        /* A message on an idle connection is the server's last words (its
+         * ErrorResponse goes to the notice receiver), then the end. */
+        if (p.fd >= 0 && poll(&p, 1, 0) > 0)
+                (void)PQconsumeInput(r->conn);
+        if (PQstatus(r->conn) != CONNECTION_BAD)
+                return 0;
+        set_pg_error(err, errlen,
+                     "lost the replication connection, and with it the backfill's temporary slot",
+                     PQerrorMessage(r->conn));
+        return RELAY_EIO;
+}
+
 int relay_repl_lock_backfill(relay_repl_t *r, char *err, size_t errlen)
 {
         PGresult *res;

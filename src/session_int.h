@@ -111,6 +111,7 @@ struct relay_session {
         bool streaming; /* START_REPLICATION succeeded: status updates may be sent */
 
         bool stop_cancelled; /* a stop cancelled a command waiting on the server */
+        char backfill_lost[RELAY_ERRBUF]; /* why the backfill's temporary slot is gone ("": it is not) */
         bool dr_failed;
         bool dr_purged; /* the failure recorded is a purge: a later cause replaces it */
         char dr_err[RELAY_ERRBUF];

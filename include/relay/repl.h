@@ -191,6 +191,17 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
                                     size_t errlen) RELAY_MUST_CHECK;
 
 /**
+ * @brief Whether the connection, idle (no command under way), still
+ *        stands: reads what the server sent without waiting. A backfill
+ *        asks while it reads, so that it stops at once when the server
+ *        ended the connection (a terminated walsender, a slot invalidated
+ *        by max_slot_wal_keep_size), which dropped its temporary slot,
+ *        rather than send every row for nothing and then again.
+ * @returns 0; RELAY_EIO when the connection is lost (err says why).
+ */
+int relay_repl_idle_alive(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
  * @brief After the backfill was acknowledged: copy the temporary slot to
  *        the permanent slot of the settings (pg_copy_logical_replication_slot
  *        keeps its confirmed position), then drop the temporary one. When
