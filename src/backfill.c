@@ -23,6 +23,7 @@
 
 #include <libpq-fe.h>
 
+#include "relay/log.h"
 #include "relay/repl.h"
 
 /* Rows per FETCH: few round trips, bounded memory. */
@@ -288,11 +289,21 @@ static int open_table(relay_backfill_t *b, size_t i, char *err, size_t errlen)
         return rc;
 }
 
+/*
+ * The user's statement_timeout and lock_timeout (and transaction_timeout,
+ * below) do not apply to the backfill, as pg_dump turns them off: its
+ * statements take as long as the table (the first FETCH sorts all of it),
+ * and a cancelled one stopped the relay, blaming snapshot.filter (0234).
+ * After the user's options, so they win.
+ */
+#define NO_TIMEOUTS "-c statement_timeout=0 -c lock_timeout=0"
+
 int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, const char *snapshot,
                         relay_tick_fn *tick, void *ctx, char *err, size_t errlen)
 {
         const char *keys[] = {"dbname", "client_encoding", "options", "application_name", NULL};
-        char *options = relay_repl_session_options(set->postgres_conninfo);
+        char *session = relay_repl_session_options(set->postgres_conninfo);
+        char *options = session ? malloc(strlen(session) + sizeof(NO_TIMEOUTS) + 1) : NULL;
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "UTF8", options, "outbox-relay backfill", NULL};
         relay_backfill_t *b = calloc(1, sizeof(*b));
@@ -300,6 +311,9 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         int rc = RELAY_ENOMEM;
 
         *out = NULL;
+        if (options)
+                sprintf(options, "%s %s", session, NO_TIMEOUTS);
+        free(session);
         if (!b || !options)
                 goto nomem;
         b->set = set;
@@ -311,6 +325,10 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         options = NULL;
         if (!b->conn)
                 goto nomem;
+        /* What the server says on it (a filter's RAISE, "terminating
+         * connection" at a restart) goes to the log, as the other
+         * connections' does, not to stderr raw between its lines (0236). */
+        PQsetNoticeProcessor(b->conn, relay_log_server_notice, NULL);
         if (PQstatus(b->conn) != CONNECTION_OK) {
                 pg_message(err, errlen, "could not connect to PostgreSQL for the backfill",
                            PQerrorMessage(b->conn));
@@ -319,6 +337,12 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         }
         if (!(lsnap = PQescapeLiteral(b->conn, snapshot, strlen(snapshot))))
                 goto nomem;
+        /* 17's transaction_timeout too; older servers refuse its name. */
+        if (PQserverVersion(b->conn) >= 170000 &&
+            (rc = command(b, "SET transaction_timeout = 0",
+                          "could not turn off transaction_timeout for the backfill", err,
+                          errlen)))
+                goto fail;
         if ((rc = command(b, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                           "could not begin the backfill transaction", err, errlen)))
                 goto fail;

@@ -376,7 +376,10 @@ void relay_manual_print_man(FILE *out)
                   "in the snapshot the slot exported, so each row is relayed once across the "
                   "boundary; the slot becomes permanent only once Kafka has acknowledged them, "
                   "so a crash during the backfill leaves no slot and the next start backfills "
-                  "again. The role then needs SELECT on the table.");
+                  "again. The role then needs SELECT on the table. Relays of one slot that "
+                  "start together backfill once between them, the others standing by; the "
+                  "server's statement, lock and idle-in-transaction timeouts (and 17's "
+                  "transaction_timeout) are off on the backfill's connections.");
         fputs(".SH COMMANDS\n", out);
         roff_line(out, "The first argument may name a command; without one the relay runs. "
                        "Commands read the same configuration (--config, environment, --set).");

@@ -395,9 +395,18 @@ static int64_t parse_pg_duration_ms(const char *s)
         return 60000;
 }
 
+/*
+ * The formats values are read in, then idle_in_transaction_session_timeout
+ * off: a backfill holds two transactions idle for as long as the table
+ * takes, the replication connection's (the snapshot it exported lives in
+ * it until the slot is made permanent) and the backfill's own between
+ * FETCHes while Kafka takes the rows. A database or role that set it ended
+ * the walsender, dropping the temporary slot, and every row was backfilled
+ * again (0234).
+ */
 #define RELAY_SESSION_OPTIONS                                                                      \
         "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC "      \
-        "-c bytea_output=hex"
+        "-c bytea_output=hex -c idle_in_transaction_session_timeout=0"
 
 /*
  * The server options to connect with: the user's own, then the relay's,
@@ -1292,12 +1301,64 @@ int relay_repl_create_temporary_slot(relay_repl_t *r, relay_lsn_t *start, char *
         return rc;
 }
 
+int relay_repl_idle_alive(relay_repl_t *r, char *err, size_t errlen)
+{
+        struct pollfd p = {.fd = PQsocket(r->conn), .events = POLLIN};
+        /* A message on an idle connection is the server's last words (its
+         * ErrorResponse goes to the notice receiver), then the end. */
+        if (p.fd >= 0 && poll(&p, 1, 0) > 0)
+                (void)PQconsumeInput(r->conn);
+        if (PQstatus(r->conn) != CONNECTION_BAD)
+                return 0;
+        set_pg_error(err, errlen,
+                     "lost the replication connection, and with it the backfill's temporary slot",
+                     PQerrorMessage(r->conn));
+        return RELAY_EIO;
+}
+
+int relay_repl_lock_backfill(relay_repl_t *r, char *err, size_t errlen)
+{
+        PGresult *res;
+        int rc;
+        /* Keyed on the slot's name: slot names are the server's, the lock
+         * is the database's, and a slot is of one database. */
+        if ((rc = queryf(r, &res, err, errlen,
+                         "SELECT pg_catalog.pg_try_advisory_lock("
+                         "pg_catalog.hashtext('outbox-relay backfill'), pg_catalog.hashtext(%L))",
+                         r->slot)))
+                return rc;
+        bool got = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+        PQclear(res);
+        if (!got)
+                return relay_err(err, errlen, RELAY_EBUSY,
+                                 "replication slot \"%s\" is being created, with a backfill, by "
+                                 "another process",
+                                 r->slot);
+        return 0;
+}
+
 int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snaplen,
                                     relay_lsn_t *consistent, char *err, size_t errlen)
 {
         PGresult *res;
         int rc = 0;
 
+        /* PostgreSQL 17's transaction_timeout would end the exported
+         * snapshot's transaction, which lives until the slot is made
+         * permanent, as idle_in_transaction_session_timeout would
+         * (RELAY_SESSION_OPTIONS): every row backfilled again (0234). Not
+         * an option at connect: older servers refuse its name. */
+        if (r->server_version >= 170000) {
+                if (!(res = execf(r, err, errlen, "SET transaction_timeout = 0")))
+                        return RELAY_ENOMEM;
+                if (PQresultStatus(res) != PGRES_COMMAND_OK)
+                        rc = command_failed(r, res, err, errlen, "could not turn off "
+                                                                 "transaction_timeout for the "
+                                                                 "backfill");
+                PQclear(res);
+                if (rc)
+                        return rc;
+        }
         /* Slot names are [a-z0-9_]{1,63}: room for the suffix and a pid. */
         snprintf(r->backfill_slot, sizeof(r->backfill_slot), "%.40s_backfill_%d", r->slot,
                  PQbackendPID(r->conn));
@@ -1337,9 +1398,9 @@ int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char
         if (PQresultStatus(res) == PGRES_TUPLES_OK) {
                 rc = 0;
         } else if (sqlstate_is(res, "42710")) {
-                /* Another relay backfilled and created it first: it streams
-                 * from its own snapshot's end; our backfill only doubled
-                 * rows, it lost none. */
+                /* Created meanwhile by another process (not a relay backfilling,
+                 * relay_repl_lock_backfill()): it streams from its own
+                 * position; our backfill only doubled rows, it lost none. */
                 *outcome = RELAY_SLOT_EXISTED;
         } else {
                 rc = command_failed(r, res, err, errlen,
@@ -1351,7 +1412,10 @@ int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char
         /* Dropped with the connection anyway; dropped now so it holds no WAL. */
         if (!(res = execf(r, err, errlen, "DROP_REPLICATION_SLOT %I", r->backfill_slot)))
                 return RELAY_ENOMEM;
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        /* Gone already after the copy's error: the server drops a backend's
+         * temporary slots at any error (15), and the failed drop stopped the
+         * relay (exit 3, 0235). */
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && !sqlstate_is(res, "42704")) {
                 rc = command_failed(r, res, err, errlen,
                                     "could not drop temporary replication slot \"%.64s\"",
                                     r->backfill_slot);

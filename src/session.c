@@ -259,8 +259,13 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
         if (rc == 1) {
                 relay_metrics_slot(pr->metrics, &si);
                 session_unpublished(s, si.unpublished);
-        }
-        else if (rc < 0) {
+                /* Said once per failure, not once per process: a later one
+                 * went unsaid (0145). */
+                if (pr->slotmon_warned)
+                        relay_log_info("the connection that reads the slot works again: slot "
+                                       "metrics are back");
+                pr->slotmon_warned = false;
+        } else if (rc < 0) {
                 /* Missing, not the last answer: a wal_status of "reserved"
                  * shown on while the slot may since have been lost would
                  * mislead whoever alerts on it. */
@@ -424,10 +429,27 @@ static int session_waiting(void *ctx, char *err, size_t errlen)
 /* A backfill statement waits on the server (the first FETCH sorts the whole
  * table): the loop's duties go on, and the start, which is making
  * progress, is extended past the unit's start timeout. */
+static int backfill_waiting(void *ctx, char *err, size_t errlen);
+
+/* The replication connection, idle during a backfill, holds its temporary
+ * slot: once the server ended it, every row read is for nothing (the slot
+ * cannot be made permanent) and would be sent again by the next session.
+ * Remembered, so that a statement this cancels fails with the reason and
+ * RELAY_EIO, not as a refused snapshot.filter. */
+static int backfill_slot_held(relay_session_t *s, char *err, size_t errlen)
+{
+        if (!s->backfill_lost[0] &&
+            relay_repl_idle_alive(s->repl, s->backfill_lost, sizeof(s->backfill_lost)) == 0)
+                return 0;
+        return relay_err(err, errlen, RELAY_EIO, "%s", s->backfill_lost);
+}
+
 static int backfill_waiting(void *ctx, char *err, size_t errlen)
 {
+        relay_session_t *s = ctx;
         relay_notify_extend_start();
-        return session_waiting(ctx, err, errlen);
+        int rc = backfill_slot_held(s, err, errlen);
+        return rc ? rc : session_waiting(ctx, err, errlen);
 }
 
 /* Register the transactional.id (up to EOS_INIT_MS); the stream is started. */
@@ -1160,10 +1182,15 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
         relay_event_t ev;
         int rc;
 
-        if ((rc = relay_repl_create_snapshot_slot(s->repl, snapshot, sizeof(snapshot), &consistent,
-                                                  err, errlen)) ||
-            (rc = relay_backfill_open(&b, set, snapshot, backfill_waiting, s, err, errlen)))
+        /* One backfill among the relays of the slot: the others stand by. */
+        if ((rc = relay_repl_lock_backfill(s->repl, err, errlen)) ||
+            (rc = relay_repl_create_snapshot_slot(s->repl, snapshot, sizeof(snapshot), &consistent,
+                                                  err, errlen)))
                 return rc;
+        if ((rc = relay_backfill_open(&b, set, snapshot, backfill_waiting, s, err, errlen)))
+                return s->backfill_lost[0] && !*s->stop
+                               ? relay_err(err, errlen, RELAY_EIO, "%s", s->backfill_lost)
+                               : rc;
         if ((rc = relay_outbox_bind(out, relay_backfill_relation(b))) < 0) {
                 relay_backfill_free(b);
                 relay_err_set(err, errlen, "out of memory");
@@ -1204,7 +1231,8 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                                              errlen)))
                         break;
                 if (relay_backfill_rows(b) % BACKFILL_SERVE_ROWS == 0 &&
-                    (rc = relay_session_serve(s, 0, err, errlen)))
+                    ((rc = backfill_slot_held(s, err, errlen)) ||
+                     (rc = relay_session_serve(s, 0, err, errlen))))
                         break;
                 int64_t now = relay_now_ms();
                 if (now - last_log >= BACKFILL_LOG_MS) {
@@ -1220,6 +1248,8 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
         }
         uint64_t rows = relay_backfill_rows(b);
         relay_backfill_free(b);
+        if (rc && s->backfill_lost[0] && !*s->stop)
+                return relay_err(err, errlen, RELAY_EIO, "%s", s->backfill_lost);
         if (rc)
                 return rc;
         if ((rc = relay_acktrack_commit(s->ack, consistent))) {
@@ -1235,7 +1265,8 @@ static int session_backfill(relay_session_t *s, relay_slot_outcome_t *outcome, c
                                                    "backfills again");
                         return RELAY_ESTOPPED;
                 }
-                if ((rc = relay_session_serve(s, 10, err, errlen)))
+                if ((rc = backfill_slot_held(s, err, errlen)) ||
+                    (rc = relay_session_serve(s, 10, err, errlen)))
                         return rc;
         }
         if ((rc = relay_session_kafka_check(s, err, errlen)) ||

@@ -39,7 +39,7 @@ struct relay_process {
         uint64_t implicit_acks;
         relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
         relay_slotmon_t *slotmon;
-        bool slotmon_warned;
+        bool slotmon_warned; /* the side connection's current failure was logged */
         char unpublished[160]; /* the outbox table last warned as unpublished; "" none */
         const volatile sig_atomic_t *hangups; /* SIGHUPs received (borrowed) */
         sig_atomic_t hangups_logged;
@@ -112,6 +112,7 @@ struct relay_session {
         bool streaming; /* START_REPLICATION succeeded: status updates may be sent */
 
         bool stop_cancelled; /* a stop cancelled a command waiting on the server */
+        char backfill_lost[RELAY_ERRBUF]; /* why the backfill's temporary slot is gone ("": it is not) */
         bool dr_failed;
         bool dr_purged; /* the failure recorded is a purge: a later cause replaces it */
         char dr_err[RELAY_ERRBUF];

@@ -8,8 +8,9 @@
  * READ READ ONLY transaction that imports the snapshot, and a cursor over
  * the table with snapshot.filter, oldest transaction first. Rows come out as
  * pgoutput Inserts of a relation built from the result's columns, so the
- * outbox mapping treats them exactly as streamed rows. It does not log:
- * the caller counts rows and reports progress.
+ * outbox mapping treats them exactly as streamed rows. It does not log
+ * (the caller counts rows and reports progress), except what the server
+ * says on its connection, which goes to the log as on the others.
  *
  * SPDX-License-Identifier: Apache-2.0
  */

@@ -40,7 +40,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
  *        connection whose values the relay reads as text: the user's own
  *        (as libpq resolves them: conninfo's options, else its service's
  *        from the service file, else PGOPTIONS), then the relay's date,
- *        time zone, float and bytea formats, which win.
+ *        time zone, float and bytea formats and
+ *        idle_in_transaction_session_timeout off, which win.
  * @remark Resolves the service with a libpq connection object that fails
  *         before it connects: no server is contacted.
  * @returns a string the caller frees, or NULL when out of memory.
@@ -162,6 +163,17 @@ int relay_repl_ensure_slot(relay_repl_t *r, bool may_create, bool recreate, bool
                            relay_slot_outcome_t *outcome, char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /**
+ * @brief Before a backfill: a session advisory lock of the database, keyed
+ *        on the slot's name, held until the connection ends, so that relays
+ *        of one slot that start together backfill the table once between
+ *        them, not once each.
+ * @returns 0; RELAY_EBUSY when another connection holds it (a relay of the
+ *          slot backfilling, or streaming after its backfill: stand by);
+ *          RELAY_EIO; RELAY_ESETUP; RELAY_ENOMEM.
+ */
+int relay_repl_lock_backfill(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
  * @brief The first step of creating the slot with a backfill: a TEMPORARY
  *        slot (named after the slot, "_backfill_" and the backend's pid)
  *        that exports its snapshot. The snapshot (its name in snapshot,
@@ -179,11 +191,23 @@ int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snap
                                     size_t errlen) RELAY_MUST_CHECK;
 
 /**
+ * @brief Whether the connection, idle (no command under way), still
+ *        stands: reads what the server sent without waiting. A backfill
+ *        asks while it reads, so that it stops at once when the server
+ *        ended the connection (a terminated walsender, a slot invalidated
+ *        by max_slot_wal_keep_size), which dropped its temporary slot,
+ *        rather than send every row for nothing and then again.
+ * @returns 0; RELAY_EIO when the connection is lost (err says why).
+ */
+int relay_repl_idle_alive(relay_repl_t *r, char *err, size_t errlen) RELAY_MUST_CHECK;
+
+/**
  * @brief After the backfill was acknowledged: copy the temporary slot to
  *        the permanent slot of the settings (pg_copy_logical_replication_slot
  *        keeps its confirmed position), then drop the temporary one. When
- *        the slot exists already (another relay created it meanwhile),
- *        *outcome becomes RELAY_SLOT_EXISTED and that slot is used.
+ *        the slot exists already (another process created it meanwhile),
+ *        *outcome becomes RELAY_SLOT_EXISTED and that slot is used (the
+ *        server dropped the temporary one with the copy's error).
  * @returns 0; RELAY_ESETUP; RELAY_EIO; RELAY_ENOMEM.
  */
 int relay_repl_persist_slot(relay_repl_t *r, relay_slot_outcome_t *outcome, char *err,

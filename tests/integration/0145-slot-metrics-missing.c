@@ -13,7 +13,10 @@
  * false, which binds superusers too; the walsender already connected stays)
  * and the monitor's backend is terminated, so each reconnection fails.
  *
- * The relay used to keep the last answer on /metrics.
+ * The relay used to keep the last answer on /metrics. Then the side
+ * connection works, and fails again: the relay says it works again, and
+ * warns again (it used to warn once per process, so a later failure went
+ * unsaid).
  *
  * Ports: RELAY_TEST_HTTP_PORT (default 19140) for the relay.
  *
@@ -71,10 +74,24 @@ int main(void)
         ok(gone, "/metrics no longer shows the slot's wal_status: missing, not stale");
 
         h_pg_exec(admin, "ALTER DATABASE %s ALLOW_CONNECTIONS true", fc.db);
-        PQfinish(admin);
         ok(wait_family(port, true), "shown again once the side connection works");
         if (!gone)
                 h_relay_diag_log(r);
+        ok(h_relay_wait_log(r, "slot metrics are back", 30000),
+           "the relay says the side connection works again");
+
+        /* A second failure is warned about as the first was: it used to go
+         * unsaid, the warning given once per process. */
+        h_pg_exec(admin, "ALTER DATABASE %s ALLOW_CONNECTIONS false", fc.db);
+        h_pg_exec(admin,
+                  "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                  "WHERE application_name = 'outbox-relay metrics' AND datname = '%s'",
+                  fc.db);
+        ok(fx_wait_log_n(r, "slot metrics are missing until it works", 2, 30000),
+           "the relay warns again when the side connection fails again");
+        ok(wait_family(port, false), "/metrics no longer shows the slot's wal_status again");
+        h_pg_exec(admin, "ALTER DATABASE %s ALLOW_CONNECTIONS true", fc.db);
+        PQfinish(admin);
 
         fx_stop_relay(r, "SIGTERM: exit 0");
         h_relay_free(r);

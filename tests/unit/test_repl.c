@@ -369,7 +369,7 @@ static const char *startup_param(const char *name)
 
 #define RELAY_OPTIONS                                                                              \
         "-c datestyle=ISO -c intervalstyle=postgres -c extra_float_digits=3 -c TimeZone=UTC "      \
-        "-c bytea_output=hex"
+        "-c bytea_output=hex -c idle_in_transaction_session_timeout=0"
 
 /*
  * What the relay's connection asks the server for, given the user's
