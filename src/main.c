@@ -50,7 +50,7 @@ static void version(FILE *out)
 /* One line in PostgreSQL's client style; the caller exits with RELAY_EXIT_CONFIG. */
 static int config_error(const char *msg)
 {
-        fprintf(stderr, PROG ": error: %s\n", msg);
+        fprintf(stderr, "%s" PROG ": error: %s\n", relay_log_journal_prefix(RELAY_LOG_ERROR), msg);
         return RELAY_EXIT_CONFIG;
 }
 

@@ -447,7 +447,10 @@ void relay_manual_print_man(FILE *out)
                   "end it (the next start would backfill again). The unit outbox-relay.service reads "
                   RELAY_SYSCONFDIR "/outbox-relay.conf as a credential (the file may be readable "
                   "by root only) and runs as a dynamic user; exit statuses 2 and 5 are not "
-                  "restarted, since a restart cannot fix them.");
+                  "restarted, since a restart cannot fix them. When standard error is the journal "
+                  "(JOURNAL_STREAM names it), each log line starts with its syslog priority "
+                  "(<4> for a warning, <3> error, <2> fatal, as sd-daemon(3) says), which journald "
+                  "records and strips, so journalctl -p warning shows the warnings and errors.");
         fputs(".SH FILES\n", out);
         roff_tp(out, RELAY_SYSCONFDIR "/outbox-relay.conf",
                 "The configuration file of the systemd unit outbox-relay.service.");
