@@ -50,7 +50,9 @@ static const option_doc_t options[] = {
          "ask the relay's /healthz at http.listen (on loopback when it listens on every "
          "interface) and exit 0 on 200, 1 otherwise; with http.listen = off, exit 0 when "
          "another live outbox-relay process runs in this process namespace (the container "
-         "image's HEALTHCHECK)"},
+         "image's HEALTHCHECK). Given alone where process 1 is the relay (a container), it "
+         "takes process 1's options too, so the relay's --config and --set decide http.listen "
+         "as they did for it"},
         {"    --json", "with check or status: print one JSON document instead of lines"},
         {"    --man", "print this manual page in roff and exit"},
         {"-h, --help", "show this help and exit"},
