@@ -121,7 +121,8 @@ static const exit_doc_t exits[] = {
             "log.format when that is known to be json: set before the error, in the "
             "environment or with --set)"},
         {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
-            "wal_level, privilege, missing table or publication, unreachable at start; an "
+            "wal_level, privilege, missing table or publication, Kafka unreachable at start "
+            "(PostgreSQL unreachable is retried, at start too); an "
             "exactly-once checkpoint of another WAL history: beyond the server's WAL end, or "
             "passed by the stream without a transaction ending at it)"},
         {4, "stopped before an event that could not be delivered: it could not be mapped or Kafka "
