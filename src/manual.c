@@ -141,8 +141,9 @@ static const signal_doc_t signals[] = {
         {"SIGTERM, SIGINT",
          "stop cleanly: finish the transaction being read, wait up to shutdown.timeout.ms for "
          "Kafka to acknowledge what is in flight, confirm it to PostgreSQL and exit 0; nothing is "
-         "sent twice on the next start. A second signal exits at once with status 1 (nothing "
-         "more is confirmed, so nothing is lost)"},
+         "sent twice on the next start; the log says when the drain begins. A second signal "
+         "exits at once with status 1 (nothing more is confirmed, so nothing is lost), with a "
+         "line on standard error that says so"},
         {"SIGHUP",
          "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
          "and PgBouncer do on SIGHUP); a restart applies a changed one"},
