@@ -55,7 +55,7 @@ static void usage(FILE *out)
 
 static int config_error(const char *msg)
 {
-        fprintf(stderr, PROG ": error: %s\n", msg);
+        fprintf(stderr, "%s" PROG ": error: %s\n", relay_log_journal_prefix(RELAY_LOG_ERROR), msg);
         return RELAY_INBOX_EXIT_CONFIG;
 }
 

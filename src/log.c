@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,13 +31,40 @@ static bool json_format;
 static const struct {
         const char *name;  /* in JSON */
         const char *label; /* in text lines, as PostgreSQL spells it */
+        const char *prio;  /* sd-daemon prefix: the syslog priority journald records */
 } levels[] = {
-        {"debug", "DEBUG"},
-        {"info", "INFO"},
-        {"warning", "WARNING"},
-        {"error", "ERROR"},
-        {"fatal", "FATAL"},
+        {"debug", "DEBUG", "<7>"},
+        {"info", "INFO", "<6>"},
+        {"warning", "WARNING", "<4>"},
+        {"error", "ERROR", "<3>"},
+        {"fatal", "FATAL", "<2>"},
 };
+
+/*
+ * Is stderr the systemd journal? systemd sets JOURNAL_STREAM to the
+ * "device:inode" of the stream it connects to stdout and stderr; a match
+ * (not merely the variable, which a child started from a shell in such a
+ * service inherits) means each line may start with "<N>", the syslog
+ * priority journald records and strips (sd-daemon(3)). Without it every
+ * line, FATAL included, is stored at the unit's default priority (info),
+ * and journalctl -p warning shows none of them. Asked at each record, so
+ * nothing about stderr is kept here.
+ */
+const char *relay_log_journal_prefix(relay_log_level_t level)
+{
+        const char *js = getenv("JOURNAL_STREAM");
+        unsigned long long dev, ino;
+        struct stat st;
+        int end = 0;
+
+        if ((int)level < RELAY_LOG_DEBUG || level > RELAY_LOG_FATAL)
+                level = RELAY_LOG_ERROR;
+        if (js == NULL || sscanf(js, "%llu:%llu%n", &dev, &ino, &end) != 2 || js[end] != '\0' ||
+            fstat(STDERR_FILENO, &st) != 0 || (unsigned long long)st.st_dev != dev ||
+            (unsigned long long)st.st_ino != ino)
+                return "";
+        return levels[level].prio;
+}
 
 void relay_log_configure(relay_log_level_t level, relay_log_format_t format)
 {
@@ -44,8 +72,9 @@ void relay_log_configure(relay_log_level_t level, relay_log_format_t format)
         json_format = format == RELAY_LOG_JSON;
 }
 
-/* The whole JSON line including '\n', or NULL (then the caller falls back to text). */
-static char *json_line(const char *ts, relay_log_level_t level, const char *msg)
+/* The whole JSON line including '\n' (after prio, "" or "<N>"), or NULL
+ * (then the caller falls back to text). */
+static char *json_line(const char *ts, relay_log_level_t level, const char *prio, const char *msg)
 {
         /* Messages quote server and broker text we do not control, and
          * jansson refuses invalid UTF-8 (the record would be lost). */
@@ -67,42 +96,49 @@ static char *json_line(const char *ts, relay_log_level_t level, const char *msg)
         if (dump == NULL)
                 return NULL;
         n = strlen(dump);
-        line = realloc(dump, n + 2);
-        if (line == NULL) {
-                free(dump);
-                return NULL;
+        size_t pn = strlen(prio);
+        line = malloc(pn + n + 2);
+        if (line != NULL) {
+                memcpy(line, prio, pn);
+                memcpy(line + pn, dump, n);
+                line[pn + n] = '\n';
+                line[pn + n + 1] = '\0';
         }
-        line[n] = '\n';
-        line[n + 1] = '\0';
+        free(dump);
         return line;
 }
 
 /*
- * Text line: "2026-11-29 20:41:07.123 UTC [pid] LEVEL:  message\n"; NULL on
- * ENOMEM. As PostgreSQL's server log does, a tab follows every newline inside
- * the message, so a continuation line is never mistaken for a new record.
+ * Text line: "2026-11-29 20:41:07.123 UTC [pid] LEVEL:  message\n" after
+ * prio ("" or "<N>"); NULL on ENOMEM. As PostgreSQL's server log does, a tab
+ * follows every newline inside the message, so a continuation line is never
+ * mistaken for a new record; journald stores each line as an entry of its
+ * own, so a continuation line starts with prio too.
  */
-static char *text_line(const char *ts, relay_log_level_t level, const char *msg)
+static char *text_line(const char *ts, relay_log_level_t level, const char *prio, const char *msg)
 {
         char head[128];
-        int hn = snprintf(head, sizeof(head), "%s UTC [%ld] %s:  ", ts, (long)getpid(),
+        int hn = snprintf(head, sizeof(head), "%s%s UTC [%ld] %s:  ", prio, ts, (long)getpid(),
                           levels[level].label);
-        size_t len = strlen(msg), extra = 0, w;
+        size_t len = strlen(msg), pn = strlen(prio), extra = 0, w;
         char *line;
 
         if (hn < 0 || (size_t)hn >= sizeof(head))
                 return NULL;
         for (size_t i = 0; i < len; i++)
                 extra += msg[i] == '\n';
-        line = malloc((size_t)hn + len + extra + 2);
+        line = malloc((size_t)hn + len + extra * (pn + 1) + 2);
         if (line == NULL)
                 return NULL;
         memcpy(line, head, (size_t)hn);
         w = (size_t)hn;
         for (size_t i = 0; i < len; i++) {
                 line[w++] = msg[i];
-                if (msg[i] == '\n')
+                if (msg[i] == '\n') {
+                        memcpy(line + w, prio, pn);
+                        w += pn;
                         line[w++] = '\t';
+                }
         }
         line[w++] = '\n';
         line[w] = '\0';
@@ -148,6 +184,7 @@ void relay_log(relay_log_level_t level, const char *fmt, ...)
         while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
                 msg[--len] = '\0';
 
+        const char *prio = relay_log_journal_prefix(level);
         clock_gettime(CLOCK_REALTIME, &now);
         gmtime_r(&now.tv_sec, &tm);
         ms = (int)(now.tv_nsec / 1000000);
@@ -155,20 +192,20 @@ void relay_log(relay_log_level_t level, const char *fmt, ...)
                 char base[32];
                 strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
                 snprintf(ts, sizeof(ts), "%s.%03dZ", base, ms);
-                line = json_line(ts, level, msg);
+                line = json_line(ts, level, prio, msg);
         }
         if (line == NULL) {
                 char base[32];
                 strftime(base, sizeof(base), "%Y-%m-%d %H:%M:%S", &tm);
                 snprintf(ts, sizeof(ts), "%s.%03d", base, ms);
-                line = text_line(ts, level, msg);
+                line = text_line(ts, level, prio, msg);
         }
         if (line != NULL) {
                 fwrite(line, 1, strlen(line), stderr);
                 free(line);
         } else {
                 /* Out of memory: still say something, in pieces if need be. */
-                fprintf(stderr, "%s UTC %s:  %s\n", ts, levels[level].label, msg);
+                fprintf(stderr, "%s%s UTC %s:  %s\n", prio, ts, levels[level].label, msg);
         }
         fflush(stderr);
         free(big);

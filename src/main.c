@@ -50,7 +50,7 @@ static void version(FILE *out)
 /* One line in PostgreSQL's client style; the caller exits with RELAY_EXIT_CONFIG. */
 static int config_error(const char *msg)
 {
-        fprintf(stderr, PROG ": error: %s\n", msg);
+        fprintf(stderr, "%s" PROG ": error: %s\n", relay_log_journal_prefix(RELAY_LOG_ERROR), msg);
         return RELAY_EXIT_CONFIG;
 }
 
@@ -302,6 +302,53 @@ static int health_check(const char *listen)
         return health_verdict(status == 200);
 }
 
+/*
+ * --health-check given alone (the container image's HEALTHCHECK), in a
+ * process namespace whose process 1 is the relay (a container): run again
+ * with process 1's options, so that its --config and --set decide
+ * http.listen as they did for the relay. docker exec gives the check the
+ * container's environment and nothing of the relay's command line: before,
+ * "docker run IMAGE --set http.listen=off" was reported unhealthy, and so
+ * was a relay told another port with --set (a port that, on the host's
+ * network, another process could answer for). Returns only when that
+ * cannot be done (not a relay's container, a command line that cannot be
+ * read, a command rather than the relay): the check then goes on with its
+ * own options.
+ */
+static void health_check_as_pid1(void)
+{
+        static char line[65536], prog[] = PROG, health[] = "--health-check";
+        char comm[64], *args[1024];
+        size_t n = 0, nargs = 0;
+        FILE *f;
+
+        if (getpid() == 1 || (f = fopen("/proc/1/comm", "r")) == NULL)
+                return;
+        bool relay = fgets(comm, sizeof(comm), f) != NULL && strcmp(comm, PROG "\n") == 0;
+        fclose(f);
+        if (!relay || (f = fopen("/proc/1/cmdline", "r")) == NULL)
+                return;
+        n = fread(line, 1, sizeof(line), f);
+        relay = n > 0 && n < sizeof(line) && line[n - 1] == '\0' && !ferror(f);
+        fclose(f);
+        if (!relay)
+                return; /* unreadable, or longer than we read: do not guess */
+        args[nargs++] = prog;
+        /* Past argv[0]: each NUL-terminated argument. */
+        for (size_t i = strlen(line) + 1; i < n; i += strlen(line + i) + 1) {
+                if (nargs + 2 >= sizeof(args) / sizeof(args[0]))
+                        return;
+                args[nargs++] = line + i;
+        }
+        /* No options: nothing to take (and running again would run this again). */
+        if (nargs == 1 || command_named(args[1]) != CMD_RELAY)
+                return;
+        args[nargs++] = health;
+        args[nargs] = NULL;
+        fflush(NULL);
+        execv("/proc/self/exe", args);
+}
+
 int main(int argc, char **argv)
 {
         enum {
@@ -340,6 +387,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, PROG ": error: %s\n", err);
                 return RELAY_EXIT_FATAL;
         }
+
+        if (argc == 2 && strcmp(argv[1], "--health-check") == 0)
+                health_check_as_pid1();
 
         /* --set arguments are kept in order; there cannot be more than argc of them. */
         sets = calloc((size_t)argc + 1, sizeof(*sets));

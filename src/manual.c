@@ -50,7 +50,9 @@ static const option_doc_t options[] = {
          "ask the relay's /healthz at http.listen (on loopback when it listens on every "
          "interface) and exit 0 on 200, 1 otherwise; with http.listen = off, exit 0 when "
          "another live outbox-relay process runs in this process namespace (the container "
-         "image's HEALTHCHECK)"},
+         "image's HEALTHCHECK). Given alone where process 1 is the relay (a container), it "
+         "takes process 1's options too, so the relay's --config and --set decide http.listen "
+         "as they did for it"},
         {"    --json", "with check or status: print one JSON document instead of lines"},
         {"    --man", "print this manual page in roff and exit"},
         {"-h, --help", "show this help and exit"},
@@ -119,7 +121,8 @@ static const exit_doc_t exits[] = {
             "log.format when that is known to be json: set before the error, in the "
             "environment or with --set)"},
         {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
-            "wal_level, privilege, missing table or publication, unreachable at start; an "
+            "wal_level, privilege, missing table or publication, Kafka unreachable at start "
+            "(PostgreSQL unreachable is retried, at start too); an "
             "exactly-once checkpoint of another WAL history: beyond the server's WAL end, or "
             "passed by the stream without a transaction ending at it)"},
         {4, "stopped before an event that could not be delivered: it could not be mapped or Kafka "
@@ -138,8 +141,9 @@ static const signal_doc_t signals[] = {
         {"SIGTERM, SIGINT",
          "stop cleanly: finish the transaction being read, wait up to shutdown.timeout.ms for "
          "Kafka to acknowledge what is in flight, confirm it to PostgreSQL and exit 0; nothing is "
-         "sent twice on the next start. A second signal exits at once with status 1 (nothing "
-         "more is confirmed, so nothing is lost)"},
+         "sent twice on the next start; the log says when the drain begins. A second signal "
+         "exits at once with status 1 (nothing more is confirmed, so nothing is lost), with a "
+         "line on standard error that says so"},
         {"SIGHUP",
          "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
          "and PgBouncer do on SIGHUP); a restart applies a changed one"},
@@ -452,7 +456,10 @@ void relay_manual_print_man(FILE *out)
                   "by root only) and runs as a dynamic user; exit statuses 2, 4 and 5 are not "
                   "restarted, since a restart cannot fix them (the event of status 4 is read "
                   "again at every start: fix its cause, or list its id in errors.skip.ids, then "
-                  "start the unit).");
+                  "start the unit). When standard error is the journal "
+                  "(JOURNAL_STREAM names it), each log line starts with its syslog priority "
+                  "(<4> for a warning, <3> error, <2> fatal, as sd-daemon(3) says), which journald "
+                  "records and strips, so journalctl -p warning shows the warnings and errors.");
         fputs(".SH FILES\n", out);
         roff_tp(out, RELAY_SYSCONFDIR "/outbox-relay.conf",
                 "The configuration file of the systemd unit outbox-relay.service.");

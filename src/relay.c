@@ -29,8 +29,18 @@ static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
-        if (stop_requested)
-                _exit(RELAY_EXIT_FATAL); /* second signal: leave now, confirm nothing more */
+        /* Second signal: leave now, confirm nothing more. The log is not
+         * safe to use here: a fixed line with write(), so that an exit 1 in
+         * the middle of a drain does not go unexplained. */
+        static const char second[] =
+                "outbox-relay: second stop signal: exiting at once with status 1; what was not "
+                "confirmed is sent again on the next start\n";
+        if (stop_requested) {
+                if (write(STDERR_FILENO, second, sizeof(second) - 1) < 0) {
+                        /* nothing more to do: exiting anyway */
+                }
+                _exit(RELAY_EXIT_FATAL);
+        }
         stop_requested = sig;
 }
 
@@ -131,6 +141,11 @@ static int finish(relay_session_t *s, relay_process_t *proc, int rc, const char 
         relay_metrics_state(relay_process_metrics(proc), RELAY_STATE_STOPPING);
         if (rc == RELAY_EMAP)
                 relay_log_error("%s", err);
+        else if (stop_requested)
+                relay_log_info("%s received: stopping: waiting up to shutdown.timeout.ms for Kafka to "
+                               "acknowledge what is in flight, then confirming it (a second signal "
+                               "exits at once)",
+                               stop_requested == SIGINT ? "SIGINT" : "SIGTERM");
         int drc = relay_session_drain(s, derr, sizeof(derr));
         relay_session_counts_t n = relay_session_counts(s);
         relay_log_info("stopped after relaying %llu events in %llu transactions (%llu "

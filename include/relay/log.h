@@ -32,6 +32,15 @@ typedef enum {
  */
 void relay_log_configure(relay_log_level_t level, relay_log_format_t format);
 
+/**
+ * @brief "<N>", the sd-daemon(3) prefix of level's syslog priority, when
+ *        stderr is the systemd journal (JOURNAL_STREAM names its device and
+ *        inode), so that journald stores a warning as a warning; "" otherwise.
+ *        relay_log() starts each line with it; a line written to stderr by
+ *        other means (a command line error) may too. A static string.
+ */
+const char *relay_log_journal_prefix(relay_log_level_t level);
+
 /** @brief Emit one line at level (dropped below the configured level). */
 void relay_log(relay_log_level_t level, const char *fmt, ...) RELAY_PRINTF(2, 3);
 

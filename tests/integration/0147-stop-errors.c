@@ -15,6 +15,13 @@
  *    holds for the next start.
  * 2. A relay stopped with nothing failing (the same event delivered in the
  *    final flush): exit 0, the event in Kafka once.
+ * 3. A second signal: the relay reads an event, the broker then answers
+ *    30 s late (rd_kafka_mock_broker_set_rtt), SIGTERM: the relay says it
+ *    is stopping and waits (still running); SIGTERM again: exit 1 at once,
+ *    with a line saying that a second stop signal ended it. Before, the
+ *    drain's start was not logged and the exit 1 came without a word (the
+ *    log ended with whatever was logged last). Nothing confirmed past the
+ *    event; the next relay sends it and stops cleanly.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -29,6 +36,7 @@
 
 #define PRODUCE_API 0 /* ApiKey of Produce */
 #define HTTP_OFFSET 7
+#define LATE_MS 30000 /* case 3: the broker's answers come this late */
 
 static rd_kafka_mock_cluster_t *g_mock;
 
@@ -54,7 +62,35 @@ int main(void)
 
         /* --- 2. a clean stop ------------------------------------------- */
         fx_check_resent(&fc, port, lsn_event);
+        free(lsn_event);
+        free(id);
 
+        /* --- 3. a second signal ---------------------------------------- */
+        r = fx_relay_reads_event(&fc, port, "'agg-3'", &id, &lsn_event);
+        /* While the event lingers in the producer (4 s), the broker starts
+         * answering LATE_MS late, so the request that carries it is. */
+        if (rd_kafka_mock_broker_set_rtt(g_mock, 1, LATE_MS))
+                tap_bail("could not slow the mock broker down");
+        h_relay_signal(r, SIGTERM);
+        if (!ok(h_relay_wait_log(r, "SIGTERM received: stopping", 20000),
+                "SIGTERM with an event in flight: the relay says it is stopping and waiting for "
+                "Kafka"))
+                h_relay_diag_log(r);
+        int early = h_relay_wait(r, 0);
+        if (!ok(early == -1, "it waits for Kafka's acknowledgement (still running; got %d)", early))
+                h_relay_diag_log(r);
+        h_relay_signal(r, SIGTERM);
+        rc = h_relay_wait(r, 10000);
+        if (!ok(rc == 1, "a second SIGTERM: exit 1 at once (got %d)", rc))
+                h_relay_diag_log(r);
+        if (!ok(h_relay_wait_log(r, "second stop signal: exiting at once with status 1", 0),
+                "the log says that a second stop signal ended it"))
+                h_relay_diag_log(r);
+        h_relay_free(r);
+        if (rd_kafka_mock_broker_set_rtt(g_mock, 1, 0))
+                tap_bail("could not make the mock broker answer at once again");
+        fx_check_held(&fc, id, lsn_event);
+        fx_check_resent(&fc, port, lsn_event);
         free(lsn_event);
         free(id);
         fx_case_close(&fc, NULL);

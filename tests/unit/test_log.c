@@ -1,0 +1,108 @@
+/*
+ * test_log.c - the log sink's lines as systemd's journal reads them: with
+ * stderr connected to the journal (JOURNAL_STREAM names stderr's device and
+ * inode, as systemd sets it for a unit), every line, continuation lines
+ * included, starts with the sd-daemon priority prefix ("<4>" for a warning),
+ * which journald turns into the entry's PRIORITY; without it (before: always)
+ * a FATAL line was stored at info and journalctl -p warning showed nothing.
+ * Elsewhere (a terminal, a file, docker logs, or JOURNAL_STREAM naming
+ * another stream, as a child of such a unit inherits it) the lines are
+ * unchanged.
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "relay/log.h"
+#include "tap.h"
+
+/* What one relay_log() call writes to stderr, with JOURNAL_STREAM set to
+ * journal ("self": stderr's own device:inode; NULL: unset). */
+static char *logged(const char *journal, relay_log_level_t level, const char *msg)
+{
+        static char buf[4096];
+        char js[64];
+        struct stat st;
+        FILE *f = tmpfile();
+        int saved = dup(STDERR_FILENO);
+        size_t n;
+
+        if (f == NULL || saved < 0)
+                tap_bail("could not redirect stderr");
+        fflush(stderr);
+        dup2(fileno(f), STDERR_FILENO);
+        if (journal == NULL) {
+                unsetenv("JOURNAL_STREAM");
+        } else {
+                if (strcmp(journal, "self") == 0 && fstat(STDERR_FILENO, &st) == 0) {
+                        snprintf(js, sizeof(js), "%llu:%llu", (unsigned long long)st.st_dev,
+                                 (unsigned long long)st.st_ino);
+                        journal = js;
+                }
+                setenv("JOURNAL_STREAM", journal, 1);
+        }
+        relay_log(level, "%s", msg);
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        unsetenv("JOURNAL_STREAM");
+        rewind(f);
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+}
+
+/* The line without its timestamp: what follows the prefix ("" or "<N>"). */
+static void starts(const char *line, const char *prefix, const char *what)
+{
+        ok(strncmp(line, prefix, strlen(prefix)) == 0 &&
+                   (line[strlen(prefix)] >= '0' && line[strlen(prefix)] <= '9'),
+           "%s: the line starts with \"%s\" and then the timestamp (%.26s)", what, prefix, line);
+}
+
+static void test_text(void)
+{
+        relay_log_configure(RELAY_LOG_DEBUG, RELAY_LOG_TEXT);
+        starts(logged("self", RELAY_LOG_WARNING, "w"), "<4>", "journal, warning");
+        starts(logged("self", RELAY_LOG_ERROR, "e"), "<3>", "journal, error");
+        starts(logged("self", RELAY_LOG_FATAL, "f"), "<2>", "journal, fatal");
+        starts(logged("self", RELAY_LOG_INFO, "i"), "<6>", "journal, info");
+        starts(logged("self", RELAY_LOG_DEBUG, "d"), "<7>", "journal, debug");
+        ok(strstr(logged("self", RELAY_LOG_WARNING, "w"), "WARNING:  w\n") != NULL,
+           "journal: the rest of the line is unchanged");
+
+        /* libpq's two-line messages: each line is an entry of the journal. */
+        const char *two = logged("self", RELAY_LOG_WARNING, "could not connect\nIs the server running?");
+        ok(strstr(two, "could not connect\n<4>\tIs the server running?\n") != NULL,
+           "journal: a continuation line has the prefix too, then the tab");
+
+        starts(logged(NULL, RELAY_LOG_WARNING, "w"), "", "no JOURNAL_STREAM");
+        starts(logged("1:1", RELAY_LOG_WARNING, "w"), "", "JOURNAL_STREAM of another stream");
+        starts(logged("self-ish", RELAY_LOG_WARNING, "w"), "", "JOURNAL_STREAM that does not parse");
+        ok(strstr(logged(NULL, RELAY_LOG_WARNING, "a\nb"), "a\n\tb\n") != NULL,
+           "no journal: a continuation line is a tab, as before");
+}
+
+static void test_json(void)
+{
+        relay_log_configure(RELAY_LOG_INFO, RELAY_LOG_JSON);
+        const char *line = logged("self", RELAY_LOG_ERROR, "e");
+        ok(strncmp(line, "<3>{\"ts\":", 9) == 0, "journal, json: \"<3>\" before the object (%.30s)", line);
+        line = logged(NULL, RELAY_LOG_ERROR, "e");
+        ok(strncmp(line, "{\"ts\":", 6) == 0, "no journal, json: the object alone (%.30s)", line);
+        ok(logged("self", RELAY_LOG_DEBUG, "below the level")[0] == '\0',
+           "journal: a record below log.level writes nothing, no prefix alone");
+        relay_log_configure(RELAY_LOG_INFO, RELAY_LOG_TEXT);
+}
+
+int main(void)
+{
+        test_text();
+        test_json();
+        return done_testing();
+}
