@@ -138,7 +138,9 @@ static const signal_doc_t signals[] = {
         {"SIGTERM, SIGINT",
          "stop cleanly: finish the transaction being read, wait up to shutdown.timeout.ms for "
          "Kafka to acknowledge what is in flight, confirm it to PostgreSQL and exit 0; nothing is "
-         "sent twice on the next start. A second signal exits at once with status 1 (nothing "
+         "sent twice on the next start (a stop while an event Kafka refused waits for its resend "
+         "ends before that event's transaction, which the next start reads again). A second "
+         "signal exits at once with status 1 (nothing "
          "more is confirmed, so nothing is lost)"},
         {"SIGHUP",
          "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
