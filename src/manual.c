@@ -126,7 +126,9 @@ static const exit_doc_t exits[] = {
             "rejected it (errors.policy = stop), or its dead-letter write failed"},
         {5, "the replication slot was dropped or invalidated: events may be missing"},
         {6, "delivery.mode = exactly-once: a newer relay took over the Kafka transactional.id "
-            "(it owns the slot now); nothing more of this one is committed"},
+            "(it owns the slot now); nothing more of this one is committed. Restarted, it stands "
+            "by for the slot. Two relays of different slots (or of clones of one server) with "
+            "the same eos.transactional.id also end so, each fencing the other at every start"},
 };
 
 typedef struct {
@@ -454,7 +456,12 @@ void relay_manual_print_man(FILE *out)
                   "by root only) and runs as a dynamic user; exit statuses 2, 4 and 5 are not "
                   "restarted, since a restart cannot fix them (the event of status 4 is read "
                   "again at every start: fix its cause, or list its id in errors.skip.ids, then "
-                  "start the unit).");
+                  "start the unit). Status 6 is: a relay fenced because another took its slot "
+                  "over comes back standing by, and registers the transactional.id again only "
+                  "once the slot is its own. Two relays of different slots sharing an "
+                  "eos.transactional.id fence each other at every restart, for ever (each "
+                  "aborting the other's open transaction: nothing is lost or visible twice, "
+                  "but little is relayed): give each slot its own.");
         fputs(".SH FILES\n", out);
         roff_tp(out, RELAY_SYSCONFDIR "/outbox-relay.conf",
                 "The configuration file of the systemd unit outbox-relay.service.");
