@@ -129,7 +129,9 @@ static const exit_doc_t exits[] = {
             "rejected it (errors.policy = stop), or its dead-letter write failed"},
         {5, "the replication slot was dropped or invalidated: events may be missing"},
         {6, "delivery.mode = exactly-once: a newer relay took over the Kafka transactional.id "
-            "(it owns the slot now); nothing more of this one is committed"},
+            "(it owns the slot now); nothing more of this one is committed. Restarted, it stands "
+            "by for the slot. Two relays of different slots (or of clones of one server) with "
+            "the same eos.transactional.id also end so, each fencing the other at every start"},
 };
 
 typedef struct {
@@ -141,9 +143,10 @@ static const signal_doc_t signals[] = {
         {"SIGTERM, SIGINT",
          "stop cleanly: finish the transaction being read, wait up to shutdown.timeout.ms for "
          "Kafka to acknowledge what is in flight, confirm it to PostgreSQL and exit 0; nothing is "
-         "sent twice on the next start; the log says when the drain begins. A second signal "
-         "exits at once with status 1 (nothing more is confirmed, so nothing is lost), with a "
-         "line on standard error that says so"},
+         "sent twice on the next start (a stop while an event Kafka refused waits for its resend "
+         "ends before that event's transaction, which the next start reads again); the log says "
+         "when the drain begins. A second signal exits at once with status 1 (nothing more is "
+         "confirmed, so nothing is lost), with a line on standard error that says so"},
         {"SIGHUP",
          "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
          "and PgBouncer do on SIGHUP); a restart applies a changed one"},
@@ -456,8 +459,13 @@ void relay_manual_print_man(FILE *out)
                   "by root only) and runs as a dynamic user; exit statuses 2, 4 and 5 are not "
                   "restarted, since a restart cannot fix them (the event of status 4 is read "
                   "again at every start: fix its cause, or list its id in errors.skip.ids, then "
-                  "start the unit). When standard error is the journal "
-                  "(JOURNAL_STREAM names it), each log line starts with its syslog priority "
+                  "start the unit). Status 6 is: a relay fenced because another took its slot "
+                  "over comes back standing by, and registers the transactional.id again only "
+                  "once the slot is its own. Two relays of different slots sharing an "
+                  "eos.transactional.id fence each other at every restart, for ever (each "
+                  "aborting the other's open transaction: nothing is lost or visible twice, "
+                  "but little is relayed): give each slot its own. When standard error is the "
+                  "journal (JOURNAL_STREAM names it), each log line starts with its syslog priority "
                   "(<4> for a warning, <3> error, <2> fatal, as sd-daemon(3) says), which journald "
                   "records and strips, so journalctl -p warning shows the warnings and errors.");
         fputs(".SH FILES\n", out);

@@ -684,7 +684,9 @@ static void fenced_message(relay_producer_t *p, const char *detail)
         relay_err_set(p->fatal_msg, sizeof(p->fatal_msg),
                       "another producer took over transactional.id \"%s\" (%s): a newer relay "
                       "owns the replication slot, so this one stops without committing anything "
-                      "more",
+                      "more; had this relay not lost its slot, a relay of another slot or server "
+                      "uses the same transactional.id, and the two fence each other at every "
+                      "restart: give each slot its own eos.transactional.id (empty derives one)",
                       p->transactional_id ? p->transactional_id : "", detail);
 }
 

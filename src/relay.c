@@ -254,6 +254,13 @@ int relay_run(const relay_config_t *cfg, const relay_settings_t *set)
                         standby_logged = false;
                         ever_streamed = true;
                         rc = relay_session_stream(s, err, sizeof(err));
+                        /* A stop that ended a wait inside a step of the
+                         * stream (the backoff before an event Kafka refused
+                         * is resent): a stop as at any other point, drained
+                         * and confirmed up to the transaction it stopped
+                         * in, never into it (0169). */
+                        if (rc == RELAY_ESTOPPED && stop_requested)
+                                rc = 0;
                         if (rc == 0 || rc == RELAY_EMAP) {
                                 exit_code = finish(s, proc, rc, err, &rc);
                                 drained = true;
