@@ -143,7 +143,7 @@ static const signal_doc_t signals[] = {
          "Kafka to acknowledge what is in flight, confirm it to PostgreSQL and exit 0; nothing is "
          "sent twice on the next start; the log says when the drain begins. A second signal "
          "exits at once with status 1 (nothing more is confirmed, so nothing is lost), with a "
-         "line on standard error that says so"},
+         "FATAL log line that says so (in JSON under log.format = json)"},
         {"SIGHUP",
          "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
          "and PgBouncer do on SIGHUP); a restart applies a changed one"},
