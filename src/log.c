@@ -66,10 +66,109 @@ const char *relay_log_journal_prefix(relay_log_level_t level)
         return levels[level].prio;
 }
 
+/* JOURNAL_STREAM as read by relay_log_configure(), for relay_log_signal_safe(),
+ * which may not call getenv(). */
+static bool journal_known;
+static unsigned long long journal_dev, journal_ino;
+
 void relay_log_configure(relay_log_level_t level, relay_log_format_t format)
 {
+        const char *js = getenv("JOURNAL_STREAM");
+        int end = 0;
+
         min_level = level;
         json_format = format == RELAY_LOG_JSON;
+        journal_known = js != NULL &&
+                        sscanf(js, "%llu:%llu%n", &journal_dev, &journal_ino, &end) == 2 &&
+                        js[end] == '\0';
+}
+
+/* Appends s to b[*w..cap), as much as fits; the JSON escape of '"' and '\\'
+ * when json (msg is a fixed string: no other character needs one). */
+static void put(char *b, size_t *w, size_t cap, const char *s, bool json)
+{
+        for (; *s && *w < cap; s++) {
+                if (json && (*s == '"' || *s == '\\') && *w + 1 < cap)
+                        b[(*w)++] = '\\';
+                b[(*w)++] = *s;
+        }
+}
+
+/* Appends v in decimal, zero-padded to width digits. */
+static void put_num(char *b, size_t *w, size_t cap, unsigned long long v, int width)
+{
+        char d[24];
+        int n = 0;
+        do {
+                d[n++] = (char)('0' + v % 10);
+                v /= 10;
+        } while (v > 0 && n < (int)sizeof(d));
+        while (n < width && n < (int)sizeof(d))
+                d[n++] = '0';
+        while (n > 0 && *w < cap)
+                b[(*w)++] = d[--n];
+}
+
+void relay_log_signal_safe(relay_log_level_t level, const char *msg)
+{
+        char b[512];
+        size_t w = 0, cap = sizeof(b) - 1;
+        struct timespec now;
+        struct stat st;
+
+        if ((int)level < RELAY_LOG_DEBUG || level > RELAY_LOG_FATAL)
+                level = RELAY_LOG_ERROR;
+        if (level < min_level)
+                return;
+        if (journal_known && fstat(STDERR_FILENO, &st) == 0 &&
+            (unsigned long long)st.st_dev == journal_dev &&
+            (unsigned long long)st.st_ino == journal_ino)
+                put(b, &w, cap, levels[level].prio, false);
+        /* UTC from the epoch by integer arithmetic (gmtime_r() and strftime()
+         * are not async-signal-safe): H. Hinnant's days_from_civil inverse. */
+        clock_gettime(CLOCK_REALTIME, &now);
+        long long secs = now.tv_sec > 0 ? (long long)now.tv_sec : 0;
+        long long z = secs / 86400 + 719468, sod = secs % 86400;
+        long long era = z / 146097, doe = z - era * 146097;
+        long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+        long long day = doy - (153 * mp + 2) / 5 + 1, mon = mp < 10 ? mp + 3 : mp - 9;
+        long long year = yoe + era * 400 + (mon <= 2);
+
+        put(b, &w, cap, json_format ? "{\"ts\":\"" : "", false);
+        put_num(b, &w, cap, (unsigned long long)year, 4);
+        put(b, &w, cap, "-", false);
+        put_num(b, &w, cap, (unsigned long long)mon, 2);
+        put(b, &w, cap, "-", false);
+        put_num(b, &w, cap, (unsigned long long)day, 2);
+        put(b, &w, cap, json_format ? "T" : " ", false);
+        put_num(b, &w, cap, (unsigned long long)(sod / 3600), 2);
+        put(b, &w, cap, ":", false);
+        put_num(b, &w, cap, (unsigned long long)(sod / 60 % 60), 2);
+        put(b, &w, cap, ":", false);
+        put_num(b, &w, cap, (unsigned long long)(sod % 60), 2);
+        put(b, &w, cap, ".", false);
+        put_num(b, &w, cap, (unsigned long long)(now.tv_nsec / 1000000), 3);
+        if (json_format) {
+                put(b, &w, cap, "Z\",\"level\":\"", false);
+                put(b, &w, cap, levels[level].name, false);
+                put(b, &w, cap, "\",\"pid\":", false);
+                put_num(b, &w, cap, (unsigned long long)getpid(), 1);
+                put(b, &w, cap, ",\"msg\":\"", false);
+                put(b, &w, cap, msg, true);
+                put(b, &w, cap, "\"}", false);
+        } else {
+                put(b, &w, cap, " UTC [", false);
+                put_num(b, &w, cap, (unsigned long long)getpid(), 1);
+                put(b, &w, cap, "] ", false);
+                put(b, &w, cap, levels[level].label, false);
+                put(b, &w, cap, ":  ", false);
+                put(b, &w, cap, msg, false);
+        }
+        b[w++] = '\n';
+        if (write(STDERR_FILENO, b, w) < 0) {
+                /* nothing more to do: the caller exits anyway */
+        }
 }
 
 /* The whole JSON line including '\n' (after prio, "" or "<N>"), or NULL

@@ -146,7 +146,8 @@ static const signal_doc_t signals[] = {
          "sent twice on the next start (a stop while an event Kafka refused waits for its resend "
          "ends before that event's transaction, which the next start reads again); the log says "
          "when the drain begins. A second signal exits at once with status 1 (nothing more is "
-         "confirmed, so nothing is lost), with a line on standard error that says so"},
+         "confirmed, so nothing is lost), with a FATAL log line that says so (in JSON under "
+         "log.format = json)"},
         {"SIGHUP",
          "ignored, with a warning: the relay does not reload its configuration (as PostgreSQL "
          "and PgBouncer do on SIGHUP); a restart applies a changed one"},

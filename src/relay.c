@@ -29,16 +29,14 @@ static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
-        /* Second signal: leave now, confirm nothing more. The log is not
-         * safe to use here: a fixed line with write(), so that an exit 1 in
-         * the middle of a drain does not go unexplained. */
-        static const char second[] =
-                "outbox-relay: second stop signal: exiting at once with status 1; what was not "
-                "confirmed is sent again on the next start\n";
+        /* Second signal: leave now, confirm nothing more. relay_log() is not
+         * safe to use here; relay_log_signal_safe() writes the same line (a
+         * JSON one under log.format = json, with the journal's priority), so
+         * that an exit 1 in the middle of a drain does not go unexplained. */
         if (stop_requested) {
-                if (write(STDERR_FILENO, second, sizeof(second) - 1) < 0) {
-                        /* nothing more to do: exiting anyway */
-                }
+                relay_log_signal_safe(RELAY_LOG_FATAL,
+                                      "second stop signal: exiting at once with status 1; what "
+                                      "was not confirmed is sent again on the next start");
                 _exit(RELAY_EXIT_FATAL);
         }
         stop_requested = sig;

@@ -41,6 +41,14 @@ void relay_log_configure(relay_log_level_t level, relay_log_format_t format);
  */
 const char *relay_log_journal_prefix(relay_log_level_t level);
 
+/**
+ * @brief One line at level, as relay_log() writes it (text or JSON, with the
+ *        journal's "<N>"), from a signal handler: async-signal-safe (no stdio,
+ *        no allocation, a single write(2)). msg is a fixed ASCII string of up
+ *        to ~400 bytes without newlines; longer is cut.
+ */
+void relay_log_signal_safe(relay_log_level_t level, const char *msg);
+
 /** @brief Emit one line at level (dropped below the configured level). */
 void relay_log(relay_log_level_t level, const char *fmt, ...) RELAY_PRINTF(2, 3);
 

@@ -20,8 +20,11 @@
  *    is stopping and waits (still running); SIGTERM again: exit 1 at once,
  *    with a line saying that a second stop signal ended it. Before, the
  *    drain's start was not logged and the exit 1 came without a word (the
- *    log ended with whatever was logged last). Nothing confirmed past the
- *    event; the next relay sends it and stops cleanly.
+ *    log ended with whatever was logged last). Under log.format = json
+ *    (this case's) the line is a JSON record at level fatal, like the
+ *    others: it was a text line, the one line a JSON consumer could not
+ *    parse. Nothing confirmed past the event; the next relay sends it and
+ *    stops cleanly.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -66,6 +69,7 @@ int main(void)
         free(id);
 
         /* --- 3. a second signal ---------------------------------------- */
+        fx_sets_add(&fc.sets, "%s", "log.format=json");
         r = fx_relay_reads_event(&fc, port, "'agg-3'", &id, &lsn_event);
         /* While the event lingers in the producer (4 s), the broker starts
          * answering LATE_MS late, so the request that carries it is. */
@@ -86,6 +90,18 @@ int main(void)
         if (!ok(h_relay_wait_log(r, "second stop signal: exiting at once with status 1", 0),
                 "the log says that a second stop signal ended it"))
                 h_relay_diag_log(r);
+        /* Under log.format = json that line is a record like the others. */
+        char *log = h_relay_log(r);
+        char *second = log ? strstr(log, "second stop signal") : NULL;
+        while (second && second > log && second[-1] != '\n')
+                second--;
+        if (!ok(second && strncmp(second, "{\"ts\":\"", 7) == 0 &&
+                        strstr(second, "\"level\":\"fatal\"") != NULL &&
+                        strstr(second, "status 1; what was not confirmed is sent again on the "
+                                       "next start\"}\n") != NULL,
+                "log.format = json: that line is a JSON record at level fatal"))
+                h_relay_diag_log(r);
+        free(log);
         h_relay_free(r);
         if (rd_kafka_mock_broker_set_rtt(g_mock, 1, 0))
                 tap_bail("could not make the mock broker answer at once again");

@@ -11,6 +11,7 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,20 @@
 #include "relay/log.h"
 #include "tap.h"
 
-/* What one relay_log() call writes to stderr, with JOURNAL_STREAM set to
- * journal ("self": stderr's own device:inode; NULL: unset). */
-static char *logged(const char *journal, relay_log_level_t level, const char *msg)
+static relay_log_format_t g_format = RELAY_LOG_TEXT;
+static relay_log_level_t g_min = RELAY_LOG_INFO;
+
+static void configure(relay_log_level_t min, relay_log_format_t format)
+{
+        g_min = min;
+        g_format = format;
+        relay_log_configure(min, format);
+}
+
+/* What one relay_log() call (relay_log_signal_safe() when safe) writes to
+ * stderr, with JOURNAL_STREAM set to journal ("self": stderr's own
+ * device:inode; NULL: unset). */
+static char *logged_by(bool safe, const char *journal, relay_log_level_t level, const char *msg)
 {
         static char buf[4096];
         char js[64];
@@ -45,7 +57,14 @@ static char *logged(const char *journal, relay_log_level_t level, const char *ms
                 }
                 setenv("JOURNAL_STREAM", journal, 1);
         }
-        relay_log(level, "%s", msg);
+        if (safe) {
+                /* It reads JOURNAL_STREAM when configured, as relay.c does
+                 * before it installs its handlers. */
+                relay_log_configure(g_min, g_format);
+                relay_log_signal_safe(level, msg);
+        } else {
+                relay_log(level, "%s", msg);
+        }
         fflush(stderr);
         dup2(saved, STDERR_FILENO);
         close(saved);
@@ -55,6 +74,33 @@ static char *logged(const char *journal, relay_log_level_t level, const char *ms
         buf[n] = '\0';
         fclose(f);
         return buf;
+}
+
+static char *logged(const char *journal, relay_log_level_t level, const char *msg)
+{
+        return logged_by(false, journal, level, msg);
+}
+
+/*
+ * relay_log_signal_safe() writes what relay_log() does: the same prefix,
+ * the same line after the timestamp, a timestamp of the same shape (digits
+ * where relay_log()'s has digits) and one line. tslen: the timestamp's
+ * length, from where it starts after the prefix (and "{\"ts\":\"" in JSON).
+ */
+static void same_line(const char *journal, relay_log_level_t level, const char *msg,
+                      size_t tsat, size_t tslen, const char *what)
+{
+        char want[4096];
+        snprintf(want, sizeof(want), "%s", logged(journal, level, msg));
+        const char *got = logged_by(true, journal, level, msg);
+        bool same = strlen(got) == strlen(want) && strlen(got) > tsat + tslen &&
+                    strcmp(got + tsat + tslen, want + tsat + tslen) == 0 &&
+                    strncmp(got, want, tsat) == 0;
+        for (size_t i = tsat; same && i < tsat + tslen; i++)
+                same = (got[i] >= '0' && got[i] <= '9') == (want[i] >= '0' && want[i] <= '9') &&
+                       (got[i] >= '0' && got[i] <= '9' ? true : got[i] == want[i]);
+        if (!ok(same, "signal-safe, %s: the line relay_log() writes", what))
+                tap_diag("got: %s  relay_log(): %s", got, want);
 }
 
 /* The line without its timestamp: what follows the prefix ("" or "<N>"). */
@@ -100,9 +146,30 @@ static void test_json(void)
         relay_log_configure(RELAY_LOG_INFO, RELAY_LOG_TEXT);
 }
 
+/* The second stop signal's line (relay.c's handler) is a record like any
+ * other: a JSON object under log.format = json (0147), with the journal's
+ * priority. Before, a fixed text line written to stderr as is. */
+static void test_signal_safe(void)
+{
+        const char *m = "second stop signal: exiting at once with status 1; \"q\" \\";
+        configure(RELAY_LOG_INFO, RELAY_LOG_TEXT);
+        same_line(NULL, RELAY_LOG_FATAL, m, 0, 23, "text");
+        same_line("self", RELAY_LOG_FATAL, m, 3, 23, "text, journal (<2>)");
+        same_line("self", RELAY_LOG_WARNING, m, 3, 23, "text, journal, warning (<4>)");
+        same_line("1:1", RELAY_LOG_FATAL, m, 0, 23, "text, JOURNAL_STREAM of another stream");
+        configure(RELAY_LOG_INFO, RELAY_LOG_JSON);
+        same_line(NULL, RELAY_LOG_FATAL, m, 7, 24, "json");
+        same_line("self", RELAY_LOG_FATAL, m, 10, 24, "json, journal");
+        configure(RELAY_LOG_ERROR, RELAY_LOG_TEXT);
+        ok(logged_by(true, "self", RELAY_LOG_WARNING, "w")[0] == '\0',
+           "signal-safe: a record below log.level writes nothing");
+        configure(RELAY_LOG_INFO, RELAY_LOG_TEXT);
+}
+
 int main(void)
 {
         test_text();
         test_json();
+        test_signal_safe();
         return done_testing();
 }
