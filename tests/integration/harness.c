@@ -1134,19 +1134,33 @@ int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *va
         return result;
 }
 
-int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken)
+/* Probe topic with records of bytes bytes every 200 ms while the broker's
+ * answer is not the one wanted (refused or taken), at most 300 times;
+ * *others counts the other answers. Returns the last answer. */
+static int wait_probe(const char *topic, size_t bytes, bool want_refused, int *others)
 {
         char *probe = h_xmalloc(bytes);
         int result = 0;
         memset(probe, 'p', bytes);
-        *taken = 0;
-        while (*taken < 300 &&
-               !(result = h_kafka_try_produce_bytes(topic, "probe", probe, bytes, NULL))) {
-                (*taken)++;
+        *others = 0;
+        while (*others < 300 &&
+               ((result = h_kafka_try_produce_bytes(topic, "probe", probe, bytes, NULL)) != 0) !=
+                       want_refused) {
+                (*others)++;
                 h_sleep_ms(200);
         }
         free(probe);
         return result;
+}
+
+int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken)
+{
+        return wait_probe(topic, bytes, true, taken);
+}
+
+int h_kafka_wait_taken(const char *topic, size_t bytes, int *refused)
+{
+        return wait_probe(topic, bytes, false, refused);
 }
 
 void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,

@@ -300,6 +300,13 @@ int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *va
  */
 int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken);
 
+/*
+ * The other way round, for a raised max.message.bytes: probe until the
+ * broker takes a record of bytes bytes, at most 300 times. Returns the last
+ * refusal (0: taken; the probe stays in the topic); *refused counts them.
+ */
+int h_kafka_wait_taken(const char *topic, size_t bytes, int *refused);
+
 /** Number of brokers in the cluster's metadata; bails when Kafka does not answer. */
 int h_kafka_broker_count(void);
 
