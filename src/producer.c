@@ -47,6 +47,9 @@ struct relay_producer {
         bool stats_new;
         relay_kafka_stats_t stats; /* the latest statistics report, parsed */
         char *transactional_id; /* NULL: not transactional */
+        json_t *parts;          /* topic name -> partitions, from the statistics; owned */
+        bool parts_grew;
+        char parts_msg[RELAY_ERRBUF]; /* the last topic whose partitions grew */
 };
 
 /*
@@ -215,6 +218,53 @@ static int64_t json_int(json_t *o, const char *key)
 }
 
 /*
+ * A topic's partition count from the statistics' "topics" object (each
+ * topic's "partitions" has one entry per partition and "-1" for messages
+ * not partitioned yet), against the count this producer saw before. Keys
+ * map to hash % partitions: once librdkafka knows more partitions (its
+ * metadata refresh), an aggregate's later events may go to another
+ * partition than its earlier ones, which consumers see in no common order.
+ * Kafka allows it and no event is lost, but the operator should know.
+ */
+static void watch_partitions(relay_producer_t *p, json_t *topics)
+{
+        const char *name, *pname;
+        json_t *t, *v;
+        if (!p->parts && !(p->parts = json_object()))
+                return;
+        json_object_foreach(topics, name, t) {
+                json_int_t n = 0;
+                json_object_foreach(json_object_get(t, "partitions"), pname, v) {
+                        if (strcmp(pname, "-1") != 0)
+                                n++;
+                }
+                json_int_t was = json_integer_value(json_object_get(p->parts, name));
+                if (n > was && was > 0) {
+                        relay_err_set(p->parts_msg, sizeof(p->parts_msg),
+                                      "topic \"%s\" now has %lld partitions, not %lld: keys map "
+                                      "to partitions by their count, so an aggregate's later events "
+                                      "may go to another partition than its earlier ones, and "
+                                      "consumers of both partitions can see them out of order "
+                                      "(events already in Kafka stay where they are; nothing is "
+                                      "lost)",
+                                      name, (long long)n, (long long)was);
+                        p->parts_grew = true;
+                }
+                if (n > 0 && n != was)
+                        json_object_set_new(p->parts, name, json_integer(n));
+        }
+}
+
+bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len)
+{
+        if (!p->parts_grew)
+                return false;
+        p->parts_grew = false;
+        relay_err_set(buf, len, "%s", p->parts_msg);
+        return true;
+}
+
+/*
  * statistics.interval.ms: librdkafka queues the report as a JSON document
  * and hands it over inside rd_kafka_poll(), so this runs on the main loop's
  * thread. Only a few gauges are kept (see relay_kafka_stats_t); bootstrap
@@ -258,6 +308,7 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
                 st->broker[i].outbuf_cnt = json_int(b, "outbuf_cnt");
                 st->broker[i].waitresp_cnt = json_int(b, "waitresp_cnt");
         }
+        watch_partitions(p, json_object_get(root, "topics"));
         json_decref(root);
         p->stats_new = true;
         return 0; /* librdkafka frees json */
@@ -450,6 +501,7 @@ void relay_producer_free(relay_producer_t *p)
         close(p->wakeup[0]);
         close(p->wakeup[1]);
         free(p->transactional_id);
+        json_decref(p->parts);
         free(p);
 }
 
