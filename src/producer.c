@@ -180,6 +180,19 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                         unknown_partition(buf, sizeof(buf), topic, m->partition);
                         break;
                 }
+                /* The partitioner chose the partition, so the topic had it:
+                 * it has fewer now (deleted and created again, often by
+                 * auto-creation with num.partitions). It exists: telling
+                 * the operator to create it misleads (0179). */
+                if (m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+                        relay_err_set(buf, sizeof(buf),
+                                      "topic \"%s\" no longer has partition %d: it has fewer "
+                                      "partitions than when the event was sent to it (deleted and "
+                                      "created again?); the events wait in PostgreSQL and are sent "
+                                      "again with the topic's partitions as they are now",
+                                      topic, (int)m->partition);
+                        break;
+                }
                 relay_err_set(buf, sizeof(buf),
                               "%s (topic \"%s\"): create the topic, or enable "
                               "auto.create.topics.enable on the brokers; the events wait in "

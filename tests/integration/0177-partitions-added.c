@@ -106,16 +106,11 @@ int main(void)
                 min_new[a] = ROUNDS + 1;
         }
         for (size_t i = 0; i < n; i++) {
-                size_t hl;
-                const char *id = h_msg_header(&m[i], "id", &hl);
-                if (!id || hl != 36 || m[i].partition < 0 || m[i].partition >= PARTS) {
+                int a, v, p = m[i].partition;
+                if (!h_msg_agg_version(&m[i], &a, &v) || p < 0 || p >= PARTS) {
                         stray++;
                         continue;
                 }
-                char part[5];
-                memcpy(part, id + 24, 4);
-                part[4] = '\0';
-                int a = atoi(part), v = atoi(id + 28), p = m[i].partition;
                 if (a < 0 || a >= AGGS || v < 1 || v > ROUNDS) {
                         stray++;
                         continue;

@@ -112,21 +112,6 @@ static void insert_event(fixture_t *f, int a, int v, int size)
                   a, v, a, size > 10000 ? "Big" : "Small", v, size);
 }
 
-/* The aggregate and version of an event from its id; false if not ours. */
-static bool parse_id(const h_msg_t *m, int *a, int *v)
-{
-        size_t hl;
-        const char *id = h_msg_header(m, "id", &hl);
-        if (!id || hl != 36)
-                return false;
-        char part[5];
-        memcpy(part, id + 24, 4);
-        part[4] = '\0';
-        *a = atoi(part);
-        *v = atoi(id + 28);
-        return true;
-}
-
 static void test_dlq(void)
 {
         fixture_t f;
@@ -162,7 +147,7 @@ static void test_dlq(void)
         }
         for (size_t i = 0; i < n; i++) {
                 int a, v;
-                if (!parse_id(&m[i], &a, &v) || a < 0 || a >= AGGS) {
+                if (!h_msg_agg_version(&m[i], &a, &v) || a < 0 || a >= AGGS) {
                         bad++;
                         continue;
                 }
@@ -186,7 +171,7 @@ static void test_dlq(void)
         for (size_t i = 0; i < n; i++) {
                 int a, v;
                 size_t hl;
-                if (!parse_id(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
+                if (!h_msg_agg_version(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
                         continue;
                 bigs++;
                 const char *msg = h_msg_header(&m[i], "outbox.error.message", &hl);
@@ -265,7 +250,7 @@ static void test_small_limit(void)
         int in_order = n == 2000;
         for (size_t i = 0; i < n && in_order; i++) {
                 int a, v;
-                in_order = parse_id(&m[i], &a, &v) && v == (int)i + 1;
+                in_order = h_msg_agg_version(&m[i], &a, &v) && v == (int)i + 1;
         }
         h_msgs_free(m, n);
         ok(in_order, "small: in commit order, each once");
@@ -384,7 +369,7 @@ static void test_lowered(void)
         }
         for (size_t i = 0; i < n; i++) {
                 int a, v;
-                if (!parse_id(&m[i], &a, &v) || a == 99)
+                if (!h_msg_agg_version(&m[i], &a, &v) || a == 99)
                         continue;
                 if (a < 0 || a >= AGGS || v == 2) {
                         bad++;
@@ -412,7 +397,7 @@ static void test_lowered(void)
         int early = 0, bigs = 0;
         for (size_t i = 0; i < n; i++) {
                 int a, v;
-                if (!parse_id(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
+                if (!h_msg_agg_version(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
                         continue;
                 bigs++;
                 if (first_after[a] >= 0 && first_after[a] < m[i].timestamp)
@@ -503,7 +488,7 @@ static void test_raised(void)
         int got[4] = {0};
         for (size_t i = 0; i < n; i++) {
                 int a, v;
-                if (parse_id(&m[i], &a, &v) && a == 0 && v >= 1 && v <= 3)
+                if (h_msg_agg_version(&m[i], &a, &v) && a == 0 && v >= 1 && v <= 3)
                         got[v] = got[v] ? -1 : (int)i + 1;
         }
         h_msgs_free(m, n);

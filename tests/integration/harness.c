@@ -1067,6 +1067,20 @@ const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len)
         return NULL;
 }
 
+bool h_msg_agg_version(const h_msg_t *m, int *a, int *v)
+{
+        size_t hl;
+        const char *id = h_msg_header(m, "id", &hl);
+        if (!id || hl != 36)
+                return false;
+        char part[5];
+        memcpy(part, id + 24, 4);
+        part[4] = '\0';
+        *a = atoi(part);
+        *v = atoi(id + 28);
+        return true;
+}
+
 void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
                           const char *const *headers)
 {

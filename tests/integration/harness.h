@@ -269,6 +269,11 @@ void h_msgs_free(h_msg_t *msgs, size_t n);
 /** Value of header name in m (first match) or NULL; *len set when found. Borrowed. */
 const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len);
 
+/** The aggregate and version encoded in m's id header as
+ *  00000000-0000-4000-8000-AAAAVVVVVVVV (4 and 8 decimal digits); false
+ *  without such an id. */
+bool h_msg_agg_version(const h_msg_t *m, int *a, int *v);
+
 /** Produce one message synchronously (acks=all) or bail. */
 void h_kafka_produce(const char *topic, const char *key, const char *value);
 
