@@ -212,3 +212,10 @@ void relay_limits_forget(relay_limits_t *l, const char *topic)
         free(e);
         l->count--;
 }
+
+void relay_limits_expire(relay_limits_t *l, const char *topic, int64_t now_ms)
+{
+        entry_t *e = *find(l, topic, hash_str(topic));
+        if (e && e->expires_ms > now_ms)
+                e->expires_ms = now_ms;
+}

@@ -47,6 +47,9 @@ struct relay_producer {
         bool stats_new;
         relay_kafka_stats_t stats; /* the latest statistics report, parsed */
         char *transactional_id; /* NULL: not transactional */
+        json_t *parts;          /* topic name -> partitions, from the statistics; owned */
+        bool parts_grew;
+        char parts_msg[RELAY_ERRBUF]; /* the last topic whose partitions grew */
 };
 
 /*
@@ -177,6 +180,19 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
                         unknown_partition(buf, sizeof(buf), topic, m->partition);
                         break;
                 }
+                /* The partitioner chose the partition, so the topic had it:
+                 * it has fewer now (deleted and created again, often by
+                 * auto-creation with num.partitions). It exists: telling
+                 * the operator to create it misleads (0179). */
+                if (m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+                        relay_err_set(buf, sizeof(buf),
+                                      "topic \"%s\" no longer has partition %d: it has fewer "
+                                      "partitions than when the event was sent to it (deleted and "
+                                      "created again?); the events wait in PostgreSQL and are sent "
+                                      "again with the topic's partitions as they are now",
+                                      topic, (int)m->partition);
+                        break;
+                }
                 relay_err_set(buf, sizeof(buf),
                               "%s (topic \"%s\"): create the topic, or enable "
                               "auto.create.topics.enable on the brokers; the events wait in "
@@ -212,6 +228,53 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static int64_t json_int(json_t *o, const char *key)
 {
         return (int64_t)json_integer_value(json_object_get(o, key));
+}
+
+/*
+ * A topic's partition count from the statistics' "topics" object (each
+ * topic's "partitions" has one entry per partition and "-1" for messages
+ * not partitioned yet), against the count this producer saw before. Keys
+ * map to hash % partitions: once librdkafka knows more partitions (its
+ * metadata refresh), an aggregate's later events may go to another
+ * partition than its earlier ones, which consumers see in no common order.
+ * Kafka allows it and no event is lost, but the operator should know.
+ */
+static void watch_partitions(relay_producer_t *p, json_t *topics)
+{
+        const char *name, *pname;
+        json_t *t, *v;
+        if (!p->parts && !(p->parts = json_object()))
+                return;
+        json_object_foreach(topics, name, t) {
+                json_int_t n = 0;
+                json_object_foreach(json_object_get(t, "partitions"), pname, v) {
+                        if (strcmp(pname, "-1") != 0)
+                                n++;
+                }
+                json_int_t was = json_integer_value(json_object_get(p->parts, name));
+                if (n > was && was > 0) {
+                        relay_err_set(p->parts_msg, sizeof(p->parts_msg),
+                                      "topic \"%s\" now has %lld partitions, not %lld: keys map "
+                                      "to partitions by their count, so an aggregate's later events "
+                                      "may go to another partition than its earlier ones, and "
+                                      "consumers of both partitions can see them out of order "
+                                      "(events already in Kafka stay where they are; nothing is "
+                                      "lost)",
+                                      name, (long long)n, (long long)was);
+                        p->parts_grew = true;
+                }
+                if (n > 0 && n != was)
+                        json_object_set_new(p->parts, name, json_integer(n));
+        }
+}
+
+bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len)
+{
+        if (!p->parts_grew)
+                return false;
+        p->parts_grew = false;
+        relay_err_set(buf, len, "%s", p->parts_msg);
+        return true;
 }
 
 /*
@@ -258,6 +321,7 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
                 st->broker[i].outbuf_cnt = json_int(b, "outbuf_cnt");
                 st->broker[i].waitresp_cnt = json_int(b, "waitresp_cnt");
         }
+        watch_partitions(p, json_object_get(root, "topics"));
         json_decref(root);
         p->stats_new = true;
         return 0; /* librdkafka frees json */
@@ -450,6 +514,7 @@ void relay_producer_free(relay_producer_t *p)
         close(p->wakeup[0]);
         close(p->wakeup[1]);
         free(p->transactional_id);
+        json_decref(p->parts);
         free(p);
 }
 

@@ -255,6 +255,8 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
                 relay_metrics_kafka(pr->metrics, &ks);
                 session_rewatch(s, &ks, now);
         }
+        if (relay_producer_take_partitions(s->prod, err, sizeof(err)))
+                relay_log_warning("%s", err);
         int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
         if (rc == 1) {
                 relay_metrics_slot(pr->metrics, &si);

@@ -32,13 +32,14 @@
 
 /*
  * topic's max.message.bytes, 0 when unknown. Learnt once per topic (and
- * again after LIMIT_TTL_MS, or after Kafka refused a batch as too large).
+ * again after LIMIT_TTL_MS, after Kafka refused a batch as too large, or
+ * when an event exceeds it: see fits()); *asked: Kafka was asked just now.
  * A limit below the producer's batch.size means batches of small events
  * could be refused as a whole: the producer is replaced by one whose
  * batches fit, once what is in flight is acknowledged.
  */
-static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, char *err,
-                       size_t errlen)
+static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, bool *asked,
+                       char *err, size_t errlen)
 {
         relay_process_t *pr = s->proc;
         int64_t now = relay_now_ms(), b = 0;
@@ -46,6 +47,7 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
         int rc;
 
         *limit = 0;
+        *asked = false;
         switch (relay_limits_get(pr->lim, topic, now, &b)) {
         case RELAY_LIMIT_KNOWN:
                 *limit = b;
@@ -53,6 +55,7 @@ static int topic_limit(relay_session_t *s, const char *topic, int64_t *limit, ch
         case RELAY_LIMIT_UNKNOWN:
                 return 0;
         case RELAY_LIMIT_MISSING:
+                *asked = true;
                 rc = relay_producer_topic_limit(s->prod, topic, LIMIT_ASK_MS, &b, kerr, sizeof(kerr));
                 if (rc == RELAY_EIO) {
                         int64_t pause = relay_limits_timed_out(pr->lim, now, LIMIT_TIMEOUT_PAUSE_MS,
@@ -125,10 +128,20 @@ static int fits(relay_session_t *s, const relay_event_t *ev, bool refused, char 
                               z.local, (long long)ps.max_message);
                 return 1;
         }
-        int rc = topic_limit(s, ev->topic, &limit, err, errlen);
+        bool asked;
+        int rc = topic_limit(s, ev->topic, &limit, &asked, err, errlen);
         if (rc)
                 return rc;
         bool compresses = ps.compresses;
+        /* A limit read earlier may have been raised since (what an operator
+         * does on seeing an event dead-lettered as too large): read it again
+         * before judging, rather than dead-letter events the topic takes
+         * until the cached limit expires. */
+        if (limit > 0 && (int64_t)z.record > limit && (refused || !compresses) && !asked) {
+                relay_limits_expire(s->proc->lim, ev->topic, relay_now_ms());
+                if ((rc = topic_limit(s, ev->topic, &limit, &asked, err, errlen)))
+                        return rc;
+        }
         if (limit > 0 && (int64_t)z.record > limit && (refused || !compresses)) {
                 relay_err_set(why, whylen,
                               "event too large for topic \"%s\": %zu bytes as a Kafka record "

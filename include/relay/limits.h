@@ -89,4 +89,12 @@ int64_t relay_limits_timed_out(relay_limits_t *l, int64_t now_ms, int64_t first_
 /** @brief Forget topic's limit (Kafka refused a batch as too large: ask again). */
 void relay_limits_forget(relay_limits_t *l, const char *topic);
 
+/**
+ * @brief Let topic's limit expire at now_ms: the next relay_limits_get()
+ *        says RELAY_LIMIT_MISSING (ask Kafka again), or, while asking is
+ *        paused, still RELAY_LIMIT_KNOWN with the old limit. For a limit
+ *        read earlier that an event exceeds: it may have been raised since.
+ */
+void relay_limits_expire(relay_limits_t *l, const char *topic, int64_t now_ms);
+
 #endif

@@ -311,6 +311,14 @@ int relay_producer_fd(const relay_producer_t *p);
  */
 bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out);
 
+/**
+ * @brief A topic's partition count grew while this producer ran (seen in
+ *        its statistics reports): buf (len bytes) gets the message that
+ *        says so and what it means for an aggregate's order; true once per
+ *        change (the last one when several came between calls).
+ */
+bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len);
+
 /** @brief Messages queued or in flight. */
 size_t relay_producer_outq_len(relay_producer_t *p);
 

@@ -40,6 +40,11 @@
  *      in the topic, first occurrences in commit order, and the dead-letter
  *      topic holds exactly the 40 kB events, none after its aggregate's
  *      later events.
+ *   7. the limit raised while the relay runs (100000 -> 400000, after the
+ *      relay has read 100000 and dead-lettered an event of 150 kB, which is
+ *      what an operator does on seeing that): the next event of 150 kB is
+ *      delivered to the topic, not dead-lettered. The relay used to trust
+ *      the limit it had read for 5 minutes.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -107,21 +112,6 @@ static void insert_event(fixture_t *f, int a, int v, int size)
                   a, v, a, size > 10000 ? "Big" : "Small", v, size);
 }
 
-/* The aggregate and version of an event from its id; false if not ours. */
-static bool parse_id(const h_msg_t *m, int *a, int *v)
-{
-        size_t hl;
-        const char *id = h_msg_header(m, "id", &hl);
-        if (!id || hl != 36)
-                return false;
-        char part[5];
-        memcpy(part, id + 24, 4);
-        part[4] = '\0';
-        *a = atoi(part);
-        *v = atoi(id + 28);
-        return true;
-}
-
 static void test_dlq(void)
 {
         fixture_t f;
@@ -157,7 +147,7 @@ static void test_dlq(void)
         }
         for (size_t i = 0; i < n; i++) {
                 int a, v;
-                if (!parse_id(&m[i], &a, &v) || a < 0 || a >= AGGS) {
+                if (!h_msg_agg_version(&m[i], &a, &v) || a < 0 || a >= AGGS) {
                         bad++;
                         continue;
                 }
@@ -181,7 +171,7 @@ static void test_dlq(void)
         for (size_t i = 0; i < n; i++) {
                 int a, v;
                 size_t hl;
-                if (!parse_id(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
+                if (!h_msg_agg_version(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
                         continue;
                 bigs++;
                 const char *msg = h_msg_header(&m[i], "outbox.error.message", &hl);
@@ -260,7 +250,7 @@ static void test_small_limit(void)
         int in_order = n == 2000;
         for (size_t i = 0; i < n && in_order; i++) {
                 int a, v;
-                in_order = parse_id(&m[i], &a, &v) && v == (int)i + 1;
+                in_order = h_msg_agg_version(&m[i], &a, &v) && v == (int)i + 1;
         }
         h_msgs_free(m, n);
         ok(in_order, "small: in commit order, each once");
@@ -379,7 +369,7 @@ static void test_lowered(void)
         }
         for (size_t i = 0; i < n; i++) {
                 int a, v;
-                if (!parse_id(&m[i], &a, &v) || a == 99)
+                if (!h_msg_agg_version(&m[i], &a, &v) || a == 99)
                         continue;
                 if (a < 0 || a >= AGGS || v == 2) {
                         bad++;
@@ -407,7 +397,7 @@ static void test_lowered(void)
         int early = 0, bigs = 0;
         for (size_t i = 0; i < n; i++) {
                 int a, v;
-                if (!parse_id(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
+                if (!h_msg_agg_version(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
                         continue;
                 bigs++;
                 if (first_after[a] >= 0 && first_after[a] < m[i].timestamp)
@@ -468,6 +458,50 @@ static void test_exact(void)
         fixture_free(&f);
 }
 
+static void test_raised(void)
+{
+        fixture_t f;
+        fixture_init(&f, "ovraise", "100000");
+        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl, NULL};
+        h_relay_t *r = h_relay_start(sets);
+        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "raised: relay streams");
+        insert_event(&f, 0, 1, 150000);
+        is_int(h_kafka_wait_count(f.dlq, 1, 60000), 1,
+               "raised: 150 kB dead-lettered under max.message.bytes=100000 (limit read)");
+        const char *high[] = {"max.message.bytes", "400000", "message.timestamp.type",
+                              "LogAppendTime", NULL};
+        alter_topic(f.topic, high);
+        /* The broker applies the change some time after AlterConfigs
+         * answers (see test_lowered): the event goes in once the broker
+         * takes a record of 150 kB; the probes are in the topic, without
+         * an id. */
+        int probes, refused = h_kafka_wait_taken(f.topic, 150000, &probes);
+        is_int(refused, 0, "raised: the broker takes a record of 150 kB");
+        tap_diag("raised: the broker refused %d probe(s) of 150 kB after the change", probes);
+        insert_event(&f, 0, 2, 150000);
+        insert_event(&f, 0, 3, 200);
+        char *wal_after = h_pg_value(f.c, "SELECT pg_current_wal_lsn()");
+        ok(h_pg_wait_confirmed(f.c, f.slot, wal_after, 60000) >= 0,
+           "raised: slot confirmed past both events");
+        h_msg_t *m;
+        size_t n = h_kafka_consume_all(f.topic, &m);
+        int got[4] = {0};
+        for (size_t i = 0; i < n; i++) {
+                int a, v;
+                if (h_msg_agg_version(&m[i], &a, &v) && a == 0 && v >= 1 && v <= 3)
+                        got[v] = got[v] ? -1 : (int)i + 1;
+        }
+        h_msgs_free(m, n);
+        ok(got[2] > 0 && got[3] > got[2],
+           "raised: the topic holds the second 150 kB event once, before the small one");
+        is_int(h_kafka_count(f.dlq), 1, "raised: nothing dead-lettered after the limit was raised");
+        h_relay_signal(r, SIGTERM);
+        is_int(h_relay_wait(r, 30000), 0, "raised: clean stop");
+        free(wal_after);
+        h_relay_free(r);
+        fixture_free(&f);
+}
+
 int main(void)
 {
         test_dlq();
@@ -476,5 +510,6 @@ int main(void)
         test_local_limit();
         test_exact();
         test_lowered();
+        test_raised();
         return done_testing();
 }

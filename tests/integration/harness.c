@@ -1067,6 +1067,20 @@ const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len)
         return NULL;
 }
 
+bool h_msg_agg_version(const h_msg_t *m, int *a, int *v)
+{
+        size_t hl;
+        const char *id = h_msg_header(m, "id", &hl);
+        if (!id || hl != 36)
+                return false;
+        char part[5];
+        memcpy(part, id + 24, 4);
+        part[4] = '\0';
+        *a = atoi(part);
+        *v = atoi(id + 28);
+        return true;
+}
+
 void h_kafka_produce_hdrs(const char *topic, const char *key, const char *value,
                           const char *const *headers)
 {
@@ -1134,19 +1148,33 @@ int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *va
         return result;
 }
 
-int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken)
+/* Probe topic with records of bytes bytes every 200 ms while the broker's
+ * answer is not the one wanted (refused or taken), at most 300 times;
+ * *others counts the other answers. Returns the last answer. */
+static int wait_probe(const char *topic, size_t bytes, bool want_refused, int *others)
 {
         char *probe = h_xmalloc(bytes);
         int result = 0;
         memset(probe, 'p', bytes);
-        *taken = 0;
-        while (*taken < 300 &&
-               !(result = h_kafka_try_produce_bytes(topic, "probe", probe, bytes, NULL))) {
-                (*taken)++;
+        *others = 0;
+        while (*others < 300 &&
+               ((result = h_kafka_try_produce_bytes(topic, "probe", probe, bytes, NULL)) != 0) !=
+                       want_refused) {
+                (*others)++;
                 h_sleep_ms(200);
         }
         free(probe);
         return result;
+}
+
+int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken)
+{
+        return wait_probe(topic, bytes, true, taken);
+}
+
+int h_kafka_wait_taken(const char *topic, size_t bytes, int *refused)
+{
+        return wait_probe(topic, bytes, false, refused);
 }
 
 void h_kafka_produce_bytes(const char *topic, const char *key, const char *value,

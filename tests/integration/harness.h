@@ -269,6 +269,11 @@ void h_msgs_free(h_msg_t *msgs, size_t n);
 /** Value of header name in m (first match) or NULL; *len set when found. Borrowed. */
 const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len);
 
+/** The aggregate and version encoded in m's id header as
+ *  00000000-0000-4000-8000-AAAAVVVVVVVV (4 and 8 decimal digits); false
+ *  without such an id. */
+bool h_msg_agg_version(const h_msg_t *m, int *a, int *v);
+
 /** Produce one message synchronously (acks=all) or bail. */
 void h_kafka_produce(const char *topic, const char *key, const char *value);
 
@@ -299,6 +304,13 @@ int h_kafka_try_produce_bytes(const char *topic, const char *key, const char *va
  * the probes the broker took, which stay in the topic.
  */
 int h_kafka_wait_refused(const char *topic, size_t bytes, int *taken);
+
+/*
+ * The other way round, for a raised max.message.bytes: probe until the
+ * broker takes a record of bytes bytes, at most 300 times. Returns the last
+ * refusal (0: taken; the probe stays in the topic); *refused counts them.
+ */
+int h_kafka_wait_taken(const char *topic, size_t bytes, int *refused);
 
 /** Number of brokers in the cluster's metadata; bails when Kafka does not answer. */
 int h_kafka_broker_count(void);

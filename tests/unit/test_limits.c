@@ -116,6 +116,16 @@ static void test_cache(void)
         relay_limits_forget(l, "a");
         is_int(relay_limits_get(l, "a", 1, &b), RELAY_LIMIT_MISSING, "a forgotten");
         relay_limits_forget(l, "nope");
+        /* Expired early (an event exceeds it): ask again, or while asking
+         * is paused keep the old limit. */
+        is_int(relay_limits_put(l, "c", 3000, 0, 1000), 0, "put c");
+        relay_limits_expire(l, "c", 10);
+        is_int(relay_limits_get(l, "c", 10, &b), RELAY_LIMIT_MISSING, "c expired early: ask again");
+        relay_limits_timed_out(l, 10, 500, 5000);
+        is_int(relay_limits_get(l, "c", 11, &b), RELAY_LIMIT_KNOWN, "c while asking is paused");
+        is_int(b, 3000, "c's old limit");
+        is_int(relay_limits_put(l, "c", 3000, 20, 1000), 0, "c read again");
+        relay_limits_expire(l, "nope", 30);
 
         /* Many topics: the table grows and finds each. */
         char name[32];
