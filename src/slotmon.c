@@ -26,8 +26,16 @@
 #include "relay/log.h"
 #include "relay/lsn.h"
 
-/* A connection attempt or a query that takes longer than this is abandoned. */
+/* A connection attempt or a query that takes longer than this is abandoned,
+ * counting only the time the loop steps it (see STEP_GAP_MS). */
 #define DEADLINE_MS 10000
+
+/* The loop steps the monitor at least this often while a session runs. A
+ * longer gap between two steps is time in which nobody looked (the
+ * supervisor's wait between two sessions, the next session's start): the
+ * server may have answered meanwhile, so it does not count against the
+ * deadline beyond this much. */
+#define STEP_GAP_MS 1000
 
 typedef enum { IDLE, CONNECTING, READY, BUSY } phase_t;
 
@@ -41,6 +49,7 @@ struct relay_slotmon {
         PostgresPollingStatusType polling;
         int64_t next_ms;     /* the next query (or connection attempt) */
         int64_t deadline_ms; /* of the connection attempt or query under way */
+        int64_t stepped_ms;  /* the last step */
         relay_slot_info_t info;
         bool got_row;
         char query_err[RELAY_ERRBUF]; /* the query's error, reported once its results are read */
@@ -99,9 +108,13 @@ void relay_slotmon_free(relay_slotmon_t *sm)
         RELAY_FREE_ALL(sm->conninfo, sm->slot, sm->publication, sm->tables, sm);
 }
 
-static int fail(relay_slotmon_t *sm, int64_t now_ms, const char *what, char *err, size_t errlen)
+/* Drop the connection and say why: "what: why", libpq's message when why
+ * is NULL. After a timeout libpq's message is only what it began to say
+ * ("connection to server at ... failed:"), or nothing: the caller says why. */
+static int fail(relay_slotmon_t *sm, int64_t now_ms, const char *what, const char *why, char *err,
+                size_t errlen)
 {
-        const char *msg = sm->conn ? PQerrorMessage(sm->conn) : "out of memory";
+        const char *msg = why ? why : sm->conn ? PQerrorMessage(sm->conn) : "out of memory";
         size_t n = strlen(msg);
         while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
                 n--;
@@ -111,6 +124,10 @@ static int fail(relay_slotmon_t *sm, int64_t now_ms, const char *what, char *err
         sm->next_ms = now_ms + RELAY_SLOTMON_INTERVAL_MS;
         return RELAY_EIO;
 }
+
+/* The reason of a timeout: the server did not do what within DEADLINE_MS. */
+#define TIMEOUT_WHY(what) "the server did not " what " within 10 s"
+_Static_assert(DEADLINE_MS == 10000, "TIMEOUT_WHY's text says 10 s");
 
 /* Is the connection's socket ready for events, right now? */
 static bool ready_for(PGconn *c, short events)
@@ -165,6 +182,11 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
                 "FROM (SELECT 1) AS one LEFT JOIN pg_catalog.pg_replication_slots AS s "
                 "ON s.slot_name = $1";
 
+        if ((sm->phase == CONNECTING || sm->phase == BUSY) &&
+            now_ms - sm->stepped_ms > STEP_GAP_MS)
+                sm->deadline_ms += now_ms - sm->stepped_ms - STEP_GAP_MS;
+        sm->stepped_ms = now_ms;
+
         switch (sm->phase) {
         case IDLE: {
                 if (now_ms < sm->next_ms)
@@ -177,25 +199,32 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
                 if (sm->conn)
                         PQsetNoticeProcessor(sm->conn, relay_log_server_notice, NULL);
                 if (sm->conn == NULL || PQstatus(sm->conn) == CONNECTION_BAD)
-                        return fail(sm, now_ms, "could not connect to read the slot", err, errlen);
+                        return fail(sm, now_ms, "could not connect to read the slot", NULL, err,
+                                    errlen);
                 sm->phase = CONNECTING;
                 sm->polling = PGRES_POLLING_WRITING;
                 sm->deadline_ms = now_ms + DEADLINE_MS;
                 return 0;
         }
         case CONNECTING:
-                if (now_ms > sm->deadline_ms)
-                        return fail(sm, now_ms, "could not connect to read the slot (timeout)", err,
-                                    errlen);
-                if (!ready_for(sm->conn, sm->polling == PGRES_POLLING_READING ? POLLIN : POLLOUT))
+                /* What the server did meanwhile first: an answer that came
+                 * before the deadline is no timeout, however late this
+                 * step looks at it. */
+                if (!ready_for(sm->conn, sm->polling == PGRES_POLLING_READING ? POLLIN : POLLOUT)) {
+                        if (now_ms > sm->deadline_ms)
+                                return fail(sm, now_ms, "could not connect to read the slot",
+                                            TIMEOUT_WHY("complete the connection"), err, errlen);
                         return 0;
+                }
                 sm->polling = PQconnectPoll(sm->conn);
                 if (sm->polling == PGRES_POLLING_FAILED)
-                        return fail(sm, now_ms, "could not connect to read the slot", err, errlen);
+                        return fail(sm, now_ms, "could not connect to read the slot", NULL, err,
+                                    errlen);
                 if (sm->polling != PGRES_POLLING_OK)
                         return 0;
                 if (PQsetnonblocking(sm->conn, 1) != 0)
-                        return fail(sm, now_ms, "could not connect to read the slot", err, errlen);
+                        return fail(sm, now_ms, "could not connect to read the slot", NULL, err,
+                                    errlen);
                 sm->phase = READY;
                 sm->next_ms = now_ms;
                 return 0;
@@ -204,7 +233,7 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
                         return 0;
                 const char *params[] = {sm->slot, sm->publication, sm->tables};
                 if (!PQsendQueryParams(sm->conn, sql, 3, NULL, params, NULL, NULL, 0))
-                        return fail(sm, now_ms, "could not read the slot", err, errlen);
+                        return fail(sm, now_ms, "could not read the slot", NULL, err, errlen);
                 sm->phase = BUSY;
                 sm->got_row = false;
                 sm->query_err[0] = '\0';
@@ -213,12 +242,10 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
         }
                 /* FALLTHROUGH */
         case BUSY:
-                if (now_ms > sm->deadline_ms)
-                        return fail(sm, now_ms, "could not read the slot (timeout)", err, errlen);
                 if (PQflush(sm->conn) < 0)
-                        return fail(sm, now_ms, "could not read the slot", err, errlen);
+                        return fail(sm, now_ms, "could not read the slot", NULL, err, errlen);
                 if (ready_for(sm->conn, POLLIN) && !PQconsumeInput(sm->conn))
-                        return fail(sm, now_ms, "could not read the slot", err, errlen);
+                        return fail(sm, now_ms, "could not read the slot", NULL, err, errlen);
                 while (!PQisBusy(sm->conn)) {
                         PGresult *res = PQgetResult(sm->conn);
                         if (res == NULL) {
@@ -241,6 +268,9 @@ int relay_slotmon_step(relay_slotmon_t *sm, int64_t now_ms, relay_slot_info_t *o
                                               PQresultErrorMessage(res));
                         PQclear(res);
                 }
+                if (now_ms > sm->deadline_ms)
+                        return fail(sm, now_ms, "could not read the slot",
+                                    TIMEOUT_WHY("answer the query"), err, errlen);
                 return 0;
         }
         return 0;

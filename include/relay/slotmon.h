@@ -8,7 +8,11 @@
  * It never blocks: the connection is made and the query run with libpq's
  * asynchronous calls, stepped by relay_slotmon_step() on each turn of the
  * main loop (which turns at least once a second), so a slow or unreachable
- * server costs the loop nothing. Single-threaded: the main loop's only.
+ * server costs the loop nothing. A connection attempt or query is given up
+ * after 10 s of steps: a gap of more than a second between two steps (the
+ * supervisor's wait between sessions) does not count, and what the server
+ * answered meanwhile is read before the deadline is looked at.
+ * Single-threaded: the main loop's only.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
