@@ -302,8 +302,7 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
                         relay_tick_fn *tick, void *ctx, char *err, size_t errlen)
 {
         const char *keys[] = {"dbname", "client_encoding", "options", "application_name", NULL};
-        char *session = relay_repl_session_options(set->postgres_conninfo);
-        char *options = session ? malloc(strlen(session) + sizeof(NO_TIMEOUTS) + 1) : NULL;
+        char *options = relay_repl_session_options(set->postgres_conninfo, NO_TIMEOUTS);
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "UTF8", options, "outbox-relay backfill", NULL};
         relay_backfill_t *b = calloc(1, sizeof(*b));
@@ -311,9 +310,6 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         int rc = RELAY_ENOMEM;
 
         *out = NULL;
-        if (options)
-                sprintf(options, "%s %s", session, NO_TIMEOUTS);
-        free(session);
         if (!b || !options)
                 goto nomem;
         b->set = set;
@@ -337,11 +333,7 @@ int relay_backfill_open(relay_backfill_t **out, const relay_settings_t *set, con
         }
         if (!(lsnap = PQescapeLiteral(b->conn, snapshot, strlen(snapshot))))
                 goto nomem;
-        /* 17's transaction_timeout too; older servers refuse its name. */
-        if (PQserverVersion(b->conn) >= 170000 &&
-            (rc = command(b, "SET transaction_timeout = 0",
-                          "could not turn off transaction_timeout for the backfill", err,
-                          errlen)))
+        if ((rc = relay_pg_transaction_timeout_off(b->conn, err, errlen)))
                 goto fail;
         if ((rc = command(b, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                           "could not begin the backfill transaction", err, errlen)))

@@ -31,14 +31,29 @@
 #include <jansson.h>
 #include <librdkafka/rdkafka.h>
 
+/* A message said once: set by a callback, taken by the loop; the last one
+ * wins when several come between two takes. */
+struct latch {
+        bool set;
+        char msg[RELAY_ERRBUF];
+};
+
+static bool latch_take(struct latch *l, char *buf, size_t len)
+{
+        if (!l->set)
+                return false;
+        l->set = false;
+        relay_err_set(buf, len, "%s", l->msg);
+        return true;
+}
+
 struct relay_producer {
         rd_kafka_t *rk;
         relay_producer_dr_fn *dr;
         void *ctx;
         bool fatal;
         char fatal_msg[RELAY_ERRBUF];
-        bool warned;
-        char warning[RELAY_ERRBUF];
+        struct latch warning; /* the client's last non-fatal error */
         int wakeup[2]; /* librdkafka writes to [1] when its main queue fills */
         relay_producer_sizes_t sizes;
         int linger_ms;     /* linger.ms as configured */
@@ -48,8 +63,7 @@ struct relay_producer {
         relay_kafka_stats_t stats; /* the latest statistics report, parsed */
         char *transactional_id; /* NULL: not transactional */
         json_t *parts;          /* topic name -> partitions, from the statistics; owned */
-        bool parts_grew;
-        char parts_msg[RELAY_ERRBUF]; /* the last topic whose partitions grew */
+        struct latch parts_grew; /* the last topic whose partitions grew */
 };
 
 /*
@@ -220,9 +234,9 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
                          rd_kafka_err2name(orig), buf);
                 return;
         }
-        relay_err_set(p->warning, sizeof(p->warning), "%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err),
-                 reason);
-        p->warned = true;
+        relay_err_set(p->warning.msg, sizeof(p->warning.msg), "%s: %s",
+                      rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+        p->warning.set = true;
 }
 
 static int64_t json_int(json_t *o, const char *key)
@@ -253,7 +267,7 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
                 }
                 json_int_t was = json_integer_value(json_object_get(p->parts, name));
                 if (n > was && was > 0) {
-                        relay_err_set(p->parts_msg, sizeof(p->parts_msg),
+                        relay_err_set(p->parts_grew.msg, sizeof(p->parts_grew.msg),
                                       "topic \"%s\" now has %lld partitions, not %lld: keys map "
                                       "to partitions by their count, so an aggregate's later events "
                                       "may go to another partition than its earlier ones, and "
@@ -261,7 +275,7 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
                                       "(events already in Kafka stay where they are; nothing is "
                                       "lost)",
                                       name, (long long)n, (long long)was);
-                        p->parts_grew = true;
+                        p->parts_grew.set = true;
                 }
                 if (n > 0 && n != was)
                         json_object_set_new(p->parts, name, json_integer(n));
@@ -270,11 +284,7 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
 
 bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len)
 {
-        if (!p->parts_grew)
-                return false;
-        p->parts_grew = false;
-        relay_err_set(buf, len, "%s", p->parts_msg);
-        return true;
+        return latch_take(&p->parts_grew, buf, len);
 }
 
 /*
@@ -526,21 +536,21 @@ void relay_producer_free(relay_producer_t *p)
 static int login_failure(relay_producer_t *p, char *err, size_t errlen)
 {
         rd_kafka_poll(p->rk, 0); /* error_cb runs from the main queue */
-        if (!p->warned)
+        if (!p->warning.set)
                 return 0;
         const char *fix = NULL;
-        if (strstr(p->warning, "SASL authentication") || strstr(p->warning, "SASL handshake"))
+        if (strstr(p->warning.msg, "SASL authentication") || strstr(p->warning.msg, "SASL handshake"))
                 fix = p->caveat[0] ? p->caveat
                                    : "check kafka.sasl.mechanisms, kafka.sasl.username and "
                                      "kafka.sasl.password";
-        else if (strstr(p->warning, "certificate verify failed") ||
-                 strstr(p->warning, "SSL handshake failed"))
+        else if (strstr(p->warning.msg, "certificate verify failed") ||
+                 strstr(p->warning.msg, "SSL handshake failed"))
                 fix = "check kafka.ssl.ca.location (the CA that signed the brokers' certificates) "
                       "and that the certificates name the hosts in kafka.bootstrap.servers";
         if (!fix)
                 return 0;
-        p->warned = false;
-        relay_err_set(err, errlen, "%s; %s", p->warning, fix);
+        p->warning.set = false;
+        relay_err_set(err, errlen, "%s; %s", p->warning.msg, fix);
         return 1;
 }
 
@@ -836,11 +846,7 @@ int relay_producer_txn_abort(relay_producer_t *p, int timeout_ms, char *err, siz
 
 bool relay_producer_take_warning(relay_producer_t *p, char *buf, size_t len)
 {
-        if (!p->warned)
-                return false;
-        p->warned = false;
-        relay_err_set(buf, len, "%s", p->warning);
-        return true;
+        return latch_take(&p->warning, buf, len);
 }
 
 size_t relay_producer_outq_len(relay_producer_t *p)

@@ -428,7 +428,8 @@ static int64_t parse_pg_duration_ms(const char *s)
  */
 #define PROBE_SSLMODE "resolve-only"
 
-static char *session_options(const char *conninfo, char *perr, size_t perrlen)
+static char *session_options(const char *conninfo, const char *extra, char *perr,
+                             size_t perrlen)
 {
         /* After the expanded conninfo, so its sslmode does not count. */
         const char *keys[] = {"dbname", "sslmode", NULL};
@@ -463,17 +464,19 @@ static char *session_options(const char *conninfo, char *perr, size_t perrlen)
                                  "check postgres.conninfo, PGSERVICE and the service file "
                                  "(PGSERVICEFILE, else ~/.pg_service.conf, else pg_service.conf "
                                  "in PGSYSCONFDIR)");
-        size_t n = (user ? strlen(user) + 1 : 0) + sizeof(RELAY_SESSION_OPTIONS);
+        size_t n = (user ? strlen(user) + 1 : 0) + sizeof(RELAY_SESSION_OPTIONS) +
+                   (extra ? strlen(extra) + 1 : 0);
         if ((out = malloc(n)))
-                snprintf(out, n, "%s%s%s", user ? user : "", user ? " " : "", RELAY_SESSION_OPTIONS);
+                snprintf(out, n, "%s%s%s%s%s", user ? user : "", user ? " " : "",
+                         RELAY_SESSION_OPTIONS, extra ? " " : "", extra ? extra : "");
         PQconninfoFree(eff);
         PQfinish(probe);
         return out;
 }
 
-char *relay_repl_session_options(const char *conninfo)
+char *relay_repl_session_options(const char *conninfo, const char *extra)
 {
-        return session_options(conninfo, NULL, 0);
+        return session_options(conninfo, extra, NULL, 0);
 }
 
 /* IDENTIFY_SYSTEM: one row of systemid, timeline, xlogpos (the server's
@@ -510,7 +513,7 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         const char *keys[] = {"dbname", "replication", "client_encoding", "options",
                               "fallback_application_name", NULL};
         char perr[RELAY_ERRBUF] = "";
-        char *options = session_options(set->postgres_conninfo, perr, sizeof(perr));
+        char *options = session_options(set->postgres_conninfo, NULL, perr, sizeof(perr));
         const char *vals[] = {set->postgres_conninfo[0] != '\0' ? set->postgres_conninfo : NULL,
                               "database", "UTF8", options, "outbox-relay", NULL};
         relay_repl_t *r = calloc(1, sizeof(*r));
@@ -1337,28 +1340,33 @@ int relay_repl_lock_backfill(relay_repl_t *r, char *err, size_t errlen)
         return 0;
 }
 
+int relay_pg_transaction_timeout_off(PGconn *conn, char *err, size_t errlen)
+{
+        if (PQserverVersion(conn) < 170000)
+                return 0;
+        PGresult *res = PQexec(conn, "SET transaction_timeout = 0");
+        int rc = 0;
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                result_error(err, errlen, "could not turn off transaction_timeout for the backfill",
+                             res, conn);
+                rc = !res                                 ? RELAY_ENOMEM
+                     : PQstatus(conn) == CONNECTION_BAD ? RELAY_EIO
+                                                          : RELAY_ESETUP;
+        }
+        PQclear(res);
+        return rc;
+}
+
 int relay_repl_create_snapshot_slot(relay_repl_t *r, char *snapshot, size_t snaplen,
                                     relay_lsn_t *consistent, char *err, size_t errlen)
 {
         PGresult *res;
         int rc = 0;
 
-        /* PostgreSQL 17's transaction_timeout would end the exported
-         * snapshot's transaction, which lives until the slot is made
-         * permanent, as idle_in_transaction_session_timeout would
-         * (RELAY_SESSION_OPTIONS): every row backfilled again (0234). Not
-         * an option at connect: older servers refuse its name. */
-        if (r->server_version >= 170000) {
-                if (!(res = execf(r, err, errlen, "SET transaction_timeout = 0")))
-                        return RELAY_ENOMEM;
-                if (PQresultStatus(res) != PGRES_COMMAND_OK)
-                        rc = command_failed(r, res, err, errlen, "could not turn off "
-                                                                 "transaction_timeout for the "
-                                                                 "backfill");
-                PQclear(res);
-                if (rc)
-                        return rc;
-        }
+        /* The exported snapshot's transaction lives until the slot is made
+         * permanent: every row was backfilled again when it ended (0234). */
+        if ((rc = relay_pg_transaction_timeout_off(r->conn, err, errlen)))
+                return rc;
         /* Slot names are [a-z0-9_]{1,63}: room for the suffix and a pid. */
         snprintf(r->backfill_slot, sizeof(r->backfill_slot), "%.40s_backfill_%d", r->slot,
                  PQbackendPID(r->conn));

@@ -44,9 +44,10 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
  *        idle_in_transaction_session_timeout off, which win.
  * @remark Resolves the service with a libpq connection object that fails
  *         before it connects: no server is contacted.
+ *        extra (borrowed, may be NULL): more "-c name=value" options, last.
  * @returns a string the caller frees, or NULL when out of memory.
  */
-char *relay_repl_session_options(const char *conninfo);
+char *relay_repl_session_options(const char *conninfo, const char *extra);
 
 /** @brief Close and free; accepts NULL. */
 void relay_repl_free(relay_repl_t *r);
@@ -69,6 +70,16 @@ struct pg_result; /* libpq's PGresult */
 struct pg_result *relay_pg_exec_waiting(struct pg_conn *conn, const char *sql, int nparams,
                                         const char *const *params, relay_tick_fn *tick,
                                         void *ctx);
+
+/**
+ * @brief Turn PostgreSQL 17's transaction_timeout off on conn (borrowed) for
+ *        a backfill (nothing before 17: such servers refuse its name, so it
+ *        cannot be a connect option), as idle_in_transaction_session_timeout
+ *        is in the session options: it would end the snapshot's transaction.
+ * @returns 0; RELAY_EIO (connection lost), RELAY_ESETUP (refused) or
+ *          RELAY_ENOMEM with err filled.
+ */
+int relay_pg_transaction_timeout_off(struct pg_conn *conn, char *err, size_t errlen);
 
 /**
  * @brief Install tick (ctx borrowed; NULL: none, such commands just block):
