@@ -416,17 +416,34 @@ void fx_case_open(fx_case_t *k, const char *name, const char *tag)
         k->c = h_pg_connect(k->db);
 }
 
-int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port_offset,
-                       char *topic, size_t topiclen)
+void fx_outbox_case_open(fx_case_t *k, const char *name, const char *tag, char *topic,
+                         size_t topiclen)
 {
-        int port = h_http_port(port_offset);
         fx_case_open(k, name, tag);
         snprintf(topic, topiclen, "outbox.event.%s", k->suffix);
         h_pg_create_outbox(k->c, "outbox");
         fx_sets_init(&k->sets, k->db, k->slot, NULL);
+}
+
+int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port_offset,
+                       char *topic, size_t topiclen)
+{
+        int port = h_http_port(port_offset);
+        fx_outbox_case_open(k, name, tag, topic, topiclen);
         fx_sets_add(&k->sets, "http.listen=127.0.0.1:%d", port);
         fx_sets_add(&k->sets, "%s", "http.liveness.timeout.ms=1000");
         return port;
+}
+
+PGconn *fx_backfill_hold(fx_case_t *k, int lock)
+{
+        fx_sets_add(&k->sets, "%s", "snapshot.mode=initial");
+        fx_sets_add(&k->sets,
+                    "snapshot.filter=pg_catalog.pg_advisory_xact_lock_shared(%d)::text = ''",
+                    lock);
+        PGconn *holder = h_pg_connect(k->db);
+        h_pg_exec(holder, "SELECT pg_advisory_lock(%d)", lock);
+        return holder;
 }
 
 char *fx_eos_case_open(fx_case_t *k, const char *name, const char *tag, char **key)

@@ -245,13 +245,32 @@ void fx_steady_case_open(fx_case_t *k, const char *name, const char *tag, int pa
                          h_workload_conf_t *wc);
 
 /**
- * A case for a start that waits (fx_waits_alive()): fx_case_open(k, name,
- * tag), a table "outbox" whose events for aggregatetype k->suffix go to
- * topic, k->sets initialised with /healthz on h_http_port(port_offset) and
- * http.liveness.timeout.ms = 1000. Returns that port; bails on failure.
+ * A case of one outbox table: fx_case_open(k, name, tag), a table "outbox"
+ * whose events for aggregatetype k->suffix go to topic (topiclen bytes;
+ * not made on Kafka), k->sets initialised for the environment's Kafka.
+ * Bails on failure.
+ */
+void fx_outbox_case_open(fx_case_t *k, const char *name, const char *tag, char *topic,
+                         size_t topiclen);
+
+/**
+ * A case for a start that waits (fx_waits_alive()): fx_outbox_case_open(k,
+ * name, tag, topic, topiclen), k->sets with /healthz on
+ * h_http_port(port_offset) and http.liveness.timeout.ms = 1000. Returns
+ * that port; bails on failure.
  */
 int fx_alive_case_open(fx_case_t *k, const char *name, const char *tag, int port_offset,
                        char *topic, size_t topiclen);
+
+/**
+ * Hold case k's backfill: snapshot.mode = initial and a snapshot.filter
+ * that takes advisory lock `lock` shared added to k->sets, and a new
+ * connection to k->db that holds that lock returned (a session lock, no
+ * transaction: creating the slot does not wait for it; caller PQfinish()es),
+ * so the backfill's first FETCH waits until it is given up. Bails on
+ * failure.
+ */
+PGconn *fx_backfill_hold(fx_case_t *k, int lock);
 
 /**
  * An exactly-once case on the environment's Kafka: fx_case_open(k, name,
@@ -264,12 +283,10 @@ char *fx_eos_case_open(fx_case_t *k, const char *name, const char *tag, char **k
 
 /**
  * fx_alive_case_open(k, name, tag, port_offset, topic, topiclen), with one
- * outbox row for the backfill (snapshot.mode = initial added to k->sets) and
- * a snapshot.filter that takes advisory lock `lock` shared, which *holder
- * holds (a session lock, no transaction: creating the slot does not wait
- * for it; caller PQfinish()es), so the backfill's first FETCH waits until it
- * is given up. Starts the relay and returns it once fx_waits_alive() saw
- * the FETCH wait (in this header: its test points count in the test's TAP).
+ * outbox row for the backfill, held by *holder (fx_backfill_hold(k, lock);
+ * caller PQfinish()es). Starts the relay and returns it once
+ * fx_waits_alive() saw the FETCH wait (in this header: its test points
+ * count in the test's TAP).
  */
 static __attribute__((unused)) h_relay_t *
 fx_backfill_held(fx_case_t *k, const char *name, const char *tag, int port_offset, int lock,
@@ -280,12 +297,7 @@ fx_backfill_held(fx_case_t *k, const char *name, const char *tag, int port_offse
                   "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
                   "(gen_random_uuid(), '%s', 'a1', 'Backfilled', '{}')",
                   k->suffix);
-        fx_sets_add(&k->sets, "%s", "snapshot.mode=initial");
-        fx_sets_add(&k->sets,
-                    "snapshot.filter=pg_catalog.pg_advisory_xact_lock_shared(%d)::text = ''",
-                    lock);
-        *holder = h_pg_connect(k->db);
-        h_pg_exec(*holder, "SELECT pg_advisory_lock(%d)", lock);
+        *holder = fx_backfill_hold(k, lock);
         h_relay_t *r = h_relay_start(k->sets.v);
         fx_waits_alive(r, k->c, k->db, h_pg_backfill_waits, port,
                        "the backfill's FETCH (for the lock)");

@@ -49,10 +49,8 @@ int main(void)
         h_kafka_create_topic_config(big, 1, small_limit);
         h_kafka_create_topic_config(dlq, 1, hour);
 
-        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_dlq,
-                              "table.field.event.timestamp=created_at", "kafka.batch.size=16384",
-                              "reconnect.backoff.ms=100", "reconnect.backoff.max.ms=500", NULL};
-        h_relay_t *r = h_relay_start(sets);
+        const char *batch[] = {"kafka.batch.size=16384", NULL};
+        h_relay_t *r = h_kafka_refusing_relay(&k, set_dlq, batch);
         ok(h_relay_streams(r, 60000), "relay streams");
 
         h_pg_exec(k.c,

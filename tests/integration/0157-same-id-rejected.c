@@ -48,15 +48,10 @@ static int count_type(const h_msg_t *msgs, size_t n, const char *type)
 int main(void)
 {
         h_case_t k;
-        h_case_open(&k, "sameid", "slot", "sid", 0, 0);
-        char dlq[200], set_dlq[256];
-        h_kafka_refusing_topics(k.topic, dlq, sizeof(dlq), set_dlq, sizeof(set_dlq));
-
-        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_dlq,
-                              "table.field.event.timestamp=created_at", "errors.retries=1",
-                              "errors.backoff.ms=100", "reconnect.backoff.ms=100",
-                              "reconnect.backoff.max.ms=500", "status.interval.ms=500", NULL};
-        h_relay_t *r = h_relay_start(sets);
+        char dlq[200];
+        const char *extra[] = {"errors.retries=1", "errors.backoff.ms=100",
+                               "status.interval.ms=500", NULL};
+        h_relay_t *r = h_kafka_refusing_open(&k, "sameid", "sid", dlq, sizeof(dlq), extra);
         ok(h_relay_streams(r, 60000), "relay streams");
 
         h_pg_exec(k.c,

@@ -39,13 +39,9 @@ static void run(const char *idtype, const char *bad, const char *next, const cha
         h_pg_exec(k.c, "ALTER TABLE outbox ADD COLUMN id %s PRIMARY KEY", idtype);
         char dlq[200], set_dlq[256];
         h_kafka_refusing_topics(k.topic, dlq, sizeof(dlq), set_dlq, sizeof(set_dlq));
-
-        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_dlq,
-                              "format.profile=debezium-server",
-                              "table.field.event.timestamp=created_at", "errors.retries=0",
-                              "reconnect.backoff.ms=100", "reconnect.backoff.max.ms=500",
-                              "status.interval.ms=500", NULL};
-        h_relay_t *r = h_relay_start(sets);
+        const char *extra[] = {"format.profile=debezium-server", "errors.retries=0",
+                               "status.interval.ms=500", NULL};
+        h_relay_t *r = h_kafka_refusing_relay(&k, set_dlq, extra);
         ok(h_relay_streams(r, 60000), "%s: relay streams", idtype);
         h_pg_exec(k.c,
                   "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at) "

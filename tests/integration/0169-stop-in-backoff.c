@@ -29,15 +29,10 @@
 int main(void)
 {
         h_case_t k;
-        h_case_open(&k, "stopbackoff", "slot", "sbo", 0, 0);
-        char dlq[200], set_dlq[256];
-        h_kafka_refusing_topics(k.topic, dlq, sizeof(dlq), set_dlq, sizeof(set_dlq));
-
-        const char *sets[] = {k.set_conn, k.set_kafka, k.set_slot, set_dlq,
-                              "table.field.event.timestamp=created_at", "errors.retries=3",
-                              "errors.backoff.ms=600000", "errors.backoff.max.ms=600000",
-                              "reconnect.backoff.ms=100", "reconnect.backoff.max.ms=500", NULL};
-        h_relay_t *r = h_relay_start(sets);
+        char dlq[200];
+        const char *extra[] = {"errors.retries=3", "errors.backoff.ms=600000",
+                               "errors.backoff.max.ms=600000", NULL};
+        h_relay_t *r = h_kafka_refusing_open(&k, "stopbackoff", "sbo", dlq, sizeof(dlq), extra);
         ok(h_relay_streams(r, 60000), "relay streams");
 
         h_pg_exec(k.c,

@@ -89,6 +89,20 @@ static void fixture_init(fixture_t *f, const char *name, const char *max_bytes)
         snprintf(f->set_tpl, sizeof(f->set_tpl), "topic.template=%s", f->topic);
 }
 
+/* fixture_init(f, name, max_bytes), and the relay started on it with the
+ * fixture's settings, then extra's (NULL-terminated, NULL for none); one
+ * test point ("<what>: relay streams"). */
+static h_relay_t *fixture_start(fixture_t *f, const char *name, const char *max_bytes,
+                                const char *what, const char *const *extra)
+{
+        fixture_init(f, name, max_bytes);
+        const char *sets[] = {f->set_conn, f->set_kafka, f->set_slot, f->set_dlq, f->set_tpl, NULL};
+        h_relay_t *r = h_relay_start_more(sets, extra);
+        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "%s: relay streams",
+           what);
+        return r;
+}
+
 static void fixture_free(fixture_t *f)
 {
         PQfinish(f->c);
@@ -112,14 +126,43 @@ static void insert_event(fixture_t *f, int a, int v, int size)
                   a, v, a, size > 10000 ? "Big" : "Small", v, size);
 }
 
+/*
+ * What f's dead-letter topic holds: the copies of version 2 of aggregates
+ * 0..AGGS-1 (*bigs), of them those whose error header says too large for
+ * topic with a limit of 100000 (*named; named NULL: not counted), and
+ * those appended after their aggregate's first later event in the topic
+ * (*early; first_after[a]: that event's append time, -1 for none).
+ * Returns how many messages the topic holds.
+ */
+static size_t read_dlq(const fixture_t *f, const int64_t *first_after, int *bigs, int *named,
+                       int *early)
+{
+        h_msg_t *m;
+        size_t n = h_kafka_consume_all(f->dlq, &m);
+        *bigs = *early = 0;
+        if (named)
+                *named = 0;
+        for (size_t i = 0; i < n; i++) {
+                int a, v;
+                size_t hl;
+                if (!h_msg_agg_version(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
+                        continue;
+                (*bigs)++;
+                const char *msg = h_msg_header(&m[i], "outbox.error.message", &hl);
+                if (named && msg && strstr(msg, "too large for topic") && strstr(msg, "100000"))
+                        (*named)++;
+                if (first_after[a] >= 0 && first_after[a] < m[i].timestamp)
+                        (*early)++;
+        }
+        h_msgs_free(m, n);
+        return n;
+}
+
 static void test_dlq(void)
 {
         fixture_t f;
-        fixture_init(&f, "ovdlq", "100000");
-        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl,
-                              "status.interval.ms=1000", NULL};
-        h_relay_t *r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "dlq: relay streams");
+        const char *extra[] = {"status.interval.ms=1000", NULL};
+        h_relay_t *r = fixture_start(&f, "ovdlq", "100000", "dlq", extra);
 
         /* Version 1 small, 2 big, 3..7 small; aggregates interleaved so the
          * big events share batches with other aggregates' small ones. */
@@ -166,21 +209,8 @@ static void test_dlq(void)
 
         /* Dead-letter topic: exactly the big ones, with why, before their
          * aggregate's later events. */
-        n = h_kafka_consume_all(f.dlq, &m);
-        int bigs = 0, early = 0, named = 0;
-        for (size_t i = 0; i < n; i++) {
-                int a, v;
-                size_t hl;
-                if (!h_msg_agg_version(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
-                        continue;
-                bigs++;
-                const char *msg = h_msg_header(&m[i], "outbox.error.message", &hl);
-                if (msg && strstr(msg, "too large for topic") && strstr(msg, "100000"))
-                        named++;
-                if (first_after[a] >= 0 && first_after[a] < m[i].timestamp)
-                        early++;
-        }
-        h_msgs_free(m, n);
+        int bigs, named, early;
+        n = read_dlq(&f, first_after, &bigs, &named, &early);
         is_int(n, AGGS, "dlq: the dead-letter topic holds %d events", AGGS);
         is_int(bigs, AGGS, "dlq: ... all of them the big ones");
         is_int(named, AGGS, "dlq: each says it was too large for the topic and its limit");
@@ -202,11 +232,8 @@ static void test_dlq(void)
 static void test_stop(void)
 {
         fixture_t f;
-        fixture_init(&f, "ovstop", "100000");
-        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl,
-                              "errors.policy=stop", "status.interval.ms=1000", NULL};
-        h_relay_t *r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "stop: relay streams");
+        const char *extra[] = {"errors.policy=stop", "status.interval.ms=1000", NULL};
+        h_relay_t *r = fixture_start(&f, "ovstop", "100000", "stop", extra);
         for (int a = 0; a < 5; a++)
                 insert_event(&f, a, 1, 200);
         insert_event(&f, 2, 2, 150000);
@@ -236,10 +263,7 @@ static void test_stop(void)
 static void test_small_limit(void)
 {
         fixture_t f;
-        fixture_init(&f, "ovsmall", "3000");
-        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl, NULL};
-        h_relay_t *r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "small: relay streams");
+        h_relay_t *r = fixture_start(&f, "ovsmall", "3000", "small", NULL);
         h_pg_exec(f.c, "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
                        "SELECT ('00000000-0000-4000-8000-0000' || lpad(g::text, 8, '0'))::uuid, "
                        "'oversize', 'agg-0', 'Small', jsonb_build_object('v', g, 'pad', "
@@ -270,11 +294,8 @@ static void test_small_limit(void)
 static void test_local_limit(void)
 {
         fixture_t f;
-        fixture_init(&f, "ovlocal", "1000000");
-        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl,
-                              "kafka.message.max.bytes=100000", "kafka.batch.size=100000", NULL};
-        h_relay_t *r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "local: relay streams");
+        const char *extra[] = {"kafka.message.max.bytes=100000", "kafka.batch.size=100000", NULL};
+        h_relay_t *r = fixture_start(&f, "ovlocal", "1000000", "local", extra);
         insert_event(&f, 0, 1, 200);
         insert_event(&f, 0, 2, 150000);
         insert_event(&f, 0, 3, 200);
@@ -326,11 +347,8 @@ static void alter_topic(const char *topic, const char *const *config)
 static void test_lowered(void)
 {
         fixture_t f;
-        fixture_init(&f, "ovlow", "100000");
-        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl,
-                              "status.interval.ms=1000", NULL};
-        h_relay_t *r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "lowered: relay streams");
+        const char *extra[] = {"status.interval.ms=1000", NULL};
+        h_relay_t *r = fixture_start(&f, "ovlow", "100000", "lowered", extra);
         insert_event(&f, 99, 1, 200);
         is_int(h_kafka_wait_count(f.topic, 1, 60000), 1, "lowered: first event delivered (limit read)");
         const char *low[] = {"max.message.bytes", "20000", "message.timestamp.type",
@@ -393,17 +411,8 @@ static void test_lowered(void)
         is_int(bad, 0, "lowered: first occurrences in commit order, no big event in the topic");
         tap_diag("FIGURES lowered-limit: small=%d duplicates=%d", AGGS * 3, dups);
 
-        n = h_kafka_consume_all(f.dlq, &m);
-        int early = 0, bigs = 0;
-        for (size_t i = 0; i < n; i++) {
-                int a, v;
-                if (!h_msg_agg_version(&m[i], &a, &v) || v != 2 || a < 0 || a >= AGGS)
-                        continue;
-                bigs++;
-                if (first_after[a] >= 0 && first_after[a] < m[i].timestamp)
-                        early++;
-        }
-        h_msgs_free(m, n);
+        int bigs, early;
+        n = read_dlq(&f, first_after, &bigs, NULL, &early);
         is_int(n, AGGS, "lowered: the dead-letter topic holds %d events", AGGS);
         is_int(bigs, AGGS, "lowered: ... exactly the big ones");
         is_int(early, 0, "lowered: no later event of an aggregate before its dead-letter copy");
@@ -428,10 +437,7 @@ static void test_lowered(void)
 static void test_exact(void)
 {
         fixture_t f;
-        fixture_init(&f, "ovexact", "2000");
-        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl, NULL};
-        h_relay_t *r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "exact: relay streams");
+        h_relay_t *r = fixture_start(&f, "ovexact", "2000", "exact", NULL);
         /* Record (Kafka's protocol guide): key "agg-0" (1 + 5 bytes), value
          * {"v": 1, "pad": "<pad>"} as jsonb prints it (19 + pad bytes, its
          * length 2 bytes), headers id (1 + 2 + 1 + 36) and type "Small"
@@ -461,10 +467,7 @@ static void test_exact(void)
 static void test_raised(void)
 {
         fixture_t f;
-        fixture_init(&f, "ovraise", "100000");
-        const char *sets[] = {f.set_conn, f.set_kafka, f.set_slot, f.set_dlq, f.set_tpl, NULL};
-        h_relay_t *r = h_relay_start(sets);
-        ok(h_relay_wait_log(r, "streaming from replication slot", 60000), "raised: relay streams");
+        h_relay_t *r = fixture_start(&f, "ovraise", "100000", "raised", NULL);
         insert_event(&f, 0, 1, 150000);
         is_int(h_kafka_wait_count(f.dlq, 1, 60000), 1,
                "raised: 150 kB dead-lettered under max.message.bytes=100000 (limit read)");

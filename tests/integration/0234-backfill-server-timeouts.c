@@ -27,7 +27,6 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,21 +50,12 @@ static bool fetch_waited(PGconn *c)
  * `lock`, which the connection returned holds. */
 static PGconn *case_open(fx_case_t *fc, char *topic, size_t topiclen, int lock)
 {
-        fx_case_open(fc, "bftimeout", "bt");
-        snprintf(topic, topiclen, "outbox.event.%s", fc->suffix);
-        h_pg_create_outbox(fc->c, "outbox");
-        fx_sets_init(&fc->sets, fc->db, fc->slot, NULL);
+        fx_outbox_case_open(fc, "bftimeout", "bt", topic, topiclen);
         h_pg_exec(fc->c,
                   "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
                   "(gen_random_uuid(), '%s', 'backfilled', 'Backfilled', '{}')",
                   fc->suffix);
-        fx_sets_add(&fc->sets, "%s", "snapshot.mode=initial");
-        fx_sets_add(&fc->sets,
-                    "snapshot.filter=pg_catalog.pg_advisory_xact_lock_shared(%d)::text = ''",
-                    lock);
-        PGconn *holder = h_pg_connect(fc->db);
-        h_pg_exec(holder, "SELECT pg_advisory_lock(%d)", lock);
-        return holder;
+        return fx_backfill_hold(fc, lock);
 }
 
 static void one_case(const char *guc, int lock)

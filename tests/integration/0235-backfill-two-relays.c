@@ -25,7 +25,6 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,21 +47,13 @@ static long backfills_waiting(PGconn *c)
  * *holder gives up the lock. */
 static void case_open(fx_case_t *fc, char *topic, size_t topiclen, PGconn **holder)
 {
-        fx_case_open(fc, "bftwo", "b2");
-        snprintf(topic, topiclen, "outbox.event.%s", fc->suffix);
-        h_pg_create_outbox(fc->c, "outbox");
-        fx_sets_init(&fc->sets, fc->db, fc->slot, NULL);
+        fx_outbox_case_open(fc, "bftwo", "b2", topic, topiclen);
         h_pg_exec(fc->c,
                   "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
                   "SELECT gen_random_uuid(), '%s', 'backfilled-' || i, 'Backfilled', '{}' "
                   "FROM generate_series(1, %d) AS i",
                   fc->suffix, ROWS);
-        fx_sets_add(&fc->sets, "%s", "snapshot.mode=initial");
-        fx_sets_add(&fc->sets,
-                    "snapshot.filter=pg_catalog.pg_advisory_xact_lock_shared(%d)::text = ''",
-                    LOCK);
-        *holder = h_pg_connect(fc->db);
-        h_pg_exec(*holder, "SELECT pg_advisory_lock(%d)", LOCK);
+        *holder = fx_backfill_hold(fc, LOCK);
 }
 
 /* A row inserted after the backfill, then: Kafka holds each row once. */

@@ -1223,6 +1223,24 @@ h_relay_t *h_relay_start(const char *const *sets)
         return h_relay_start_cmd(NULL, NULL, sets);
 }
 
+h_relay_t *h_relay_start_more(const char *const *sets, const char *const *more)
+{
+        size_t n = 0, m = 0;
+        while (sets && sets[n])
+                n++;
+        while (more && more[m])
+                m++;
+        const char **all = h_xmalloc((n + m + 1) * sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+                all[i] = sets[i];
+        for (size_t i = 0; i < m; i++)
+                all[n + i] = more[i];
+        all[n + m] = NULL;
+        h_relay_t *r = h_relay_start(all);
+        free(all);
+        return r;
+}
+
 h_relay_t *h_relay_start_cmd(const char *cmd, const char *const *opts, const char *const *sets)
 {
         /* RELAY_TEST_DELIVERY_MODE=exactly-once runs a test's relays in that
@@ -1556,6 +1574,24 @@ void h_case_close(h_case_t *k)
         free(k->aggtype);
         free(k->conninfo);
         memset(k, 0, sizeof(*k));
+}
+
+h_relay_t *h_kafka_refusing_relay(const h_case_t *k, const char *set_dlq,
+                                  const char *const *extra)
+{
+        const char *sets[] = {k->set_conn, k->set_kafka, k->set_slot, set_dlq,
+                              "table.field.event.timestamp=created_at", "reconnect.backoff.ms=100",
+                              "reconnect.backoff.max.ms=500", NULL};
+        return h_relay_start_more(sets, extra);
+}
+
+h_relay_t *h_kafka_refusing_open(h_case_t *k, const char *db_prefix, const char *agg_prefix,
+                                 char *dlq, size_t dlqlen, const char *const *extra)
+{
+        char set_dlq[256];
+        h_case_open(k, db_prefix, "slot", agg_prefix, 0, 0);
+        h_kafka_refusing_topics(k->topic, dlq, dlqlen, set_dlq, sizeof(set_dlq));
+        return h_kafka_refusing_relay(k, set_dlq, extra);
 }
 
 void h_kafka_refusing_close(h_case_t *k, h_relay_t *r, const char *dlq)

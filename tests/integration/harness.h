@@ -326,6 +326,10 @@ typedef struct h_relay h_relay_t;
  */
 h_relay_t *h_relay_start(const char *const *sets);
 
+/** h_relay_start() with the settings of sets, then those of more (both
+ *  NULL-terminated; more may be NULL). */
+h_relay_t *h_relay_start_more(const char *const *sets, const char *const *more);
+
 /**
  * Start RELAY_BIN as "RELAY_BIN cmd opts... --set k=v..." (cmd NULL: the
  * relay itself, as h_relay_start()); a command's standard output goes to a
@@ -432,6 +436,28 @@ void h_case_open(h_case_t *k, const char *db_prefix, const char *slot_prefix,
 /** Close k->c, drop the database (and its slots), delete the topic when the
  *  case made it, and free the names; accepts a case h_case_names() alone made. */
 void h_case_close(h_case_t *k);
+
+/**
+ * The relay of a case on Kafka's refusals, started (not yet known to
+ * stream): k's connection, Kafka and slot, set_dlq (the dead-letter
+ * topic's "errors.dlq.topic=..."), the event timestamp from created_at (the
+ * column a test sets long ago to have an event refused),
+ * reconnect.backoff.ms 100 and reconnect.backoff.max.ms 500 (a refusal can
+ * end a session), then extra's settings (NULL-terminated, NULL for none).
+ * Caller frees it (h_relay_free() or h_kafka_refusing_close()).
+ */
+h_relay_t *h_kafka_refusing_relay(const h_case_t *k, const char *set_dlq,
+                                  const char *const *extra);
+
+/**
+ * The opening of a case on Kafka's refusals: h_case_open(k, db_prefix,
+ * "slot", agg_prefix, 0, 0), its topic and a dead-letter topic (named in
+ * dlq, dlqlen bytes) made by h_kafka_refusing_topics(), and
+ * h_kafka_refusing_relay() on them with extra. End it with
+ * h_kafka_refusing_close().
+ */
+h_relay_t *h_kafka_refusing_open(h_case_t *k, const char *db_prefix, const char *agg_prefix,
+                                 char *dlq, size_t dlqlen, const char *const *extra);
 
 /** The end of a case whose topic, and dead-letter topic dlq, were made by
  *  h_kafka_refusing_topics(): free the relay r (h_relay_free(), NULL
