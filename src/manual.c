@@ -120,7 +120,9 @@ static const exit_doc_t exits[] = {
         {2, "bad command line or configuration (said on one line; a log line of the relay's "
             "log.format when that is known to be json: set before the error, in the "
             "environment or with --set)"},
-        {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
+        {3, "server or broker setup error (connection parameters libpq cannot resolve, a "
+            "connection the server refuses for good: password, pg_hba.conf, no such database "
+            "or role, no REPLICATION, told by SQLSTATE in any lc_messages language; version, "
             "wal_level, privilege, missing table or publication, Kafka unreachable at start "
             "(PostgreSQL unreachable is retried, at start too); an "
             "exactly-once checkpoint of another WAL history: beyond the server's WAL end, or "
