@@ -452,8 +452,9 @@ void relay_manual_print_man(FILE *out)
         fputs(".SH SYSTEMD\n", out);
         roff_line(out,
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "
-                  "streams or stands by, STATUS= saying which (or that it backs off, and why, while "
-                  "it waits to retry), STOPPING=1 when it drains, and WATCHDOG=1 from its "
+                  "streams, stands by, or backs off to retry (PostgreSQL or Kafka away at start: "
+                  "the unit is started, /readyz says not ready), STATUS= saying which (and why it "
+                  "waits to retry), STOPPING=1 when it drains, and WATCHDOG=1 from its "
                   "main loop when the unit sets WatchdogSec. A backfill (snapshot.mode = initial) "
                   "runs before READY=1: while it makes progress the relay says so in STATUS= and "
                   "extends the start timeout (EXTEND_TIMEOUT_USEC), so TimeoutStartSec does not "
