@@ -120,7 +120,9 @@ static const exit_doc_t exits[] = {
         {2, "bad command line or configuration (said on one line; a log line of the relay's "
             "log.format when that is known to be json: set before the error, in the "
             "environment or with --set)"},
-        {3, "server or broker setup error (connection parameters libpq cannot resolve, version, "
+        {3, "server or broker setup error (connection parameters libpq cannot resolve, a "
+            "connection the server refuses for good: password, pg_hba.conf, no such database "
+            "or role, no REPLICATION, told by SQLSTATE in any lc_messages language; version, "
             "wal_level, privilege, missing table or publication, Kafka unreachable at start "
             "(PostgreSQL unreachable is retried, at start too); an "
             "exactly-once checkpoint of another WAL history: beyond the server's WAL end, or "
@@ -450,8 +452,9 @@ void relay_manual_print_man(FILE *out)
         fputs(".SH SYSTEMD\n", out);
         roff_line(out,
                   "Built with libsystemd, the relay tells systemd (Type=notify) READY=1 once it "
-                  "streams or stands by, STATUS= saying which (or that it backs off, and why, while "
-                  "it waits to retry), STOPPING=1 when it drains, and WATCHDOG=1 from its "
+                  "streams, stands by, or backs off to retry (PostgreSQL or Kafka away at start: "
+                  "the unit is started, /readyz says not ready), STATUS= saying which (and why it "
+                  "waits to retry), STOPPING=1 when it drains, and WATCHDOG=1 from its "
                   "main loop when the unit sets WatchdogSec. A backfill (snapshot.mode = initial) "
                   "runs before READY=1: while it makes progress the relay says so in STATUS= and "
                   "extends the start timeout (EXTEND_TIMEOUT_USEC), so TimeoutStartSec does not "

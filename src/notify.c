@@ -38,7 +38,7 @@ static uint64_t now_usec(void)
 
 void relay_notify_ready(const char *status)
 {
-        sd_notifyf(0, "READY=1\nSTATUS=%s", status);
+        sd_notifyf(0, "READY=1\nSTATUS=%.*s", (int)strcspn(status, "\n"), status);
 }
 
 void relay_notify_watchdog(void)

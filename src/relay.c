@@ -61,12 +61,18 @@ static void nap(relay_process_t *proc, int64_t ms)
 }
 
 /* Backing off after err: systemd's STATUS= says so, rather than the
- * "streaming" (or "standing by") of the session that ended. */
+ * "streaming" (or "standing by") of the session that ended. With READY=1:
+ * a relay that got this far has a good configuration and runs, also when
+ * its first session could not start (PostgreSQL or Kafka away at boot), as
+ * PgBouncer is ready without its servers. Held back until then, it kept
+ * the unit activating: systemctl start waited, and at TimeoutStartSec
+ * systemd stopped the relay and (Restart=on-failure) started it over, for
+ * as long as the server was away. /readyz says it is not ready meanwhile. */
 static void notify_backoff(const char *err)
 {
         char status[RELAY_ERRBUF + 32];
         snprintf(status, sizeof(status), "backing off: %s", err);
-        relay_notify_status(status);
+        relay_notify_ready(status);
 }
 
 static int64_t backoff_ms(const relay_settings_t *set, int attempt)

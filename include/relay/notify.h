@@ -1,6 +1,7 @@
 /*
  * notify.h - tell a service manager (systemd, Type=notify) how the relay is
- * doing: ready (streaming or standing by), alive (watchdog), stopping.
+ * doing: ready (streaming, standing by, or backing off to retry), alive
+ * (watchdog), stopping.
  *
  * Built with libsystemd these are sd_notify() calls, which do nothing when
  * the process was not started by systemd (no NOTIFY_SOCKET); built without
@@ -12,8 +13,10 @@
 #define RELAY_NOTIFY_H
 
 /**
- * @brief READY=1 with status as the unit's status text (borrowed). Call
- *        when streaming starts or when standing by; repeating it is harmless.
+ * @brief READY=1 with status as the unit's status text (borrowed; only its
+ *        first line is sent). Call when streaming starts, when standing by,
+ *        and when backing off to retry (the configuration is good: the relay
+ *        runs, even while its servers are away); repeating it is harmless.
  */
 void relay_notify_ready(const char *status);
 
@@ -27,9 +30,9 @@ void relay_notify_ready(const char *status);
 void relay_notify_watchdog(void);
 
 /**
- * @brief STATUS= alone: what the relay does when that is neither ready nor
- *        stopping (backing off after an error, and why). status is borrowed;
- *        only its first line is sent, as STATUS= is one line.
+ * @brief STATUS= alone: what the relay does before it is ready (a
+ *        backfill). status is borrowed; only its first line is sent, as
+ *        STATUS= is one line.
  */
 void relay_notify_status(const char *status);
 

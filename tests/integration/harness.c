@@ -1875,6 +1875,51 @@ h_cluster_t *h_cluster_up(int port_offset, const char *server_opts)
         return c;
 }
 
+h_cluster_t *h_cluster_up_german(int port_offset, const char *hba, const char *server_opts)
+{
+        char cmd[1024], opts[512];
+        h_cluster_t *c = h_cluster_init(port_offset, NULL);
+        if (!c)
+                tap_bail("could not make the test's own PostgreSQL");
+        /* The locale in the cluster's directory, removed with it. */
+        snprintf(cmd, sizeof(cmd),
+                 "mkdir -p %s/locale && localedef -i de_DE -f UTF-8 %s/locale/de_DE.UTF-8 && "
+                 "chmod -R a+rX %s/locale",
+                 c->dir, c->dir, c->dir);
+        if (system(cmd) != 0)
+                tap_bail("localedef -i de_DE -f UTF-8 failed (Debian package locales)");
+        if (hba) {
+                snprintf(cmd, sizeof(cmd), "%s/data/pg_hba.conf", c->dir);
+                h_write_file(cmd, "%s", hba);
+        }
+        snprintf(cmd, sizeof(cmd), "%s/locale", c->dir);
+        setenv("LOCPATH", cmd, 1); /* pg_ctl, and so the server */
+        snprintf(opts, sizeof(opts), "-c lc_messages=de_DE.UTF-8 %s", server_opts ? server_opts : "");
+        int rc = h_cluster_start(c, opts);
+        unsetenv("LOCPATH");
+        if (rc != 0)
+                tap_bail("could not start the test's own PostgreSQL");
+
+        char ci[256], err[1024] = "";
+        snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=postgres dbname=postgres", c->port);
+        PGconn *pg = PQconnectdb(ci);
+        if (PQstatus(pg) != CONNECTION_OK)
+                tap_bail("connect to the test's PostgreSQL: %s", PQerrorMessage(pg));
+        h_pg_try(pg, err, sizeof(err), "SELECT 1/0");
+        PQfinish(pg);
+        /* Without German a test of it proves nothing: say why, and stop.
+         * The other versions' relocatable builds (tests/env/pg) are
+         * configured without --enable-nls: they speak English whatever
+         * lc_messages says, and no catalog can change that. */
+        if (!strstr(err, "Division durch Null"))
+                tap_bail("SELECT 1/0 answered \"%s\": PostgreSQL %s from %s does not speak German; "
+                         "it needs NLS (configure --enable-nls) and postgres-%s.mo for de, which "
+                         "Debian's PostgreSQL 15 has and tests/env/pg's builds (no NLS) have not",
+                         err, h_env("RELAY_TEST_PGVERSION"), h_env("RELAY_TEST_PGBIN"),
+                         h_env("RELAY_TEST_PGVERSION"));
+        return c;
+}
+
 void h_cluster_conninfo_set(const h_cluster_t *c, char *buf, size_t len)
 {
         snprintf(buf, len, "postgres.conninfo=host=127.0.0.1 port=%d user=postgres dbname=postgres",

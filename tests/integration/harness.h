@@ -92,6 +92,14 @@ void h_cluster_free(h_cluster_t *c);
  *  server_opts; NULL (with a diagnostic) when either failed. */
 h_cluster_t *h_cluster_up(int port_offset, const char *server_opts);
 
+/** A cluster (as h_cluster_up()) whose server speaks German: lc_messages =
+ *  de_DE.UTF-8, the locale compiled by localedef (package locales) into the
+ *  cluster's directory and found through LOCPATH, the catalog Debian's
+ *  PostgreSQL 15 ships (postgres-15.mo). hba (may be NULL) replaces
+ *  pg_hba.conf; server_opts (may be NULL) are added. Bails when anything of
+ *  it fails, or when the server does not speak German (SELECT 1/0). */
+h_cluster_t *h_cluster_up_german(int port_offset, const char *hba, const char *server_opts);
+
 /** "postgres.conninfo=..." reaching database postgres of c as postgres, for --set. */
 void h_cluster_conninfo_set(const h_cluster_t *c, char *buf, size_t len);
 

@@ -1,0 +1,102 @@
+/*
+ * 0252-connect-poll.c - relay_repl_connect() drives the connection itself
+ * (PQconnectStartParams(), PQconnectPoll()), to get the SQLSTATE of a
+ * refusal (0250); it must keep what PQconnectdbParams() did.
+ *
+ * A port that listens and never answers (the test's own socket, never
+ * accepted from: the kernel completes the TCP handshake, nothing replies):
+ *   - first of two hosts with connect_timeout=2: connected through the
+ *     second (only libpq can give up on a host for the next: at the
+ *     timeout, PQreset() runs libpq's own connect);
+ *   - alone: RELAY_EIO (retried), libpq's "timeout expired".
+ * And once connected, the session's messages have the default verbosity
+ * again: a server error (START_REPLICATION of a slot that does not exist)
+ * says neither its SQLSTATE nor a LOCATION line.
+ * (Against the code before: all pass, as libpq did all of it.)
+ *
+ * SPDX-License-Identifier: Apache-2.0
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "faults/faults.h"
+#include "harness.h"
+#include "relay/config.h"
+#include "relay/repl.h"
+#include "relay/settings.h"
+
+static relay_settings_t *settings_for(const char *conninfo, const char *slot)
+{
+        relay_config_t *cfg = NULL;
+        relay_settings_t *set = NULL;
+        char err[RELAY_ERRBUF];
+
+        if (relay_config_new(&cfg) != 0 ||
+            relay_config_set(cfg, "postgres.conninfo", conninfo, "test", err, sizeof(err)) != 0 ||
+            relay_config_set(cfg, "slot.name", slot, "test", err, sizeof(err)) != 0 ||
+            relay_settings_load(&set, cfg, err, sizeof(err)) != 0)
+                tap_bail("settings: %s", err);
+        relay_config_free(cfg);
+        return set;
+}
+
+/* A loopback port that listens and never answers; its number in *port. */
+static int silent_listener(int *port)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof(a);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 16) != 0 ||
+            getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+                tap_bail("could not listen on a loopback port");
+        *port = ntohs(a.sin_port);
+        return fd;
+}
+
+int main(void)
+{
+        int silent_port;
+        int silent = silent_listener(&silent_port);
+        char *slot = h_unique_name("cpoll");
+        char ci[512];
+        char err[RELAY_ERRBUF];
+        relay_repl_t *r = NULL;
+
+        snprintf(ci, sizeof(ci),
+                 "host=127.0.0.1,%s port=%d,%s user=%s dbname=postgres connect_timeout=2",
+                 h_env("RELAY_TEST_PGHOST"), silent_port, h_env("RELAY_TEST_PGPORT"),
+                 h_env("RELAY_TEST_PGUSER"));
+        relay_settings_t *set = settings_for(ci, slot);
+        int rc = relay_repl_connect(&r, set, err, sizeof(err));
+        if (!ok(rc == 0, "first host silent, connect_timeout=2: connected through the second"))
+                tap_diag("rc %d: %s", rc, err);
+        if (rc == 0) {
+                ok(relay_repl_server_version(r) >= 140000, "and it is a PostgreSQL 14+");
+                err[0] = '\0';
+                rc = relay_repl_start(r, 0, err, sizeof(err));
+                ok(rc != 0 && strstr(err, slot), "START_REPLICATION of a missing slot fails: %s",
+                   err);
+                ok(!strstr(err, "LOCATION:") && !strstr(err, "42704"),
+                   "its message has the default verbosity (no SQLSTATE, no LOCATION)");
+        }
+        relay_repl_free(r);
+        relay_settings_free(set);
+
+        snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=%s dbname=postgres connect_timeout=2",
+                 silent_port, h_env("RELAY_TEST_PGUSER"));
+        set = settings_for(ci, slot);
+        r = NULL;
+        rc = relay_repl_connect(&r, set, err, sizeof(err));
+        ok(rc == RELAY_EIO, "a silent host alone: RELAY_EIO, retried (got %d)", rc);
+        ok(strstr(err, "timeout expired") != NULL, "libpq's timeout message: %s", err);
+        relay_repl_free(r);
+        relay_settings_free(set);
+
+        close(silent);
+        free(slot);
+        return done_testing();
+}
