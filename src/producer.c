@@ -62,7 +62,7 @@ struct relay_producer {
         bool stats_new;
         relay_kafka_stats_t stats; /* the latest statistics report, parsed */
         char *transactional_id; /* NULL: not transactional */
-        json_t *parts;          /* topic name -> partitions, from the statistics; owned */
+        relay_producer_parts_t *parts; /* the counts it compares with; borrowed, NULL: none */
         struct latch parts_grew; /* the last topic whose partitions grew */
 };
 
@@ -244,10 +244,33 @@ static int64_t json_int(json_t *o, const char *key)
         return (int64_t)json_integer_value(json_object_get(o, key));
 }
 
+struct relay_producer_parts {
+        json_t *n; /* topic name -> partitions */
+};
+
+relay_producer_parts_t *relay_producer_parts_new(void)
+{
+        relay_producer_parts_t *pp = calloc(1, sizeof(*pp));
+        if (pp && !(pp->n = json_object())) {
+                free(pp);
+                return NULL;
+        }
+        return pp;
+}
+
+void relay_producer_parts_free(relay_producer_parts_t *pp)
+{
+        if (!pp)
+                return;
+        json_decref(pp->n);
+        free(pp);
+}
+
 /*
  * A topic's partition count from the statistics' "topics" object (each
  * topic's "partitions" has one entry per partition and "-1" for messages
- * not partitioned yet), against the count this producer saw before. Keys
+ * not partitioned yet), against the count seen before, by this producer
+ * or an earlier one (the counts outlive producers: sessions replace them). Keys
  * map to hash % partitions: once librdkafka knows more partitions (its
  * metadata refresh), an aggregate's later events may go to another
  * partition than its earlier ones, which consumers see in no common order.
@@ -257,7 +280,7 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
 {
         const char *name, *pname;
         json_t *t, *v;
-        if (!p->parts && !(p->parts = json_object()))
+        if (!p->parts)
                 return;
         json_object_foreach(topics, name, t) {
                 json_int_t n = 0;
@@ -265,7 +288,7 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
                         if (strcmp(pname, "-1") != 0)
                                 n++;
                 }
-                json_int_t was = json_integer_value(json_object_get(p->parts, name));
+                json_int_t was = json_integer_value(json_object_get(p->parts->n, name));
                 if (n > was && was > 0) {
                         relay_err_set(p->parts_grew.msg, sizeof(p->parts_grew.msg),
                                       "topic \"%s\" now has %lld partitions, not %lld: keys map "
@@ -278,7 +301,7 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
                         p->parts_grew.set = true;
                 }
                 if (n > 0 && n != was)
-                        json_object_set_new(p->parts, name, json_integer(n));
+                        json_object_set_new(p->parts->n, name, json_integer(n));
         }
 }
 
@@ -369,8 +392,9 @@ static int conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, 
 }
 
 int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
-                       int linger_ms, const char *transactional_id, relay_producer_dr_fn *dr,
-                       void *ctx, char *err, size_t errlen)
+                       int linger_ms, const char *transactional_id,
+                       relay_producer_parts_t *parts, relay_producer_dr_fn *dr, void *ctx,
+                       char *err, size_t errlen)
 {
         static const char *const defaults[][2] = {
                 {"enable.idempotence", "true"},
@@ -399,6 +423,7 @@ int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_
         }
         p->dr = dr;
         p->ctx = ctx;
+        p->parts = parts;
         p->wakeup[0] = p->wakeup[1] = -1;
         if (pipe(p->wakeup) != 0 || fcntl(p->wakeup[0], F_SETFL, O_NONBLOCK) != 0 ||
             fcntl(p->wakeup[1], F_SETFL, O_NONBLOCK) != 0 ||
@@ -524,7 +549,6 @@ void relay_producer_free(relay_producer_t *p)
         close(p->wakeup[0]);
         close(p->wakeup[1]);
         free(p->transactional_id);
-        json_decref(p->parts);
         free(p);
 }
 

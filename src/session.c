@@ -484,7 +484,8 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
         relay_producer_free(s->prod);
         s->prod = NULL;
         int rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
-                                    s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen);
+                                    s->eos.on ? s->eos.tid : NULL, s->proc->parts, on_delivery,
+                                    s, err, errlen);
         if (rc == 0 && s->eos.on)
                 rc = eos_init(s, err, errlen);
         return rc;
@@ -1065,7 +1066,8 @@ static int session_producer(relay_session_t *s, bool first, char *err, size_t er
         const relay_settings_t *set = s->set;
         int rc;
         if ((rc = relay_producer_new(&s->prod, s->cfg, s->proc->max_batch, s->proc->linger_ms,
-                                     s->eos.on ? s->eos.tid : NULL, on_delivery, s, err, errlen)))
+                                     s->eos.on ? s->eos.tid : NULL, s->proc->parts, on_delivery,
+                                     s, err, errlen)))
                 return rc;
         if (first) {
                 char kerr[RELAY_ERRBUF];
@@ -1417,6 +1419,7 @@ void relay_process_free(relay_process_t *pr)
         relay_slotmon_free(pr->slotmon);
         relay_metrics_free(pr->metrics);
         relay_producer_rtt_watch_free(pr->rttw);
+        relay_producer_parts_free(pr->parts);
         free(pr);
 }
 
@@ -1452,6 +1455,7 @@ int relay_process_new(relay_process_t **out, const relay_settings_t *set,
         *out = NULL;
         if (!(pr = calloc(1, sizeof(*pr))) || !(pr->lim = relay_limits_new()) ||
             !(pr->metrics = relay_metrics_new()) || !(pr->rttw = relay_producer_rtt_watch_new()) ||
+            !(pr->parts = relay_producer_parts_new()) ||
             !(pr->slotmon = relay_slotmon_new(
                       set->postgres_conninfo, set->slot_name, set->publication_name,
                       set->outbox_tables,

@@ -27,7 +27,7 @@
 #include "relay/source.h"
 
 /* State that outlives sessions: what the error policy must remember and
- * what was learnt about Kafka's limits. */
+ * what was learnt about Kafka's limits and topics. */
 struct relay_process {
         relay_policy_t *pol;
         relay_limits_t *lim;
@@ -36,6 +36,7 @@ struct relay_process {
         int64_t relinger_after_ms; /* no attempt to apply linger_ms before (settling; a drain timed out) */
         int64_t relingered_ms;     /* when the producer was last replaced for linger_ms (0: never) */
         relay_producer_rtt_watch_t *rttw; /* the round trip in librdkafka's statistics */
+        relay_producer_parts_t *parts;    /* the topics' partition counts producers saw */
         uint64_t implicit_acks;
         relay_metrics_t *metrics; /* read by the HTTP thread through its snapshot only */
         relay_slotmon_t *slotmon;

@@ -32,6 +32,17 @@
 typedef struct relay_producer relay_producer_t;
 
 /**
+ * @brief Each topic's partition count as producers saw it, kept by the
+ *        caller across producers (a session's replacement, the next
+ *        session's), so growth between two producers is reported as growth
+ *        within one is. NULL when out of memory. Free with
+ *        relay_producer_parts_free(), which accepts NULL.
+ */
+typedef struct relay_producer_parts relay_producer_parts_t;
+relay_producer_parts_t *relay_producer_parts_new(void);
+void relay_producer_parts_free(relay_producer_parts_t *pp);
+
+/**
  * @brief What a failed delivery means. X(class, label): the label is its
  *        name in /metrics (relay_delivery_errors_total{class=...}), kept
  *        in the same list so that a new class cannot go without one.
@@ -117,15 +128,18 @@ typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_
  *        client.id=outbox-relay), then every kafka.* key of cfg (borrowed)
  *        on top. With kafka.statistics.interval.ms set, librdkafka's
  *        statistics are logged at debug level. max_batch > 0 lowers batch.size to at most that many bytes
- *        (the smallest topic limit in use).
+ *        (the smallest topic limit in use). parts (borrowed, must outlive
+ *        the producer; NULL: no watch) holds the topics' partition counts
+ *        that relay_producer_take_partitions() compares with and updates.
  * @returns 0 and *out (caller frees with relay_producer_free()); RELAY_EINVAL
  *          when librdkafka rejects a property or enable.idempotence is
  *          turned off (the message names the key and the fix); RELAY_ENOMEM;
  *          RELAY_EIO when the wake-up pipe cannot be made.
  */
 int relay_producer_new(relay_producer_t **out, const relay_config_t *cfg, int64_t max_batch,
-                       int linger_ms, const char *transactional_id, relay_producer_dr_fn *dr,
-                       void *ctx, char *err, size_t errlen) RELAY_MUST_CHECK;
+                       int linger_ms, const char *transactional_id,
+                       relay_producer_parts_t *parts, relay_producer_dr_fn *dr, void *ctx,
+                       char *err, size_t errlen) RELAY_MUST_CHECK;
 
 /**
  * @brief The broker's round trip: the shortest of tries Metadata requests
@@ -312,10 +326,11 @@ int relay_producer_fd(const relay_producer_t *p);
 bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out);
 
 /**
- * @brief A topic's partition count grew while this producer ran (seen in
- *        its statistics reports): buf (len bytes) gets the message that
- *        says so and what it means for an aggregate's order; true once per
- *        change (the last one when several came between calls).
+ * @brief A topic's partition count grew (seen in this producer's statistics
+ *        reports, against the count in its parts, which an earlier producer
+ *        may have put there): buf (len bytes) gets the message that says so
+ *        and what it means for an aggregate's order; true once per change
+ *        (the last one when several came between calls).
  */
 bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len);
 

@@ -17,7 +17,6 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,38 +27,6 @@
 #define ROUNDS 60
 #define ADD_AFTER 20
 #define PARTS 4
-
-static void add_partitions(const char *topic, int total)
-{
-        char errstr[512];
-        rd_kafka_conf_t *conf = rd_kafka_conf_new();
-        if (rd_kafka_conf_set(conf, "bootstrap.servers", h_kafka_bootstrap(), errstr,
-                              sizeof(errstr)))
-                tap_bail("partitions: %s", errstr);
-        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-        if (!rk)
-                tap_bail("partitions: %s", errstr);
-        rd_kafka_NewPartitions_t *np = rd_kafka_NewPartitions_new(topic, (size_t)total, errstr,
-                                                                 sizeof(errstr));
-        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-        rd_kafka_CreatePartitions(rk, &np, 1, NULL, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-        size_t n = 0;
-        const rd_kafka_topic_result_t **tr =
-                ev ? rd_kafka_CreatePartitions_result_topics(
-                             rd_kafka_event_CreatePartitions_result(ev), &n)
-                   : NULL;
-        if (!ev || rd_kafka_event_error(ev) || n != 1 || rd_kafka_topic_result_error(tr[0]))
-                tap_bail("could not add partitions to \"%s\": %s", topic,
-                         !ev ? "no answer"
-                         : rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev)
-                         : n == 1 ? rd_kafka_topic_result_error_string(tr[0])
-                                  : "no result");
-        rd_kafka_event_destroy(ev);
-        rd_kafka_NewPartitions_destroy(np);
-        rd_kafka_queue_destroy(q);
-        rd_kafka_destroy(rk);
-}
 
 int main(void)
 {
@@ -73,12 +40,7 @@ int main(void)
         h_relay_t *r = h_relay_start(sets);
         ok(h_relay_streams(r, 60000), "relay streams");
         for (int v = 1; v <= ROUNDS; v++) {
-                h_pg_exec(k.c,
-                          "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-                          "SELECT ('00000000-0000-4000-8000-' || lpad(a::text, 4, '0') || "
-                          "lpad('%d', 8, '0'))::uuid, '%s', 'agg-' || a, 'T', "
-                          "jsonb_build_object('v', %d) FROM generate_series(0, %d) a",
-                          v, k.aggtype, v, AGGS - 1);
+                h_insert_round(k.c, k.aggtype, AGGS, v);
                 if (v == ADD_AFTER) {
                         /* The relay's producer has the topic in a statistics
                          * report (logged at debug level) before the change. */
@@ -86,7 +48,7 @@ int main(void)
                         snprintf(seen_topic, sizeof(seen_topic), "\"topic\":\"%s\"", k.topic);
                         ok(h_relay_wait_log(r, seen_topic, 60000),
                            "the producer's statistics have the topic");
-                        add_partitions(k.topic, PARTS);
+                        h_kafka_add_partitions(k.topic, PARTS);
                 }
                 h_sleep_ms(100);
         }

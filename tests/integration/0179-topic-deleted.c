@@ -24,16 +24,6 @@
 #define ROUNDS 60
 #define DELETE_AFTER 20
 
-static void round_sql(h_case_t *k, int v)
-{
-        h_pg_exec(k->c,
-                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-                  "SELECT ('00000000-0000-4000-8000-' || lpad(a::text, 4, '0') || "
-                  "lpad('%d', 8, '0'))::uuid, '%s', 'agg-' || a, 'T', "
-                  "jsonb_build_object('v', %d) FROM generate_series(0, %d) a",
-                  v, k->aggtype, v, AGGS - 1);
-}
-
 int main(void)
 {
         h_case_t k;
@@ -42,12 +32,12 @@ int main(void)
         h_relay_t *r = h_relay_start(sets);
         ok(h_relay_streams(r, 60000), "relay streams");
         for (int v = 1; v <= DELETE_AFTER; v++)
-                round_sql(&k, v);
+                h_insert_round(k.c, k.aggtype, AGGS, v);
         is_int(h_kafka_wait_count(k.topic, AGGS * DELETE_AFTER, 60000), AGGS * DELETE_AFTER,
                "rounds 1-%d delivered", DELETE_AFTER);
         h_kafka_delete_topic(k.topic);
         for (int v = DELETE_AFTER + 1; v <= ROUNDS; v++) {
-                round_sql(&k, v);
+                h_insert_round(k.c, k.aggtype, AGGS, v);
                 h_sleep_ms(100);
         }
         char *wal = h_pg_value(k.c, "SELECT pg_current_wal_lsn()");

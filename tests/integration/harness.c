@@ -740,6 +740,31 @@ void h_kafka_delete_topic(const char *topic)
         rd_kafka_queue_destroy(q);
 }
 
+void h_kafka_add_partitions(const char *topic, int total)
+{
+        char errstr[512];
+        rd_kafka_t *rk = h_rk();
+        rd_kafka_NewPartitions_t *np = rd_kafka_NewPartitions_new(topic, (size_t)total, errstr,
+                                                                 sizeof(errstr));
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_CreatePartitions(rk, &np, 1, NULL, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, H_KAFKA_TIMEOUT_MS);
+        size_t n = 0;
+        const rd_kafka_topic_result_t **tr =
+                ev ? rd_kafka_CreatePartitions_result_topics(
+                             rd_kafka_event_CreatePartitions_result(ev), &n)
+                   : NULL;
+        if (!ev || rd_kafka_event_error(ev) || n != 1 || rd_kafka_topic_result_error(tr[0]))
+                tap_bail("could not add partitions to \"%s\": %s", topic,
+                         !ev ? "no answer"
+                         : rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev)
+                         : n == 1 ? rd_kafka_topic_result_error_string(tr[0])
+                                  : "no result");
+        rd_kafka_event_destroy(ev);
+        rd_kafka_NewPartitions_destroy(np);
+        rd_kafka_queue_destroy(q);
+}
+
 void h_kafka_refusing_topics(const char *topic, char *dlq, size_t dlqlen, char *set_dlq,
                              size_t setlen)
 {
@@ -1065,6 +1090,16 @@ const char *h_msg_header(const h_msg_t *m, const char *name, size_t *len)
                 }
         }
         return NULL;
+}
+
+void h_insert_round(PGconn *c, const char *aggtype, int aggs, int v)
+{
+        h_pg_exec(c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                  "SELECT ('00000000-0000-4000-8000-' || lpad(a::text, 4, '0') || "
+                  "lpad('%d', 8, '0'))::uuid, '%s', 'agg-' || a, 'T', "
+                  "jsonb_build_object('v', %d) FROM generate_series(0, %d) a",
+                  v, aggtype, v, aggs - 1);
 }
 
 bool h_msg_agg_version(const h_msg_t *m, int *a, int *v)

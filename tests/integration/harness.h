@@ -251,6 +251,9 @@ void h_kafka_refusing_topics(const char *topic, char *dlq, size_t dlqlen, char *
  *  runs twice against it. */
 void h_kafka_delete_topic(const char *topic);
 
+/** Give topic total partitions (CreatePartitions); bails out when Kafka refuses. */
+void h_kafka_add_partitions(const char *topic, int total);
+
 struct rd_kafka_s;
 /** Another producer: transactional.id tid on the environment's Kafka, its
  *  first transaction begun (rd_kafka_destroy() when done). Bails on failure. */
@@ -475,6 +478,11 @@ void h_kafka_refusing_close(h_case_t *k, h_relay_t *r, const char *dlq);
 /** Insert one outbox event of the test's aggregate type: aggregate id
  *  aggregateid (the message key), type "T", payload {}. */
 void h_outbox_insert(PGconn *c, const char *aggtype, const char *aggregateid);
+
+/** One statement: one event per aggregate "agg-0" to "agg-<aggs - 1>" of
+ *  aggtype, each of version v, its id made of both (h_msg_agg_version()
+ *  reads them back) and payload {"v": v}. */
+void h_insert_round(PGconn *c, const char *aggtype, int aggs, int v);
 
 /** Insert one event into table (an outbox table by another name, say):
  *  aggregate id aggregateid, type "T", payload {"n": n}. */

@@ -137,7 +137,7 @@ static void check(const char *arg, int linger_ms, int want, bool want_auto, cons
         relay_config_t *c = NULL;
         relay_producer_t *p = NULL;
         if (relay_config_new(&c) || (arg && relay_config_set_arg(c, arg, err, sizeof(err))) ||
-            relay_producer_new(&p, c, 0, linger_ms, NULL, dr, NULL, err, sizeof(err))) {
+            relay_producer_new(&p, c, 0, linger_ms, NULL, NULL, dr, NULL, err, sizeof(err))) {
                 ok(0, "%s: could not create the producer: %s", what, err);
                 relay_config_free(c);
                 return;
@@ -164,7 +164,7 @@ static void refused(const char *arg)
                 relay_config_free(c);
                 return;
         }
-        is_int(relay_producer_new(&p, c, 0, 0, NULL, dr, NULL, err, sizeof(err)), RELAY_EINVAL,
+        is_int(relay_producer_new(&p, c, 0, 0, NULL, NULL, dr, NULL, err, sizeof(err)), RELAY_EINVAL,
                "%s: refused", arg);
         ok(strstr(err, "kafka.enable.idempotence") != NULL, "  naming it: %s", err);
         relay_producer_free(p);
