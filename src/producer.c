@@ -766,6 +766,14 @@ void relay_producer_poll(relay_producer_t *p, int timeout_ms)
         rd_kafka_poll(p->rk, timeout_ms);
 }
 
+void relay_producer_flush(relay_producer_t *p, int timeout_ms)
+{
+        char buf[64];
+        while (read(p->wakeup[0], buf, sizeof(buf)) > 0)
+                ;
+        rd_kafka_flush(p->rk, timeout_ms);
+}
+
 int relay_producer_fd(const relay_producer_t *p)
 {
         return p->wakeup[0];

@@ -178,9 +178,10 @@ static int send_in_place(relay_session_t *s, const relay_event_t *ev, relay_dr_c
         }
         while (s->inplace.pending) {
                 /* Not relay_session_serve(): after a refusal the producer reports
-                 * itself dead (gapless) before the refused report is served. */
+                 * itself dead (gapless) before the refused report is served.
+                 * Flushed: it is alone, and nothing comes after it to linger for. */
                 relay_process_turn(s->proc);
-                relay_producer_poll(s->prod, 10);
+                relay_producer_flush(s->prod, 10);
                 if (s->ack_bug || s->dr_failed)
                         return relay_session_kafka_check(s, err, errlen);
                 if ((rc = relay_session_status(s, false, err, errlen)))

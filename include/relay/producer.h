@@ -289,6 +289,14 @@ int relay_producer_send(relay_producer_t *p, const relay_event_t *ev, uint64_t t
 void relay_producer_poll(relay_producer_t *p, int timeout_ms);
 
 /**
+ * @brief relay_producer_poll() that sends what is queued at once: librdkafka
+ *        ignores linger.ms while it runs (rd_kafka_flush()), and returns as
+ *        soon as nothing is queued or in flight. For waits on everything
+ *        produced so far, where lingering for more events only delays.
+ */
+void relay_producer_flush(relay_producer_t *p, int timeout_ms);
+
+/**
  * @brief The producer's health after polling.
  * @returns 0; RELAY_EKAFKA once librdkafka raised a fatal error (the
  *          message is in err; the producer must be destroyed);
