@@ -94,7 +94,13 @@ typedef struct {
         char *name; /* without "kafka." */
         char *value;
         char *origin;
+        char *prop;     /* the librdkafka property name is a spelling of (itself or its alias's) */
+        unsigned layer; /* of the value (relay_config_t's layer when it was set) */
 } kafka_prop_t;
+
+/* How a value reaches the configuration: calls of one kind in a row are
+ * one layer (each file and the environment are one of their own). */
+typedef enum { ENTRY_NONE, ENTRY_SET, ENTRY_ARG, ENTRY_FILE, ENTRY_ENV } entry_t;
 
 struct relay_config {
         char *value[NKEYS];
@@ -103,6 +109,8 @@ struct relay_config {
         kafka_prop_t *kafka;
         size_t nkafka, kafka_cap;
         rd_kafka_conf_t *kscratch; /* checks kafka.* as they are set; never used to connect */
+        unsigned layer;            /* the layer being applied, counted from 0 */
+        entry_t entry;             /* how its values came */
 };
 
 /* --- small helpers ----------------------------------------------------- */
@@ -207,11 +215,14 @@ static const char *suggest_key(const char *word)
  * librdkafka has no list API for its properties, but its property table,
  * printed by rd_kafka_conf_properties_show() (the source of its
  * CONFIGURATION.md), has the name in the first column of every row and who
- * reads it in the second: C (consumers), P (producers) or * (both). Calls
- * fn with each row's name and that column, both trimmed. Only runs on an
+ * reads it in the second: C (consumers), P (producers) or * (both); an
+ * alias's description says "Alias for `name`:". Calls fn with each row's name and that column, both trimmed,
+ * and the property it is an alias for ("" when none). Only runs on an
  * error path or for a kafka.* key actually set.
  */
-static void kafka_props_each(void (*fn)(void *ctx, const char *name, const char *cp), void *ctx)
+static void kafka_props_each(void (*fn)(void *ctx, const char *name, const char *cp,
+                                        const char *alias_of),
+                             void *ctx)
 {
         char *text = NULL, *line, *save = NULL;
         size_t textlen = 0;
@@ -225,10 +236,16 @@ static void kafka_props_each(void (*fn)(void *ctx, const char *name, const char 
                 return;
         }
         for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+                static const char alias_for[] = "Alias for `";
                 size_t n = strcspn(line, " |");
-                char *cp;
+                const char *al = strstr(line, alias_for);
+                char alias_of[128] = "", *cp;
                 if (n == 0 || line[n] == '\0' || strchr("#-", line[0]) != NULL)
                         continue;
+                if (al != NULL) {
+                        al += strlen(alias_for);
+                        snprintf(alias_of, sizeof(alias_of), "%.*s", (int)strcspn(al, "`"), al);
+                }
                 cp = strchr(line + n, '|');
                 line[n] = '\0';
                 if (strcmp(line, "Property") == 0)
@@ -240,7 +257,7 @@ static void kafka_props_each(void (*fn)(void *ctx, const char *name, const char 
                         cp += strspn(cp, " ");
                         cp[strcspn(cp, " |")] = '\0';
                 }
-                fn(ctx, line, cp);
+                fn(ctx, line, cp, alias_of);
         }
         free(text);
 }
@@ -252,11 +269,12 @@ typedef struct {
         size_t len;
 } suggest_t;
 
-static void suggest_row(void *ctx, const char *name, const char *cp)
+static void suggest_row(void *ctx, const char *name, const char *cp, const char *alias_of)
 {
         suggest_t *s = ctx;
         size_t d = edit_distance(s->name, name);
         (void)cp;
+        (void)alias_of;
         if (d < s->bestd) {
                 s->bestd = d;
                 snprintf(s->buf, s->len, "%s", name);
@@ -279,9 +297,10 @@ typedef struct {
         bool consumer, other; /* rows of that name for consumers only, for producers or both */
 } who_reads_t;
 
-static void who_reads_row(void *ctx, const char *name, const char *cp)
+static void who_reads_row(void *ctx, const char *name, const char *cp, const char *alias_of)
 {
         who_reads_t *w = ctx;
+        (void)alias_of;
         if (strcmp(name, w->name) != 0)
                 return;
         if (strcmp(cp, "C") == 0)
@@ -298,6 +317,30 @@ static bool kafka_prop_consumer_only(const char *name)
 
         kafka_props_each(who_reads_row, &w);
         return w.consumer && !w.other;
+}
+
+typedef struct {
+        const char *name;
+        char prop[128];
+} canonical_t;
+
+static void canonical_row(void *ctx, const char *name, const char *cp, const char *alias_of)
+{
+        canonical_t *k = ctx;
+        (void)cp;
+        if (strcmp(name, k->name) == 0 && alias_of[0] != '\0')
+                snprintf(k->prop, sizeof(k->prop), "%s", alias_of);
+}
+
+/* The property librdkafka sets for name: the one it is an alias for, or
+ * itself; caller frees (NULL when out of memory). */
+static char *kafka_prop_canonical(const char *name)
+{
+        canonical_t k = {.name = name};
+
+        snprintf(k.prop, sizeof(k.prop), "%s", name);
+        kafka_props_each(canonical_row, &k);
+        return strdup(k.prop);
 }
 
 static bool kafka_prop_is_secret(const char *name)
@@ -764,7 +807,7 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
         char hint[128], nb[RELAY_ABBREV_BUF];
         const char *shown;
         kafka_prop_t *kp = NULL;
-        char *v, *o;
+        char *v = NULL, *o = NULL, *prop = NULL;
 
         if (name[0] == '\0') {
                 relay_err_set(err, errlen,
@@ -804,17 +847,52 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
                 return RELAY_EINVAL;
         }
 
+        if ((prop = kafka_prop_canonical(name)) == NULL)
+                goto nomem;
+        /*
+         * Several names are one property (linger.ms and queue.buffering.max.ms,
+         * bootstrap.servers and metadata.broker.list, acks and
+         * request.required.acks). Within one layer, which of two spellings
+         * librdkafka applies last would be the environment's or the file's
+         * order of them, not a rank: refused, as a key set twice in one file is.
+         */
+        for (size_t i = 0; i < c->nkafka; i++) {
+                const kafka_prop_t *other = &c->kafka[i];
+                char ob[RELAY_ABBREV_BUF];
+                if (other->layer != c->layer || strcmp(other->prop, prop) != 0)
+                        continue;
+                /* One name again: --set applies in order, a file refuses it
+                 * itself; two variables of the environment (their names'
+                 * case aside) would be its order again. */
+                if (strcmp(other->name, name) == 0 && c->entry != ENTRY_ENV)
+                        continue;
+                if (strcmp(other->name, name) == 0) {
+                        relay_err_set(err, errlen,
+                                      "environment variables %s and %s both set configuration "
+                                      "key \"kafka.%s\", so which value applies would depend "
+                                      "on their order; unset one of them",
+                                      other->origin, origin, relay_abbrev(name, nb, sizeof(nb)));
+                        free(prop);
+                        return RELAY_EINVAL;
+                }
+                relay_err_set(err, errlen,
+                              "configuration keys \"kafka.%s\" (at %s) and \"kafka.%s\" (at %s) "
+                              "are two names of one librdkafka property, %s, so which value "
+                              "applies would depend on their order; set only one of them",
+                              relay_abbrev(other->name, ob, sizeof(ob)), other->origin,
+                              relay_abbrev(name, nb, sizeof(nb)), origin, prop);
+                free(prop);
+                return RELAY_EINVAL;
+        }
         v = strdup(value);
         o = strdup(origin);
         if (v == NULL || o == NULL)
                 goto nomem;
         /*
          * The list is in the order the values were set, a name set again
-         * moving to the end: librdkafka sees them in that order, and several
-         * names are one property (linger.ms and queue.buffering.max.ms,
-         * max.in.flight and max.in.flight.requests.per.connection, acks and
-         * request.required.acks), so of two spellings the one set last,
-         * by the highest layer, wins, as in the scratch configuration.
+         * moving to the end: librdkafka sees them in that order, so of two
+         * spellings of one property the one set by the higher layer wins, as
+         * in the scratch configuration.
          */
         for (size_t i = 0; i < c->nkafka && kp == NULL; i++) {
                 if (strcmp(c->kafka[i].name, name) == 0) {
@@ -839,22 +917,36 @@ static int store_kafka(relay_config_t *c, const char *key, const char *value, co
                         goto nomem;
                 kp->value = NULL;
                 kp->origin = NULL;
+                kp->prop = NULL;
                 c->nkafka++;
         }
         free(kp->value);
         free(kp->origin);
+        free(kp->prop);
         kp->value = v;
         kp->origin = o;
+        kp->prop = prop;
+        kp->layer = c->layer;
         return 0;
 
 nomem:
         free(v);
         free(o);
+        free(prop);
         return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
 }
 
-int relay_config_set(relay_config_t *c, const char *key, const char *value, const char *origin,
-                     char *err, size_t errlen)
+/* A value reaches the configuration by kind: a kind other than the last
+ * one, and every file or environment, begins a layer. */
+static void enter(relay_config_t *c, entry_t e)
+{
+        if (e != c->entry || e == ENTRY_FILE || e == ENTRY_ENV)
+                c->layer++;
+        c->entry = e;
+}
+
+static int set_key(relay_config_t *c, const char *key, const char *value, const char *origin,
+                   char *err, size_t errlen)
 {
         const char *hint;
         char kb[RELAY_ABBREV_BUF];
@@ -884,6 +976,13 @@ int relay_config_set(relay_config_t *c, const char *key, const char *value, cons
         return RELAY_EINVAL;
 }
 
+int relay_config_set(relay_config_t *c, const char *key, const char *value, const char *origin,
+                     char *err, size_t errlen)
+{
+        enter(c, ENTRY_SET);
+        return set_key(c, key, value, origin, err, errlen);
+}
+
 int relay_config_set_arg(relay_config_t *c, const char *arg, char *err, size_t errlen)
 {
         const char *eq = arg != NULL ? strchr(arg, '=') : NULL;
@@ -899,7 +998,8 @@ int relay_config_set_arg(relay_config_t *c, const char *arg, char *err, size_t e
         key = strndup(arg, (size_t)(eq - arg));
         if (key == NULL)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
-        rc = relay_config_set(c, key, eq + 1, "--set", err, errlen);
+        enter(c, ENTRY_ARG);
+        rc = set_key(c, key, eq + 1, "--set", err, errlen);
         free(key);
         return rc;
 }
@@ -944,6 +1044,7 @@ void relay_config_free(relay_config_t *c)
                 free(c->kafka[i].name);
                 free(c->kafka[i].value);
                 free(c->kafka[i].origin);
+                free(c->kafka[i].prop);
         }
         free(c->kafka);
         if (c->kscratch != NULL)
@@ -956,11 +1057,12 @@ void relay_config_free(relay_config_t *c)
 static int set_from_file(void *ctx, const char *key, const char *value, const char *origin,
                          char *err, size_t errlen)
 {
-        return relay_config_set(ctx, key, value, origin, err, errlen);
+        return set_key(ctx, key, value, origin, err, errlen);
 }
 
 int relay_config_load_file(relay_config_t *c, const char *path, char *err, size_t errlen)
 {
+        enter(c, ENTRY_FILE);
         return relay_conffile_load(path, set_from_file, c, err, errlen);
 }
 
@@ -1027,6 +1129,7 @@ int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_
 {
         char var[128], ename[128];
 
+        enter(c, ENTRY_ENV);
         for (; envp != NULL && *envp != NULL; envp++) {
                 const char *entry = *envp, *eq = strchr(entry, '=');
                 const char *key = NULL, *hint = NULL;
@@ -1083,7 +1186,7 @@ int relay_config_load_env(relay_config_t *c, char *const *envp, char *err, size_
                         }
                         return RELAY_EINVAL;
                 }
-                rc = relay_config_set(c, key, eq + 1, var, err, errlen);
+                rc = set_key(c, key, eq + 1, var, err, errlen);
                 free(kkey);
                 if (rc < 0)
                         return rc;

@@ -413,7 +413,10 @@ void relay_manual_print_man(FILE *out)
                   "double quote or a backslash, and \\n, \\t and \\r are a newline, a tab and a "
                   "carriage return (as --print-config writes them). Unknown keys, bad values and "
                   "a key set twice in one file are refused with their file and line, and the "
-                  "relay exits 2 (a later layer may set a key the file set). Passwords never "
+                  "relay exits 2 (a later layer may set a key the file set); so are two "
+                  "librdkafka names of one property in one layer (kafka.linger.ms and "
+                  "kafka.queue.buffering.max.ms both in the environment, in one file or as "
+                  "--set), where their order would decide. Passwords never "
                   "reach the logs or --print-config. The keys:");
         man_keys(out);
         fputs(".SH ENVIRONMENT\n", out);

@@ -46,8 +46,15 @@ void relay_config_free(relay_config_t *c);
  * @brief Set key to value. origin names where it came from ("--set",
  *        "/etc/relay.conf:12", "OUTBOX_RELAY_SLOT_NAME") and is quoted in
  *        errors and in relay_config_print(). Both strings are copied.
+ *        Layers: calls of this function in a row are one layer, as are
+ *        relay_config_set_arg()'s, and each relay_config_load_file() and
+ *        relay_config_load_env() is one; two librdkafka names of one
+ *        property (kafka.linger.ms and kafka.queue.buffering.max.ms) in one
+ *        layer are refused, since their order there would decide, and so is
+ *        one kafka.* name set by two variables of the environment.
  * @returns 0; RELAY_EINVAL for an unknown key or a value that does not parse
- *          as the key's type (the message names origin, key and the fix).
+ *          as the key's type, or for another name of a kafka.* property this
+ *          layer set (the message names origin, key and the fix).
  */
 int relay_config_set(relay_config_t *c, const char *key, const char *value, const char *origin,
                      char *err, size_t errlen) RELAY_MUST_CHECK;

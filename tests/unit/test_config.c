@@ -296,6 +296,106 @@ static void test_kafka_aliases(void)
         free(path);
 }
 
+/*
+ * Two names of one librdkafka property in one layer: librdkafka applies
+ * the one set last, which was the environment's order of its variables or
+ * the file's order of its lines, not a rank; both orders of the same
+ * environment used to load, each giving librdkafka another value. Refused
+ * now, with both names and origins and the fix; across layers the higher
+ * layer still wins (test_kafka_aliases), and one name set again by --set
+ * is still applied in order.
+ */
+static void test_kafka_aliases_one_layer(void)
+{
+        char *const env_ab[] = {"OUTBOX_RELAY_KAFKA_LINGER_MS=7",
+                                "OUTBOX_RELAY_KAFKA_QUEUE_BUFFERING_MAX_MS=90", NULL};
+        char *const env_ba[] = {"OUTBOX_RELAY_KAFKA_QUEUE_BUFFERING_MAX_MS=90",
+                                "OUTBOX_RELAY_KAFKA_LINGER_MS=7", NULL};
+        char *const *envs[] = {env_ab, env_ba};
+        relay_config_t *c;
+        char *got;
+
+        for (size_t i = 0; i < 2; i++) {
+                c = new_config();
+                err[0] = '\0';
+                int rc = relay_config_load_env(c, envs[i], err, sizeof(err));
+                is_int(rc, RELAY_EINVAL,
+                       "environment with linger.ms and queue.buffering.max.ms (order %zu) is "
+                       "refused",
+                       i + 1);
+                if (rc == 0) {
+                        got = kafka_reads(c, "queue.buffering.max.ms");
+                        tap_diag("  loaded: librdkafka reads queue.buffering.max.ms %s", got);
+                        free(got);
+                }
+                ok(has(err, "\"kafka.linger.ms\" (at OUTBOX_RELAY_KAFKA_LINGER_MS)") &&
+                           has(err, "\"kafka.queue.buffering.max.ms\" (at "
+                                    "OUTBOX_RELAY_KAFKA_QUEUE_BUFFERING_MAX_MS)") &&
+                           has(err, "two names of one librdkafka property, "
+                                    "queue.buffering.max.ms") &&
+                           has(err, "set only one of them"),
+                   "  naming both variables, the property and the fix (%s)", err);
+                relay_config_free(c);
+        }
+
+        /* One name twice in the environment, as kafka.* names are lower-cased. */
+        char *const env_case[] = {"OUTBOX_RELAY_KAFKA_LINGER_MS=7",
+                                  "OUTBOX_RELAY_KAFKA_linger_ms=90", NULL};
+        c = new_config();
+        err[0] = '\0';
+        is_int(relay_config_load_env(c, env_case, err, sizeof(err)), RELAY_EINVAL,
+               "OUTBOX_RELAY_KAFKA_LINGER_MS and OUTBOX_RELAY_KAFKA_linger_ms are refused");
+        ok(has(err, "environment variables OUTBOX_RELAY_KAFKA_LINGER_MS and "
+                    "OUTBOX_RELAY_KAFKA_linger_ms both set configuration key "
+                    "\"kafka.linger.ms\"") &&
+                   has(err, "unset one of them"),
+           "  naming both variables, the key and the fix (%s)", err);
+        relay_config_free(c);
+
+        char *path = write_temp("kafka.bootstrap.servers = f:9092\n"
+                                "kafka.acks = all\n"
+                                "kafka.request.required.acks = 1\n");
+        char want[600];
+        c = new_config();
+        err[0] = '\0';
+        is_int(relay_config_load_file(c, path, err, sizeof(err)), RELAY_EINVAL,
+               "a file with acks and request.required.acks is refused");
+        snprintf(want, sizeof(want),
+                 "\"kafka.acks\" (at %s:2) and \"kafka.request.required.acks\" (at %s:3) are "
+                 "two names of one librdkafka property, request.required.acks",
+                 path, path);
+        ok(has(err, want), "  naming both lines (%s)", err);
+        relay_config_free(c);
+        unlink(path);
+        free(path);
+
+        c = new_config();
+        set_ok(c, "kafka.bootstrap.servers=a:9092", "kafka.bootstrap.servers", "a:9092");
+        set_fails(c, "kafka.metadata.broker.list=b:9092",
+                  "\"kafka.bootstrap.servers\" (at --set) and \"kafka.metadata.broker.list\" "
+                  "(at --set) are two names of one librdkafka property, metadata.broker.list");
+        /* One name again is applied in order, as any --set. */
+        set_ok(c, "kafka.bootstrap.servers=c:9092", "kafka.bootstrap.servers", "c:9092");
+        relay_config_free(c);
+
+        /* A layer each: the environment's, --set's, then a value set on its
+         * own (what main sets for commands that need no Kafka). */
+        char *const env_one[] = {"OUTBOX_RELAY_KAFKA_BOOTSTRAP_SERVERS=e:9092", NULL};
+        c = new_config();
+        is_int(relay_config_load_env(c, env_one, err, sizeof(err)), 0, "environment loads");
+        set_ok(c, "kafka.metadata.broker.list=s:9092", "kafka.metadata.broker.list", "s:9092");
+        got = kafka_reads(c, "metadata.broker.list");
+        is_str(got, "s:9092", "--set's metadata.broker.list wins over the environment's alias");
+        free(got);
+        is_int(relay_config_set(c, "kafka.bootstrap.servers", "n:9092", "(not needed)", err,
+                                sizeof(err)),
+               0, "a value set on its own after --set is a layer of its own (%s)", err);
+        got = kafka_reads(c, "metadata.broker.list");
+        is_str(got, "n:9092", "  and wins");
+        free(got);
+        relay_config_free(c);
+}
+
 static void test_unknown_keys(void)
 {
         char *path = write_temp("slot.name = s\n"
@@ -962,6 +1062,7 @@ int main(void)
         test_defaults();
         test_precedence();
         test_kafka_aliases();
+        test_kafka_aliases_one_layer();
         test_unknown_keys();
         test_bad_values();
         test_cross_key();
