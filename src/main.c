@@ -106,14 +106,34 @@ static int relay_config_error(const relay_config_t *cfg, const char *const *sets
         return RELAY_EXIT_CONFIG;
 }
 
-/* Flush stdout and report a failure to write it (a closed pipe, a full disk). */
+/*
+ * Flush stdout and report a failure to write it. A reader that stopped
+ * reading (`outbox-relay --man | head`: EPIPE, SIGPIPE being ignored) made
+ * no error: 0 and no word, as tail does. Anything else (a full disk) is said
+ * and is 1; never 2, which is for the command line and the configuration.
+ * stdout's writes all fail alike, so errno of the last one (the flush's, or
+ * the print's before it when nothing was left to flush) says which.
+ */
 static int finish_stdout(void)
 {
-        if (fflush(stdout) != 0 || ferror(stdout)) {
-                fprintf(stderr, PROG ": error: could not write to standard output\n");
-                return RELAY_EXIT_CONFIG;
+        if (fflush(stdout) == 0 && !ferror(stdout))
+                return RELAY_EXIT_OK;
+        if (errno == EPIPE)
+                return RELAY_EXIT_OK;
+        fprintf(stderr, PROG ": error: could not write to standard output: %s\n", strerror(errno));
+        return RELAY_EXIT_FATAL;
+}
+
+/* finish_stdout() after a print that returned print_rc: a print that failed
+ * while stdout did not (out of memory for a JSON document) is said, 1. */
+static int finish_print(int print_rc)
+{
+        int rc = finish_stdout();
+        if (rc == RELAY_EXIT_OK && print_rc != 0 && !ferror(stdout)) {
+                fprintf(stderr, PROG ": error: out of memory\n");
+                return RELAY_EXIT_FATAL;
         }
-        return RELAY_EXIT_OK;
+        return rc;
 }
 
 /* --help, --man, --example-config and --version: print, and exit with what
@@ -210,10 +230,10 @@ static int run_check(const relay_config_t *cfg, const relay_settings_t *set, boo
                 return RELAY_EXIT_FATAL;
         }
         bool failed = relay_check_failed(res);
-        int rc = relay_check_print(res, stdout, json);
+        int rc = finish_print(relay_check_print(res, stdout, json));
         relay_check_free(res);
-        if (rc != 0 || finish_stdout() != RELAY_EXIT_OK)
-                return RELAY_EXIT_CONFIG;
+        if (rc != RELAY_EXIT_OK)
+                return rc;
         return failed ? RELAY_EXIT_SETUP : RELAY_EXIT_OK;
 }
 
@@ -229,10 +249,10 @@ static int run_status(const relay_settings_t *set, bool json)
                 return rc == RELAY_ENOMEM ? RELAY_EXIT_FATAL : RELAY_EXIT_SETUP;
         }
         bool lost = !st->exists || strcmp(st->wal_status, "lost") == 0;
-        rc = relay_status_print(st, stdout, json);
+        rc = finish_print(relay_status_print(st, stdout, json));
         relay_status_free(st);
-        if (rc != 0 || finish_stdout() != RELAY_EXIT_OK)
-                return RELAY_EXIT_CONFIG;
+        if (rc != RELAY_EXIT_OK)
+                return rc;
         return lost ? RELAY_EXIT_SLOTLOST : RELAY_EXIT_OK;
 }
 
@@ -558,9 +578,10 @@ int main(int argc, char **argv)
 
         if (print_config) {
                 relay_config_print(cfg, stdout);
+                rc = finish_stdout();
                 relay_settings_free(set);
                 relay_config_free(cfg);
-                return finish_stdout();
+                return rc;
         }
 
         /* check and status hold nothing worth a clean stop: let a signal end them. */

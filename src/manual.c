@@ -224,7 +224,9 @@ void relay_manual_print_help(FILE *out)
               "Configuration keys (key = default):\n",
               out);
         relay_config_print_help(out);
-        fputs("\nExit status (of the relay; each command above lists its own):\n", out);
+        fputs("\nExit status (of the relay; each command above lists its own; a reader of\n"
+              "standard output that stops reading is no error, a failed write is 1):\n",
+              out);
         for (size_t i = 0; i < COUNT(exits); i++) {
                 fprintf(out, "  %d", exits[i].code);
                 wrap(out, exits[i].desc, 3, 5);
@@ -430,7 +432,12 @@ void relay_manual_print_man(FILE *out)
         roff_tp(out, "PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, ...",
                 "Read by libpq for what postgres.conninfo leaves out.");
         fputs(".SH EXIT STATUS\n", out);
-        roff_line(out, "Of the relay; the commands' exit statuses are listed under COMMANDS.");
+        roff_line(out, "Of the relay; the commands' exit statuses are listed under COMMANDS. "
+                       "What prints (the commands, --help, --man, --version, --example-config, "
+                       "--print-config) ends with the status it has when its output is read, and "
+                       "says nothing, when the reader stops reading (outbox-relay --man | head); "
+                       "a write to standard output that fails otherwise (a full disk) is said "
+                       "and exits 1.");
         for (size_t i = 0; i < COUNT(exits); i++) {
                 char code[8];
                 snprintf(code, sizeof(code), "%d", exits[i].code);

@@ -64,6 +64,11 @@ struct relay_producer {
         char *transactional_id; /* NULL: not transactional */
         relay_producer_parts_t *parts; /* the counts it compares with; borrowed, NULL: none */
         struct latch parts_grew; /* the last topic whose partitions grew */
+        /* topic -> partition -> [txmsgs, acked_msgid, since (ts), warned,
+         * stalling, txmsgs at since], from the statistics; owned */
+        json_t *acks;
+        struct latch stall; /* a partition's stall, or news that it ended */
+        bool stall_warn;    /* stall holds a warning (a stall) */
 };
 
 /*
@@ -305,6 +310,88 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
         }
 }
 
+/* Wait this long without an acknowledgement while sending before a stall is said. */
+#define STALL_US (10 * 1000000LL)
+
+/*
+ * A partition whose events librdkafka sends and the broker does not
+ * acknowledge: a retriable refusal (NOT_ENOUGH_REPLICAS while its in-sync
+ * replicas are fewer than min.insync.replicas, NOT_LEADER_OR_FOLLOWER, a
+ * request that times out) is resent by librdkafka, without a word, until
+ * message.timeout.ms. From two statistics reports of each partition:
+ * txmsgs (sent, resends counted) grew and acked_msgid did not, while
+ * messages wait (msg_cnt) -> stalled since the report before; said once
+ * after STALL_US, and again when acknowledgements come back. ts is the
+ * report's (librdkafka's monotonic clock, microseconds). Per report, not
+ * per event.
+ */
+static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t waiting)
+{
+        const char *name, *pname;
+        json_t *t, *v;
+        if (!p->acks && !(p->acks = json_object()))
+                return;
+        json_object_foreach(topics, name, t) {
+                json_t *seen = json_object_get(p->acks, name);
+                if (!seen) {
+                        if (json_object_set_new(p->acks, name, json_object()) != 0)
+                                return;
+                        seen = json_object_get(p->acks, name);
+                }
+                json_object_foreach(json_object_get(t, "partitions"), pname, v) {
+                        if (strcmp(pname, "-1") == 0)
+                                continue;
+                        int64_t tx = json_int(v, "txmsgs"), acked = json_int(v, "acked_msgid");
+                        json_t *was = json_object_get(seen, pname);
+#define WAS(i) json_integer_value(json_array_get(was, i))
+                        int64_t since = ts, warned = 0, stalling = 0, tx0 = tx;
+                        /* Begun by a send, it goes on while nothing is acknowledged. */
+                        if (was && WAS(1) == acked && waiting > 0 && (tx > WAS(0) || WAS(4))) {
+                                since = WAS(2);
+                                warned = WAS(3);
+                                stalling = 1;
+                                tx0 = WAS(5);
+                        } else if (was && WAS(3) && acked != WAS(1)) {
+                                relay_err_set(p->stall.msg, sizeof(p->stall.msg),
+                                              "topic \"%s\" partition %s: Kafka acknowledges "
+                                              "events again",
+                                              name, pname);
+                                p->stall_warn = false;
+                                p->stall.set = true;
+                        }
+                        if (!warned && ts - since >= STALL_US) {
+                                relay_err_set(
+                                    p->stall.msg, sizeof(p->stall.msg),
+                                    "topic \"%s\" partition %s: Kafka has acknowledged no event "
+                                    "for %lld s, of %lld sends to its leader (broker %lld) "
+                                    "meanwhile: the broker refuses them with an error that "
+                                    "is retried (NOT_ENOUGH_REPLICAS when fewer replicas are in "
+                                    "sync than the topic's min.insync.replicas, a leader "
+                                    "change, a timeout; kafka.debug=msg logs its answer). They "
+                                    "are resent until kafka.message.timeout.ms, and nothing "
+                                    "from them on is confirmed to PostgreSQL meanwhile",
+                                    name, pname, (long long)((ts - since) / 1000000),
+                                    (long long)(tx - tx0), (long long)json_int(v, "leader"));
+                                p->stall_warn = true;
+                                p->stall.set = true;
+                                warned = 1;
+                        }
+#undef WAS
+                        json_object_set_new(seen, pname,
+                                            json_pack("[I, I, I, I, I, I]", (json_int_t)tx,
+                                                      (json_int_t)acked, (json_int_t)since,
+                                                      (json_int_t)warned, (json_int_t)stalling,
+                                                      (json_int_t)tx0));
+                }
+        }
+}
+
+bool relay_producer_take_stall(relay_producer_t *p, char *buf, size_t len, bool *warning)
+{
+        *warning = p->stall_warn;
+        return latch_take(&p->stall, buf, len);
+}
+
 bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len)
 {
         return latch_take(&p->parts_grew, buf, len);
@@ -355,6 +442,7 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
                 st->broker[i].waitresp_cnt = json_int(b, "waitresp_cnt");
         }
         watch_partitions(p, json_object_get(root, "topics"));
+        watch_acks(p, json_object_get(root, "topics"), json_int(root, "ts"), st->msg_cnt);
         json_decref(root);
         p->stats_new = true;
         return 0; /* librdkafka frees json */
@@ -549,6 +637,7 @@ void relay_producer_free(relay_producer_t *p)
         close(p->wakeup[0]);
         close(p->wakeup[1]);
         free(p->transactional_id);
+        json_decref(p->acks);
         free(p);
 }
 

@@ -342,6 +342,17 @@ bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out);
  */
 bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len);
 
+/**
+ * @brief A partition whose events librdkafka keeps sending without an
+ *        acknowledgement (a retriable refusal such as NOT_ENOUGH_REPLICAS,
+ *        resent silently until message.timeout.ms), seen in two statistics
+ *        reports 10 s or more apart: buf (len bytes) gets the message naming
+ *        the topic, partition and leader, *warning true; once more when
+ *        acknowledgements come back (*warning false). True once per change
+ *        (the last one when several came between calls).
+ */
+bool relay_producer_take_stall(relay_producer_t *p, char *buf, size_t len, bool *warning);
+
 /** @brief Messages queued or in flight. */
 size_t relay_producer_outq_len(relay_producer_t *p);
 
