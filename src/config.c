@@ -1409,11 +1409,17 @@ const char *relay_config_get(const relay_config_t *c, const char *key)
         if (find_key(key, &i) != NULL)
                 return c->value[i];
         if (strncmp(key, KAFKA_PREFIX, strlen(KAFKA_PREFIX)) == 0) {
-                const char *name = key + strlen(KAFKA_PREFIX);
-                for (size_t j = 0; j < c->nkafka; j++)
-                        if (strcmp(c->kafka[j].name, name) == 0)
-                                return c->kafka[j].value;
-                return "";
+                /* The value in effect under any of the property's names
+                 * (kafka.metadata.broker.list answers for
+                 * kafka.bootstrap.servers): the last one set, as librdkafka
+                 * applies them in the list's order. */
+                char *prop = kafka_prop_canonical(key + strlen(KAFKA_PREFIX));
+                const char *v = "";
+                for (size_t j = 0; prop && j < c->nkafka; j++)
+                        if (strcmp(c->kafka[j].prop, prop) == 0)
+                                v = c->kafka[j].value;
+                free(prop);
+                return v;
         }
         return NULL;
 }

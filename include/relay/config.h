@@ -98,7 +98,9 @@ int relay_config_validate(const relay_config_t *c, char *err, size_t errlen) REL
 
 /**
  * @brief Value of a known key (never NULL for a known key; "" when unset).
- *        "kafka.<property>" gives the pass-through value, "" when unset.
+ *        "kafka.<property>" gives the pass-through value in effect under
+ *        any of the property's librdkafka names (kafka.metadata.broker.list
+ *        for kafka.bootstrap.servers), "" when unset.
  *        NULL for an unknown key. Borrowed.
  */
 const char *relay_config_get(const relay_config_t *c, const char *key);

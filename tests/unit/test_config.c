@@ -305,6 +305,19 @@ static void test_kafka_aliases(void)
  * layer still wins (test_kafka_aliases), and one name set again by --set
  * is still applied in order.
  */
+/* A key read by its other librdkafka name: a broker list given only as
+ * metadata.broker.list was "kafka.bootstrap.servers is not set". */
+static void test_kafka_alias_read(void)
+{
+        relay_config_t *c = new_config();
+        set_ok(c, "kafka.metadata.broker.list=m:9092", "kafka.bootstrap.servers", "m:9092");
+        err[0] = '\0';
+        is_int(relay_config_validate(c, err, sizeof(err)), 0,
+               "metadata.broker.list alone validates (%s)", err);
+        set_ok(c, "kafka.queue.buffering.max.ms=40", "kafka.linger.ms", "40");
+        relay_config_free(c);
+}
+
 static void test_kafka_aliases_one_layer(void)
 {
         char *const env_ab[] = {"OUTBOX_RELAY_KAFKA_LINGER_MS=7",
@@ -1063,6 +1076,7 @@ int main(void)
         test_precedence();
         test_kafka_aliases();
         test_kafka_aliases_one_layer();
+        test_kafka_alias_read();
         test_unknown_keys();
         test_bad_values();
         test_cross_key();
