@@ -109,6 +109,19 @@ static void put_num(char *b, size_t *w, size_t cap, unsigned long long v, int wi
                 b[(*w)++] = d[--n];
 }
 
+void relay_log_utc_date(long long secs, int *year, int *month, int *day)
+{
+        /* H. Hinnant's civil_from_days. */
+        long long z = (secs > 0 ? secs : 0) / 86400 + 719468;
+        long long era = z / 146097, doe = z - era * 146097;
+        long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+        long long mon = mp < 10 ? mp + 3 : mp - 9;
+        *day = (int)(doy - (153 * mp + 2) / 5 + 1);
+        *month = (int)mon;
+        *year = (int)(yoe + era * 400 + (mon <= 2));
+}
+
 void relay_log_signal_safe(relay_log_level_t level, const char *msg)
 {
         char b[512];
@@ -124,16 +137,10 @@ void relay_log_signal_safe(relay_log_level_t level, const char *msg)
             (unsigned long long)st.st_dev == journal_dev &&
             (unsigned long long)st.st_ino == journal_ino)
                 put(b, &w, cap, levels[level].prio, false);
-        /* UTC from the epoch by integer arithmetic (gmtime_r() and strftime()
-         * are not async-signal-safe): H. Hinnant's days_from_civil inverse. */
         clock_gettime(CLOCK_REALTIME, &now);
-        long long secs = now.tv_sec > 0 ? (long long)now.tv_sec : 0;
-        long long z = secs / 86400 + 719468, sod = secs % 86400;
-        long long era = z / 146097, doe = z - era * 146097;
-        long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-        long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
-        long long day = doy - (153 * mp + 2) / 5 + 1, mon = mp < 10 ? mp + 3 : mp - 9;
-        long long year = yoe + era * 400 + (mon <= 2);
+        long long secs = now.tv_sec > 0 ? (long long)now.tv_sec : 0, sod = secs % 86400;
+        int year, mon, day;
+        relay_log_utc_date(secs, &year, &mon, &day);
 
         put(b, &w, cap, json_format ? "{\"ts\":\"" : "", false);
         put_num(b, &w, cap, (unsigned long long)year, 4);

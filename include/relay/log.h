@@ -49,6 +49,13 @@ const char *relay_log_journal_prefix(relay_log_level_t level);
  */
 void relay_log_signal_safe(relay_log_level_t level, const char *msg);
 
+/**
+ * @brief The UTC calendar date of secs seconds after the epoch (before it:
+ *        the epoch's) by integer arithmetic, for relay_log_signal_safe():
+ *        gmtime_r() is not async-signal-safe.
+ */
+void relay_log_utc_date(long long secs, int *year, int *month, int *day);
+
 /** @brief Emit one line at level (dropped below the configured level). */
 void relay_log(relay_log_level_t level, const char *fmt, ...) RELAY_PRINTF(2, 3);
 

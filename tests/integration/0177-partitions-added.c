@@ -110,6 +110,14 @@ int main(void)
                  k.topic, PARTS);
         ok(h_relay_wait_log(r, said, 60000),
            "the relay warns that the topic's partitions grew and what it means");
+        /* Growth only: the topic's first sight (no count before) is none. */
+        char *log = h_relay_log(r);
+        int warned = 0;
+        for (const char *p = log; (p = strstr(p, " partitions, not ")) != NULL; p++)
+                warned++;
+        free(log);
+        is_int(warned, 1, "the one partition warning is the growth's, none at the topic's first "
+                          "sight");
         h_relay_signal(r, SIGTERM);
         is_int(h_relay_wait(r, 30000), 0, "clean stop");
         h_relay_free(r);

@@ -28,6 +28,7 @@
  */
 #include <string.h>
 
+#include "faults/faults.h"
 #include "harness.h"
 
 int main(void)
@@ -92,6 +93,15 @@ int main(void)
            "and that it sends them again once the new table is in it");
         ok(h_relay_wait_log(relay, "is now \"public.outbox_old\"", 0),
            "the relay warned that the outbox relation is now public.outbox_old");
+
+        /* Publish without insert: the table in the publication, its inserts not sent. */
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub SET (publish = 'update, delete')");
+        ok(fx_wait_log_n(relay, "no longer sends the inserts of outbox table \"public.outbox\"", 2,
+                         30000),
+           "publish = 'update, delete': the relay warns again, naming the table");
+        h_pg_exec(c, "ALTER PUBLICATION outbox_pub SET (publish = 'insert, update, delete')");
+        ok(fx_wait_log_n(relay, "sends the inserts of every outbox table again", 2, 30000),
+           "publish with insert again: the relay says so");
         is_int(h_relay_stop(relay, 30000), 0, "SIGTERM: clean exit 0");
         h_relay_free(relay);
         h_case_close(&k);

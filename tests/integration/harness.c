@@ -526,6 +526,11 @@ bool h_pg_backfill_waits(PGconn *c, const char *db)
         return pg_lock_waits(c, db, "application_name = 'outbox-relay backfill'");
 }
 
+bool h_pg_slotmon_waits(PGconn *c, const char *db)
+{
+        return pg_lock_waits(c, db, "application_name = 'outbox-relay metrics'");
+}
+
 char *h_pg_create_db(const char *prefix)
 {
         char *name = h_unique_name(prefix);

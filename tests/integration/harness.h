@@ -179,6 +179,10 @@ bool h_pg_publication_creation_waits(PGconn *c, const char *db);
  *  (a table lock, an advisory lock its snapshot.filter takes). */
 bool h_pg_backfill_waits(PGconn *c, const char *db);
 
+/** Whether the relay's slot monitor (its connection "outbox-relay metrics")
+ *  to database db waits on a lock. */
+bool h_pg_slotmon_waits(PGconn *c, const char *db);
+
 /* --- Kafka -------------------------------------------------------------- */
 
 /** Create a topic (partitions, the broker's default replication factor: 1 on

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "relay/log.h"
@@ -33,7 +34,8 @@ static void configure(relay_log_level_t min, relay_log_format_t format)
 
 /* What one relay_log() call (relay_log_signal_safe() when safe) writes to
  * stderr, with JOURNAL_STREAM set to journal ("self": stderr's own
- * device:inode; NULL: unset). */
+ * device:inode; "sibling": stderr's device, another inode, as another
+ * socket's stream; NULL: unset). */
 static char *logged_by(bool safe, const char *journal, relay_log_level_t level, const char *msg)
 {
         static char buf[4096];
@@ -50,9 +52,10 @@ static char *logged_by(bool safe, const char *journal, relay_log_level_t level, 
         if (journal == NULL) {
                 unsetenv("JOURNAL_STREAM");
         } else {
-                if (strcmp(journal, "self") == 0 && fstat(STDERR_FILENO, &st) == 0) {
+                bool sibling = strcmp(journal, "sibling") == 0;
+                if ((sibling || strcmp(journal, "self") == 0) && fstat(STDERR_FILENO, &st) == 0) {
                         snprintf(js, sizeof(js), "%llu:%llu", (unsigned long long)st.st_dev,
-                                 (unsigned long long)st.st_ino);
+                                 (unsigned long long)st.st_ino + (sibling ? 1 : 0));
                         journal = js;
                 }
                 setenv("JOURNAL_STREAM", journal, 1);
@@ -129,6 +132,8 @@ static void test_text(void)
 
         starts(logged(NULL, RELAY_LOG_WARNING, "w"), "", "no JOURNAL_STREAM");
         starts(logged("1:1", RELAY_LOG_WARNING, "w"), "", "JOURNAL_STREAM of another stream");
+        starts(logged("sibling", RELAY_LOG_WARNING, "w"), "",
+               "JOURNAL_STREAM of another stream on stderr's device");
         starts(logged("self-ish", RELAY_LOG_WARNING, "w"), "", "JOURNAL_STREAM that does not parse");
         ok(strstr(logged(NULL, RELAY_LOG_WARNING, "a\nb"), "a\n\tb\n") != NULL,
            "no journal: a continuation line is a tab, as before");
@@ -157,6 +162,8 @@ static void test_signal_safe(void)
         same_line("self", RELAY_LOG_FATAL, m, 3, 23, "text, journal (<2>)");
         same_line("self", RELAY_LOG_WARNING, m, 3, 23, "text, journal, warning (<4>)");
         same_line("1:1", RELAY_LOG_FATAL, m, 0, 23, "text, JOURNAL_STREAM of another stream");
+        same_line("sibling", RELAY_LOG_FATAL, m, 0, 23,
+                  "text, JOURNAL_STREAM of another stream on stderr's device");
         configure(RELAY_LOG_INFO, RELAY_LOG_JSON);
         same_line(NULL, RELAY_LOG_FATAL, m, 7, 24, "json");
         same_line("self", RELAY_LOG_FATAL, m, 10, 24, "json, journal");
@@ -166,10 +173,34 @@ static void test_signal_safe(void)
         configure(RELAY_LOG_INFO, RELAY_LOG_TEXT);
 }
 
+/*
+ * relay_log_utc_date(), the signal-safe line's date, against gmtime_r() on
+ * every day from the epoch to 2200 (leap years, 2100 not one): same_line()
+ * compares it on the day the test runs only.
+ */
+static void test_dates(void)
+{
+        long long bad = -1;
+        int y = 0, m = 0, d = 0;
+        struct tm tm;
+        for (long long day = 0; day < 84006 && bad < 0; day++) {
+                long long secs = day * 86400 + day * 7919 % 86400;
+                time_t t = (time_t)secs;
+                relay_log_utc_date(secs, &y, &m, &d);
+                if (gmtime_r(&t, &tm) == NULL || y != tm.tm_year + 1900 ||
+                    m != tm.tm_mon + 1 || d != tm.tm_mday)
+                        bad = secs;
+        }
+        if (!ok(bad < 0, "the signal-safe date is gmtime_r()'s from 1970 to 2200"))
+                tap_diag("at %lld: %04d-%02d-%02d, gmtime_r(): %04d-%02d-%02d", bad, y, m, d,
+                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+}
+
 int main(void)
 {
         test_text();
         test_json();
         test_signal_safe();
+        test_dates();
         return done_testing();
 }
