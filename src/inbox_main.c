@@ -48,9 +48,11 @@ static void usage(FILE *out)
                 "      --man           print the manual page (roff)\n\n");
         relay_inbox_config_print_help(out);
         fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT, 1 Kafka fatal error (or revoked "
-                     "partitions\nit could not give up), 2 bad configuration, 3 inbox_accept() or "
-                     "the handler does\nnot prepare, 4 stopped before a message that could not be "
-                     "applied or\ndead-lettered.\n");
+                     "partitions\nit could not give up), 2 bad configuration, 3 PostgreSQL refuses "
+                     "the connection\nfor good (password, pg_hba.conf, no such role or database, "
+                     "in any language)\nor inbox_accept() or the handler does not prepare, 4 "
+                     "stopped before a message\nthat could not be applied or dead-lettered "
+                     "(PostgreSQL away is retried).\n");
 }
 
 static int config_error(const char *msg)
