@@ -528,7 +528,9 @@ void relay_manual_print_inbox_man(FILE *out)
         }, inbox_exits[] = {
                 {"0", "Stopped by SIGTERM or SIGINT."},
                 {"1", "The Kafka client reported a fatal error, or revoked partitions could "
-                      "not be given up."},
+                      "not be given up; or --help, --man or --version could not write to "
+                      "standard output (a full disk; a reader that stops reading, as in "
+                      "outbox-inbox --man | head, is no error: 0, nothing said)."},
                 {"2", "Bad command line or configuration; the message names the key."},
                 {"3", "PostgreSQL refuses the connection for good (a wrong or missing "
                       "password, no pg_hba.conf entry, no such role or database, no LOGIN or "
