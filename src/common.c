@@ -290,6 +290,16 @@ void relay_fput_escaped(FILE *out, const char *s, size_t n, const char *const es
         }
 }
 
+int relay_stdout_finish(char *err, size_t errlen)
+{
+        if (fflush(stdout) == 0 && !ferror(stdout))
+                return 0;
+        if (errno == EPIPE)
+                return 0;
+        return relay_err(err, errlen, RELAY_EIO, "could not write to standard output: %s",
+                         strerror(errno));
+}
+
 int64_t relay_now_ms(void)
 {
         struct timespec ts;

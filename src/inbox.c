@@ -31,6 +31,7 @@
 
 #include "relay/inbox_map.h"
 #include "relay/log.h"
+#include "relay/pgconn.h"
 
 #define COMMIT_INTERVAL_MS 200
 #define POLL_MS 100
@@ -289,8 +290,9 @@ static const char *accept_sql = "SELECT inbox_accept($1, $2, $3, $4)";
 
 /*
  * Connect and prepare both statements. RELAY_EIO: the server is away (try
- * again); RELAY_ESETUP: it answered but refuses a statement (the inbox
- * table or the handler is wrong: no retry can fix that).
+ * again); RELAY_ESETUP: it refuses the connection for good (password,
+ * pg_hba.conf, no such role or database, no CONNECT) or a statement (the
+ * inbox table or the handler is wrong): no retry can fix that.
  */
 static int pg_open(inbox_t *ib, char *err, size_t errlen)
 {
@@ -304,14 +306,27 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
                            : cfg->payload == RELAY_INBOX_PAYLOAD_TEXT ? OID_TEXT
                                                                       : OID_BYTEA;
         PQfinish(ib->pg);
-        ib->pg = PQconnectdb(cfg->postgres_conninfo);
-        if (ib->pg)
-                PQsetNoticeProcessor(ib->pg, relay_log_server_notice, NULL);
-        if (!ib->pg || PQstatus(ib->pg) != CONNECTION_OK) {
-                relay_err_set(err, errlen, "could not connect to PostgreSQL: %s",
-                              ib->pg ? PQerrorMessage(ib->pg) : "out of memory");
-                chomp(err);
+        /* libpq skips a NULL value: an empty conninfo leaves all to PG* variables. */
+        const char *keys[] = {"dbname", NULL};
+        const char *vals[] = {cfg->postgres_conninfo[0] ? cfg->postgres_conninfo : NULL, NULL};
+        ib->pg = relay_pgconn_connect(keys, vals, 1);
+        if (!ib->pg) {
+                relay_err_set(err, errlen, "could not connect to PostgreSQL: out of memory");
                 return RELAY_EIO;
+        }
+        PQsetNoticeProcessor(ib->pg, relay_log_server_notice, NULL);
+        if (PQstatus(ib->pg) != CONNECTION_OK) {
+                /* A refusal the next try meets alike (by SQLSTATE, in any
+                 * lc_messages language) is the setup's; a server away is
+                 * retried. */
+                char m[RELAY_ERRBUF];
+                relay_pgconn_failure_t f = relay_pgconn_failure(ib->pg, m, sizeof(m));
+                const char *fix = f == RELAY_PGCONN_PRIVILEGE
+                                          ? "grant the role CONNECT on the database"
+                                          : relay_pgconn_fix(f);
+                relay_err_set(err, errlen, "could not connect to PostgreSQL: %s%s%s", m,
+                              fix ? "; " : "", fix ? fix : "");
+                return f == RELAY_PGCONN_AWAY ? RELAY_EIO : RELAY_ESETUP;
         }
         /* Keys, headers and JSON payloads are UTF-8 (params_build() checks
          * them so): the server converts them to the database's encoding,

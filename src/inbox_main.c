@@ -48,15 +48,42 @@ static void usage(FILE *out)
                 "      --man           print the manual page (roff)\n\n");
         relay_inbox_config_print_help(out);
         fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT, 1 Kafka fatal error (or revoked "
-                     "partitions\nit could not give up), 2 bad configuration, 3 inbox_accept() or "
-                     "the handler does\nnot prepare, 4 stopped before a message that could not be "
-                     "applied or\ndead-lettered.\n");
+                     "partitions\nit could not give up, or standard output not written; a reader "
+                     "that stops\nreading is no error), 2 bad configuration, 3 PostgreSQL refuses "
+                     "the connection\nfor good (password, pg_hba.conf, no such role or database, "
+                     "in any language)\nor inbox_accept() or the handler does not prepare, 4 "
+                     "stopped before a message\nthat could not be applied or dead-lettered "
+                     "(PostgreSQL away is retried).\n");
+}
+
+static int say_error(const char *msg, int exit_code)
+{
+        fprintf(stderr, "%s" PROG ": error: %s\n", relay_log_journal_prefix(RELAY_LOG_ERROR), msg);
+        return exit_code;
 }
 
 static int config_error(const char *msg)
 {
-        fprintf(stderr, "%s" PROG ": error: %s\n", relay_log_journal_prefix(RELAY_LOG_ERROR), msg);
-        return RELAY_INBOX_EXIT_CONFIG;
+        return say_error(msg, RELAY_INBOX_EXIT_CONFIG);
+}
+
+/* --help, --man and --version: print, then flush as the relay does
+ * (relay_stdout_finish()): a reader that stopped reading (`outbox-inbox
+ * --man | head`) is no error, 0 and no word; a failed write (a full disk)
+ * is said, 1. */
+static int print_only(void (*print)(FILE *), char **sets)
+{
+        char err[RELAY_ERRBUF];
+        free(sets);
+        print(stdout);
+        if (relay_stdout_finish(err, sizeof(err)) != 0)
+                return say_error(err, RELAY_INBOX_EXIT_FATAL);
+        return RELAY_INBOX_EXIT_OK;
+}
+
+static void version(FILE *out)
+{
+        fprintf(out, PROG " %s (librdkafka %s)\n", RELAY_VERSION, rd_kafka_version_str());
 }
 
 int main(int argc, char **argv)
@@ -76,6 +103,19 @@ int main(int argc, char **argv)
         char err[RELAY_ERRBUF];
         int c, rc;
 
+        /* First, as the relay: SIGPIPE ignored, so that a reader of --man
+         * that stops reading fails a write (print_only()) instead of
+         * killing the inbox (status 141). Without the stop handlers a stop
+         * would kill the inbox, not end its loop with the stored offsets
+         * committed; without SIGHUP's, so would a SIGHUP (status 129),
+         * which PostgreSQL and PgBouncer take for a reload: the inbox has
+         * none, and says so. */
+        const volatile sig_atomic_t *hangups;
+        if (relay_stop_signals(on_signal, true, err, sizeof(err)) != 0 ||
+            relay_hangup_signal(&hangups, err, sizeof(err)) != 0) {
+                free(sets);
+                return say_error(err, RELAY_INBOX_EXIT_FATAL);
+        }
         if (!sets)
                 return config_error("out of memory");
         while ((c = getopt_long(argc, argv, "c:s:hV", opts, NULL)) != -1) {
@@ -87,17 +127,11 @@ int main(int argc, char **argv)
                         sets[nsets++] = optarg;
                         break;
                 case 'h':
-                        usage(stdout);
-                        free(sets);
-                        return 0;
+                        return print_only(usage, sets);
                 case 'M':
-                        relay_manual_print_inbox_man(stdout);
-                        free(sets);
-                        return 0;
+                        return print_only(relay_manual_print_inbox_man, sets);
                 case 'V':
-                        printf(PROG " %s (librdkafka %s)\n", RELAY_VERSION, rd_kafka_version_str());
-                        free(sets);
-                        return 0;
+                        return print_only(version, sets);
                 default:
                         free(sets);
                         fprintf(stderr, "Try \"" PROG " --help\" for more information.\n");
@@ -125,18 +159,6 @@ int main(int argc, char **argv)
                 return config_error(err);
         }
         relay_log_configure(cfg->log_level, RELAY_LOG_TEXT);
-
-        /* Without the handlers a stop would kill the inbox, not end its loop
-         * with the stored offsets committed; so would a SIGHUP (status 129),
-         * which PostgreSQL and PgBouncer take for a reload: the inbox has
-         * none, and says so. */
-        const volatile sig_atomic_t *hangups;
-        if (relay_stop_signals(on_signal, true, err, sizeof(err)) != 0 ||
-            relay_hangup_signal(&hangups, err, sizeof(err)) != 0) {
-                relay_log_fatal("%s", err);
-                relay_inbox_config_free(cfg);
-                return RELAY_INBOX_EXIT_FATAL;
-        }
 
         rc = relay_inbox_run(cfg, &stop_requested, hangups);
         relay_inbox_config_free(cfg);

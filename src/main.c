@@ -107,20 +107,17 @@ static int relay_config_error(const relay_config_t *cfg, const char *const *sets
 }
 
 /*
- * Flush stdout and report a failure to write it. A reader that stopped
- * reading (`outbox-relay --man | head`: EPIPE, SIGPIPE being ignored) made
- * no error: 0 and no word, as tail does. Anything else (a full disk) is said
- * and is 1; never 2, which is for the command line and the configuration.
- * stdout's writes all fail alike, so errno of the last one (the flush's, or
- * the print's before it when nothing was left to flush) says which.
+ * Flush stdout and report a failure to write it (relay_stdout_finish()): a
+ * reader that stopped reading (`outbox-relay --man | head`) made no error,
+ * 0 and no word, as tail does. Anything else (a full disk) is said and is
+ * 1; never 2, which is for the command line and the configuration.
  */
 static int finish_stdout(void)
 {
-        if (fflush(stdout) == 0 && !ferror(stdout))
+        char err[RELAY_ERRBUF];
+        if (relay_stdout_finish(err, sizeof(err)) == 0)
                 return RELAY_EXIT_OK;
-        if (errno == EPIPE)
-                return RELAY_EXIT_OK;
-        fprintf(stderr, PROG ": error: could not write to standard output: %s\n", strerror(errno));
+        fprintf(stderr, PROG ": error: %s\n", err);
         return RELAY_EXIT_FATAL;
 }
 

@@ -528,10 +528,16 @@ void relay_manual_print_inbox_man(FILE *out)
         }, inbox_exits[] = {
                 {"0", "Stopped by SIGTERM or SIGINT."},
                 {"1", "The Kafka client reported a fatal error, or revoked partitions could "
-                      "not be given up."},
+                      "not be given up; or --help, --man or --version could not write to "
+                      "standard output (a full disk; a reader that stops reading, as in "
+                      "outbox-inbox --man | head, is no error: 0, nothing said)."},
                 {"2", "Bad command line or configuration; the message names the key."},
-                {"3", "inbox_accept() or the handler does not prepare (run sql/006_inbox.sql "
-                      "in the consumer's database, or fix inbox.handler); no retry can fix it."},
+                {"3", "PostgreSQL refuses the connection for good (a wrong or missing "
+                      "password, no pg_hba.conf entry, no such role or database, no LOGIN or "
+                      "CONNECT; told by SQLSTATE in any lc_messages language), or "
+                      "inbox_accept() or the handler does not prepare (run sql/006_inbox.sql "
+                      "in the consumer's database, or fix inbox.handler); no retry can fix it. "
+                      "PostgreSQL unreachable, or starting up, is retried."},
                 {"4", "Stopped before a message that could not be applied or dead-lettered "
                       "(errors.policy = stop, or the dead-letter write failed); its offset is "
                       "not committed, so the next start tries it again."},

@@ -573,6 +573,10 @@ static void render_kafka(out_t *o, const relay_kafka_stats_t *k)
                  (double)k->msg_size},
                 {"outbox_relay_kafka_brokers_up", "Brokers the producer is connected to (state UP).",
                  (double)k->brokers_up},
+                {"outbox_relay_kafka_partitions_stalled",
+                 "Partitions whose events Kafka has acknowledged none of for 10 s or more while "
+                 "librdkafka resends them (the log names each).",
+                 (double)k->partitions_stalled},
         };
         for (size_t i = 0; i < sizeof(producer) / sizeof(producer[0]); i++)
                 one(o, producer[i].name, "gauge", producer[i].help, producer[i].v);

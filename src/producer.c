@@ -67,8 +67,9 @@ struct relay_producer {
         /* topic -> partition -> [txmsgs, acked_msgid, since (ts), warned,
          * stalling, txmsgs at since], from the statistics; owned */
         json_t *acks;
-        struct latch stall; /* a partition's stall, or news that it ended */
-        bool stall_warn;    /* stall holds a warning (a stall) */
+        /* Each partition's stall and news that it ended, oldest first, to be
+         * said: [warning (bool), message]; owned, NULL until the first */
+        json_t *stall_notes;
 };
 
 /*
@@ -325,10 +326,21 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
  * report's (librdkafka's monotonic clock, microseconds). Per report, not
  * per event.
  */
+/* Queue a stall note for relay_producer_take_stall() (dropped when out of
+ * memory, as the report itself would be). */
+static void stall_note(relay_producer_t *p, bool warning, const char *msg)
+{
+        if (!p->stall_notes && !(p->stall_notes = json_array()))
+                return;
+        json_array_append_new(p->stall_notes, json_pack("[b, s]", warning, msg));
+}
+
 static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t waiting)
 {
         const char *name, *pname;
         json_t *t, *v;
+        char msg[RELAY_ERRBUF];
+        p->stats.partitions_stalled = 0;
         if (!p->acks && !(p->acks = json_object()))
                 return;
         json_object_foreach(topics, name, t) {
@@ -352,16 +364,15 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
                                 stalling = 1;
                                 tx0 = WAS(5);
                         } else if (was && WAS(3) && acked != WAS(1)) {
-                                relay_err_set(p->stall.msg, sizeof(p->stall.msg),
+                                relay_err_set(msg, sizeof(msg),
                                               "topic \"%s\" partition %s: Kafka acknowledges "
                                               "events again",
                                               name, pname);
-                                p->stall_warn = false;
-                                p->stall.set = true;
+                                stall_note(p, false, msg);
                         }
                         if (!warned && ts - since >= STALL_US) {
                                 relay_err_set(
-                                    p->stall.msg, sizeof(p->stall.msg),
+                                    msg, sizeof(msg),
                                     "topic \"%s\" partition %s: Kafka has acknowledged no event "
                                     "for %lld s, of %lld sends to its leader (broker %lld) "
                                     "meanwhile: the broker refuses them with an error that "
@@ -372,10 +383,10 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
                                     "from them on is confirmed to PostgreSQL meanwhile",
                                     name, pname, (long long)((ts - since) / 1000000),
                                     (long long)(tx - tx0), (long long)json_int(v, "leader"));
-                                p->stall_warn = true;
-                                p->stall.set = true;
+                                stall_note(p, true, msg);
                                 warned = 1;
                         }
+                        p->stats.partitions_stalled += warned;
 #undef WAS
                         json_object_set_new(seen, pname,
                                             json_pack("[I, I, I, I, I, I]", (json_int_t)tx,
@@ -388,8 +399,13 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
 
 bool relay_producer_take_stall(relay_producer_t *p, char *buf, size_t len, bool *warning)
 {
-        *warning = p->stall_warn;
-        return latch_take(&p->stall, buf, len);
+        json_t *n = json_array_get(p->stall_notes, 0);
+        if (!n)
+                return false;
+        *warning = json_is_true(json_array_get(n, 0));
+        relay_err_set(buf, len, "%s", json_string_value(json_array_get(n, 1)));
+        json_array_remove(p->stall_notes, 0);
+        return true;
 }
 
 bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len)
@@ -403,21 +419,19 @@ bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len)
  * thread. Only a few gauges are kept (see relay_kafka_stats_t); bootstrap
  * and internal broker entries (nodeid < 0) are left out.
  */
-static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+void relay_producer_read_stats(relay_producer_t *p, const char *json, size_t len)
 {
-        relay_producer_t *p = opaque;
         relay_kafka_stats_t *st = &p->stats;
         json_t *root = json_loadb(json, len, 0, NULL), *brokers, *b;
         const char *name;
 
-        (void)rk;
         /* The whole report at debug level (batch sizes, requests, round
          * trips per broker and partition): how a slow far broker is
          * diagnosed. */
         relay_log_debug("librdkafka statistics: %.*s", (int)len, json);
         if (!json_is_object(root)) {
                 json_decref(root);
-                return 0;
+                return;
         }
         memset(st, 0, sizeof(*st));
         st->known = true;
@@ -445,6 +459,12 @@ static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
         watch_acks(p, json_object_get(root, "topics"), json_int(root, "ts"), st->msg_cnt);
         json_decref(root);
         p->stats_new = true;
+}
+
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+        (void)rk;
+        relay_producer_read_stats(opaque, json, len);
         return 0; /* librdkafka frees json */
 }
 
@@ -638,6 +658,7 @@ void relay_producer_free(relay_producer_t *p)
         close(p->wakeup[1]);
         free(p->transactional_id);
         json_decref(p->acks);
+        json_decref(p->stall_notes);
         free(p);
 }
 

@@ -26,6 +26,7 @@
 
 #include "relay/log.h"
 #include "relay/lsn.h"
+#include "relay/pgconn.h"
 
 struct relay_repl {
         PGconn *conn;
@@ -501,122 +502,6 @@ static int identify_system(relay_repl_t *r, char *err, size_t errlen)
         return rc;
 }
 
-/*
- * A failed connection's SQLSTATE. libpq keeps the server's ErrorResponse of
- * a failed connection attempt to itself (PQgetResult() gives a result of its
- * own, without the fields), and the server writes an authentication
- * failure, a missing database or role, a refused walsender in the language
- * of its lc_messages (postgresql.conf's: a startup packet's options apply
- * only after these checks, and lc_messages is for superusers to set). Only
- * the verbose message has the code. Its layout (libpq's
- * pqBuildErrorMessage3), one per host libpq tried:
- *
- *   connection to server at "h" (a), port p failed: SEVERITY:  SQLSTATE: primary\n
- *   [DETAIL:  ...\n] [HINT:  ...\n] LOCATION:  function, file:line\n
- *
- * SEVERITY is in the server's language, SQLSTATE five of [0-9A-Z]; a host
- * libpq could not reach has libpq's own message and no code. Copies msg
- * into out (outlen > 0) as the default verbosity writes it: without the
- * codes and the LOCATION lines. Returns the first code (a pointer into
- * msg, 5 characters), or NULL when no server answered with one.
- */
-#define SQLSTATE_CHARS "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-static const char *connect_sqlstate(const char *msg, char *out, size_t outlen)
-{
-        const char *code = NULL;
-        size_t n = 0;
-        bool line_start = true;
-
-        for (const char *p = msg; *p;) {
-                if (line_start && strncmp(p, "LOCATION:  ", 11) == 0) {
-                        const char *nl = strchr(p, '\n');
-                        p = nl ? nl + 1 : p + strlen(p);
-                        continue;
-                }
-                if (strncmp(p, ":  ", 3) == 0 && strspn(p + 3, SQLSTATE_CHARS) >= 5 &&
-                    strncmp(p + 8, ": ", 2) == 0) {
-                        if (!code)
-                                code = p + 3;
-                        if (n + 3 < outlen) {
-                                memcpy(out + n, p, 3);
-                                n += 3;
-                        }
-                        p += 10;
-                        line_start = false;
-                        continue;
-                }
-                line_start = *p == '\n';
-                if (n + 1 < outlen)
-                        out[n++] = *p;
-                p++;
-        }
-        out[n] = '\0';
-        return code;
-}
-
-static bool code_is(const char *code, const char *sqlstate)
-{
-        return code && strncmp(code, sqlstate, 5) == 0;
-}
-
-/* libpq's connect_timeout in ms (0: none; at least 2 s, as libpq reads it). */
-static int connect_timeout_ms(PGconn *conn)
-{
-        int t = 0;
-        PQconninfoOption *opts = PQconninfo(conn);
-        for (PQconninfoOption *o = opts; o && o->keyword; o++)
-                if (strcmp(o->keyword, "connect_timeout") == 0 && o->val)
-                        t = atoi(o->val);
-        PQconninfoFree(opts);
-        return t <= 0 ? 0 : t < 2 ? 2000 : t > INT_MAX / 1000 ? INT_MAX : t * 1000;
-}
-
-/*
- * PQconnectdbParams() with the verbose error message connect_sqlstate()
- * reads: the verbosity is the connection's, so it is set once
- * PQconnectStartParams() made it, and this drives the connection as
- * PQconnectdbParams() does (PQconnectPoll() moves on to the next address or
- * host when one fails). Except at connect_timeout: only libpq can give up
- * on one address for the next, so there PQreset() takes over (libpq's own
- * blocking connect, from the first host, still verbose): a host that does
- * not answer costs twice connect_timeout. The default
- * verbosity again afterwards, for the messages of the session. NULL when
- * out of memory.
- */
-static PGconn *connect_verbose(const char *const *keys, const char *const *vals, int expand)
-{
-        PGconn *conn = PQconnectStartParams(keys, vals, expand);
-        if (!conn || PQstatus(conn) == CONNECTION_BAD)
-                return conn;
-        PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
-        int timeout = connect_timeout_ms(conn), sock = -1;
-        int64_t deadline = 0;
-        PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-        while (st == PGRES_POLLING_READING || st == PGRES_POLLING_WRITING) {
-                /* As libpq: each address (a new socket) gets the timeout; a
-                 * new socket of the old number keeps the old deadline, and at
-                 * worst the PQreset() below tries that host again. */
-                if (PQsocket(conn) != sock) {
-                        sock = PQsocket(conn);
-                        deadline = relay_now_ms() + timeout;
-                }
-                int64_t left = deadline - relay_now_ms();
-                struct pollfd p = {.fd = sock,
-                                   .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
-                int n = poll(&p, 1, timeout == 0 ? -1 : left > 0 ? (int)left : 0);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n == 0) {
-                        PQreset(conn);
-                        break;
-                }
-                st = PQconnectPoll(conn);
-        }
-        PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
-        return conn;
-}
-
 int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err, size_t errlen)
 {
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
@@ -651,7 +536,8 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         r->set = set;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
-        r->conn = vals[0] ? connect_verbose(keys, vals, 1) : connect_verbose(keys + 1, vals + 1, 0);
+        r->conn = vals[0] ? relay_pgconn_connect(keys, vals, 1)
+                        : relay_pgconn_connect(keys + 1, vals + 1, 0);
         if (r->conn)
                 PQsetNoticeReceiver(r->conn, notice_receiver, r);
         free(options);
@@ -659,12 +545,9 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         if (!r->conn)
                 goto fail;
         if (PQstatus(r->conn) != CONNECTION_OK) {
-                /* The server's refusals by SQLSTATE, whatever its language;
-                 * libpq's and OpenSSL's own messages (no code) are in
-                 * English: the relay never calls setlocale(). */
                 char m[RELAY_ERRBUF];
-                const char *code = connect_sqlstate(PQerrorMessage(r->conn), m, sizeof(m));
-                if (code_is(code, "42501")) {
+                relay_pgconn_failure_t f = relay_pgconn_failure(r->conn, m, sizeof(m));
+                if (f == RELAY_PGCONN_PRIVILEGE) {
                         /* insufficient_privilege: no REPLICATION (the
                          * walsender's check, first), or no CONNECT on the
                          * database. */
@@ -683,35 +566,12 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
                                  "sql/003_role.sql), and CONNECT on the database if revoked",
                                  quser ? quser : "...");
                         set_pg_error_fix(err, errlen, what, m, fix);
-                        rc = RELAY_ESETUP;
                         PQfreemem(quser);
-                } else if (code_is(code, "28P01") || PQconnectionNeedsPassword(r->conn) ||
-                           strstr(m, "password is required") || strstr(m, "no password supplied")) {
-                        set_pg_error_fix(err, errlen, "could not connect to PostgreSQL", m,
-                                         "check the role's password (a passfile, PGPASSWORD, or "
-                                         "password= in postgres.conninfo)");
-                        rc = RELAY_ESETUP;
-                } else if (strstr(m, "certificate verify failed") ||
-                           strstr(m, "does not match host name") ||
-                           strstr(m, "root certificate file") || strstr(m, "certificate file") ||
-                           strstr(m, "server does not support SSL")) {
-                        /* Not transient: the next try meets the same certificate. */
-                        set_pg_error_fix(err, errlen, "could not connect to PostgreSQL", m,
-                                         "check sslmode and sslrootcert in postgres.conninfo (the "
-                                         "CA that signed the server's certificate) and that the "
-                                         "certificate names the host connected to");
-                        rc = RELAY_ESETUP;
-                } else if (code_is(code, "28000") || code_is(code, "3D000")) {
-                        /* invalid_authorization_specification (no pg_hba.conf
-                         * entry, an unknown role, a role without LOGIN, peer or
-                         * certificate authentication failed), invalid_catalog_name
-                         * (no such database): the next try meets the same. */
-                        set_pg_error(err, errlen, "could not connect to PostgreSQL", m);
-                        rc = RELAY_ESETUP;
                 } else {
-                        set_pg_error(err, errlen, "could not connect to PostgreSQL", m);
-                        rc = RELAY_EIO;
+                        set_pg_error_fix(err, errlen, "could not connect to PostgreSQL", m,
+                                         relay_pgconn_fix(f));
                 }
+                rc = f == RELAY_PGCONN_AWAY ? RELAY_EIO : RELAY_ESETUP;
                 goto fail;
         }
 

@@ -256,6 +256,19 @@ int relay_stop_signals(void (*handler)(int), bool ignore_sigpipe, char *err,
 int relay_hangup_signal(const volatile sig_atomic_t **received, char *err,
                         size_t errlen) RELAY_MUST_CHECK;
 
+/**
+ * @brief Flush stdout and tell a failure to write it from a reader that
+ *        stopped reading (`prog --man | head`: EPIPE, with SIGPIPE ignored,
+ *        relay_stop_signals()), which is no error, as tail(1) has it.
+ *        stdout's writes all fail alike, so errno of the last one (the
+ *        flush's, or the print's before it when nothing was left to flush)
+ *        says which.
+ * @returns 0 when written or the reader is gone, or RELAY_EIO with the cause
+ *          in err ("could not write to standard output: No space left on
+ *          device"): a program says it and exits 1.
+ */
+int relay_stdout_finish(char *err, size_t errlen) RELAY_MUST_CHECK;
+
 /** @brief Milliseconds on the monotonic clock (for intervals, not dates). */
 int64_t relay_now_ms(void);
 

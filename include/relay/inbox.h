@@ -23,9 +23,11 @@
 /* Exit codes of outbox-inbox. */
 enum {
         RELAY_INBOX_EXIT_OK = 0,      /* stopped by SIGTERM or SIGINT */
-        RELAY_INBOX_EXIT_FATAL = 1,   /* Kafka client fatal error, partitions not given up */
+        RELAY_INBOX_EXIT_FATAL = 1,   /* Kafka client fatal error, partitions not given up,
+                                       * stdout not written (not: its reader gone) */
         RELAY_INBOX_EXIT_CONFIG = 2,  /* bad command line or configuration */
-        RELAY_INBOX_EXIT_SETUP = 3,   /* the inbox function or the handler does not prepare */
+        RELAY_INBOX_EXIT_SETUP = 3,   /* PostgreSQL refuses the connection for good, or the
+                                       * inbox function or the handler does not prepare */
         RELAY_INBOX_EXIT_STOPPED = 4, /* stopped before a message it could not apply or dead-letter */
 };
 

@@ -99,6 +99,8 @@ typedef struct {
         int64_t msg_size;     /* their bytes */
         size_t nbrokers;
         int brokers_up;       /* brokers (not bootstrap entries) in state UP */
+        int64_t partitions_stalled; /* partitions said stalled (relay_producer_take_stall())
+                                     * and not acknowledging again */
         struct {
                 char name[128];   /* "host:port/id" as librdkafka names it */
                 bool up;
@@ -349,9 +351,20 @@ bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len);
  *        reports 10 s or more apart: buf (len bytes) gets the message naming
  *        the topic, partition and leader, *warning true; once more when
  *        acknowledgements come back (*warning false). True once per change
- *        (the last one when several came between calls).
+ *        of each partition, oldest first: call it until false (several
+ *        partitions may change in one report).
  */
 bool relay_producer_take_stall(relay_producer_t *p, char *buf, size_t len, bool *warning);
+
+/**
+ * @brief Read one librdkafka statistics report (json, len bytes, borrowed):
+ *        what the producer's statistics callback does with each, inside
+ *        rd_kafka_poll(). Keeps the gauges of relay_producer_stats() and
+ *        the watches of relay_producer_take_partitions() and
+ *        relay_producer_take_stall(); a document that is not a JSON object
+ *        is ignored.
+ */
+void relay_producer_read_stats(relay_producer_t *p, const char *json, size_t len);
 
 /** @brief Messages queued or in flight. */
 size_t relay_producer_outq_len(relay_producer_t *p);

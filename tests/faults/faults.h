@@ -192,6 +192,30 @@ static __attribute__((unused)) h_relay_t *fx_case_relay(const fx_case_t *k, cons
 }
 
 /**
+ * A connection the server refuses for good (0250, 0243): r (a relay or
+ * outbox-inbox, freed here) must end within timeout_ms with exit 3 (setup,
+ * not retried), its log holding every needle (NULL-terminated) and neither
+ * code (the refusal's SQLSTATE) nor a LOCATION line (libpq's verbose
+ * form). Test points named by what; the log as a diagnostic when one fails.
+ */
+static __attribute__((unused)) void fx_check_refused(h_relay_t *r, const char *what,
+                                                     const char *const *needles,
+                                                     const char *code, int timeout_ms)
+{
+        int rc = h_relay_wait(r, timeout_ms);
+        char *log = h_relay_log(r);
+        bool good = ok(rc == 3, "%s: exit 3 (setup), not retried (got %d)", what, rc);
+        for (const char *const *n = needles; *n; n++)
+                good &= ok(log && strstr(log, *n), "%s: the log says \"%s\"", what, *n);
+        good &= ok(log && !strstr(log, code) && !strstr(log, "LOCATION:"),
+                   "%s: the message has neither the SQLSTATE %s nor a LOCATION line", what, code);
+        if (!good)
+                h_relay_diag_log(r);
+        free(log);
+        h_relay_free(r);
+}
+
+/**
  * After ms more of what ("waiting"), /healthz on port answers 200
  * (http.liveness.timeout.ms = 1000: the loop turns meanwhile). One test point.
  */

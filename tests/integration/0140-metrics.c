@@ -137,7 +137,7 @@ int main(void)
                 "outbox_relay_commit_to_ack_seconds", "outbox_relay_session_ends_total",
                 "outbox_relay_state", "outbox_relay_slot_wal_status", "outbox_relay_catching_up",
                 "outbox_relay_kafka_brokers_up", "outbox_relay_kafka_broker_rtt_avg_seconds",
-                "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                "outbox_relay_kafka_partitions_stalled", "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
                 "process_start_time_seconds",
         };
         int missing = 0;
@@ -153,6 +153,8 @@ int main(void)
                            "once their first answer came)");
         ok(h_metrics_sample(page, "outbox_relay_state{state=\"streaming\"}") == 1,
            "state: streaming");
+        ok(h_metrics_sample(page, "outbox_relay_kafka_partitions_stalled") == 0,
+           "no partition stalled");
 
         /* A real Prometheus sees the counter rise. */
         double v1 = -1, v2 = -1;

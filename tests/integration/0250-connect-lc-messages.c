@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults/faults.h"
 #include "harness.h"
 
 #define OFFSET 23
@@ -47,18 +48,7 @@ static void refused(const char *what, const char *extra, const char *const *need
                  h_cluster_port(g_cl), extra);
         snprintf(set_kafka, sizeof(set_kafka), "kafka.bootstrap.servers=%s", h_kafka_bootstrap());
         const char *sets[] = {set_conn, set_kafka, "slot.name=lcc_slot", NULL};
-        h_relay_t *r = h_relay_start(sets);
-        int rc = h_relay_wait(r, EXIT_BOUND_MS);
-        char *log = h_relay_log(r);
-        bool good = ok(rc == 3, "%s: exit 3 (setup), not retried (got %d)", what, rc);
-        for (const char *const *n = needles; *n; n++)
-                good &= ok(log && strstr(log, *n), "%s: the log says \"%s\"", what, *n);
-        good &= ok(log && !strstr(log, code) && !strstr(log, "LOCATION:"),
-                   "%s: the message has neither the SQLSTATE %s nor a LOCATION line", what, code);
-        if (!good)
-                h_relay_diag_log(r);
-        free(log);
-        h_relay_free(r);
+        fx_check_refused(h_relay_start(sets), what, needles, code, EXIT_BOUND_MS);
 }
 
 int main(void)

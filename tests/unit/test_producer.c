@@ -2,7 +2,8 @@
  * test_producer.c - the producer's linger.ms: the rule from the broker's
  * round trip, the watch that follows the round trip in the statistics
  * reports, and that a kafka.linger.ms (or its alias) of the configuration
- * wins over it. No broker: rd_kafka_new() does not connect
+ * wins over it; the stalled-partition watch, fed statistics reports as
+ * librdkafka writes them. No broker: rd_kafka_new() does not connect
  * before it is used.
  */
 #include "relay/config.h"
@@ -10,6 +11,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tap.h"
 
@@ -171,10 +173,102 @@ static void refused(const char *arg)
         relay_config_free(c);
 }
 
+/* One statistics report at ts_s seconds: topic "t", partition i sent
+ * tx[i] (resends counted) and had acked[i] acknowledged; 30 messages wait. */
+static void report(relay_producer_t *p, int ts_s, const int tx[3], const int acked[3])
+{
+        char json[1024];
+        int n = snprintf(json, sizeof(json),
+                         "{\"ts\": %lld, \"msg_cnt\": 30, \"msg_size\": 3000, \"brokers\": {}, "
+                         "\"topics\": {\"t\": {\"partitions\": {",
+                         (long long)ts_s * 1000000);
+        for (int i = 0; i < 3; i++)
+                n += snprintf(json + n, sizeof(json) - (size_t)n,
+                              "%s\"%d\": {\"txmsgs\": %d, \"acked_msgid\": %d, \"leader\": 2, "
+                              "\"msg_cnt\": 10}",
+                              i ? ", " : "", i, tx[i], acked[i]);
+        snprintf(json + n, sizeof(json) - (size_t)n,
+                 ", \"-1\": {\"txmsgs\": 0, \"acked_msgid\": 0}}}}}");
+        relay_producer_read_stats(p, json, strlen(json));
+}
+
+/* Take every stall note: as many warnings and news of acknowledgements as
+ * wanted, and each line of named among them ("W: " a warning, "I: " news). */
+static void take_all(relay_producer_t *p, const char *what, int warnings, int agains,
+                     const char *const *named)
+{
+        char msg[1024], all[4096] = "";
+        bool warning;
+        int w = 0, a = 0;
+        while (relay_producer_take_stall(p, msg, sizeof(msg), &warning) && w + a < 10) {
+                w += warning;
+                a += !warning;
+                snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s: %.80s\n",
+                         warning ? "W" : "I", msg);
+        }
+        bool good = ok(w == warnings, "%s: %d stall warning(s) (got %d)", what, warnings, w);
+        good &= ok(a == agains, "%s: %d acknowledging-again line(s) (got %d)", what, agains, a);
+        for (const char *const *n = named; *n; n++)
+                good &= ok(strstr(all, *n) != NULL, "%s: said: %s", what, *n);
+        if (!good)
+                tap_diag("%s", all);
+}
+
+static int stalled_now(relay_producer_t *p)
+{
+        relay_kafka_stats_t st;
+        return relay_producer_stats(p, &st) ? (int)st.partitions_stalled : -1;
+}
+
+/*
+ * Two partitions stall in one report, then one recovers in the report in
+ * which a third one's stall is said: every partition's change is said
+ * (before, one latch kept the last of a report), and the gauge of
+ * /metrics counts the partitions stalled.
+ */
+static void test_stall(void)
+{
+        char err[512];
+        relay_config_t *c = NULL;
+        relay_producer_t *p = NULL;
+        if (relay_config_new(&c) ||
+            relay_producer_new(&p, c, 0, 0, NULL, NULL, dr, NULL, err, sizeof(err))) {
+                ok(0, "stall: could not create the producer: %s", err);
+                relay_config_free(c);
+                return;
+        }
+        /* 0 and 1 send without acknowledgements from 0 s; 2 from 10 s. */
+        report(p, 0, (int[]){10, 10, 10}, (int[]){5, 5, 10});
+        report(p, 5, (int[]){20, 20, 10}, (int[]){5, 5, 10});
+        take_all(p, "5 s", 0, 0, (const char *const[]){NULL});
+        is_int(stalled_now(p), 0, "5 s: the gauge says 0 partitions stalled");
+        report(p, 10, (int[]){30, 30, 20}, (int[]){5, 5, 10});
+        take_all(p, "10 s, partitions 0 and 1 stalled", 2, 0,
+                 (const char *const[]){"W: topic \"t\" partition 0: Kafka has acknowledged no",
+                                       "W: topic \"t\" partition 1: Kafka has acknowledged no",
+                                       NULL});
+        is_int(stalled_now(p), 2, "10 s: the gauge says 2 partitions stalled");
+        report(p, 15, (int[]){40, 40, 30}, (int[]){40, 5, 10});
+        take_all(p, "15 s, partition 0 acknowledged, partition 2 stalled", 1, 1,
+                 (const char *const[]){"I: topic \"t\" partition 0: Kafka acknowledges events again",
+                                       "W: topic \"t\" partition 2: Kafka has acknowledged no",
+                                       NULL});
+        is_int(stalled_now(p), 2, "15 s: the gauge says 2 partitions stalled (1 and 2)");
+        report(p, 20, (int[]){40, 50, 40}, (int[]){40, 50, 40});
+        take_all(p, "20 s, all acknowledged", 0, 2,
+                 (const char *const[]){"I: topic \"t\" partition 1: Kafka acknowledges events again",
+                                       "I: topic \"t\" partition 2: Kafka acknowledges events again",
+                                       NULL});
+        is_int(stalled_now(p), 0, "20 s: the gauge says 0 partitions stalled");
+        relay_producer_free(p);
+        relay_config_free(c);
+}
+
 int main(void)
 {
         test_rule();
         test_watch();
+        test_stall();
         check(NULL, 0, 5, true, "defaults");
         check(NULL, 24, 24, true, "from a 24 ms round trip");
         check("kafka.linger.ms=2", 24, 2, false, "kafka.linger.ms=2");
