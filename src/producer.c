@@ -63,13 +63,13 @@ struct relay_producer {
         relay_kafka_stats_t stats; /* the latest statistics report, parsed */
         char *transactional_id; /* NULL: not transactional */
         relay_producer_parts_t *parts; /* the counts it compares with; borrowed, NULL: none */
-        struct latch parts_grew; /* the last topic whose partitions grew */
         /* topic -> partition -> [txmsgs, acked_msgid, since (ts), warned,
          * stalling, txmsgs at since], from the statistics; owned */
         json_t *acks;
-        /* Each partition's stall and news that it ended, oldest first, to be
-         * said: [warning (bool), message]; owned, NULL until the first */
-        json_t *stall_notes;
+        /* What the statistics showed, to be said, oldest first: each
+         * topic's partition growth, each partition's stall and news that it
+         * ended, as [warning (bool), message]; owned, NULL until the first */
+        json_t *notes;
 };
 
 /*
@@ -282,6 +282,15 @@ void relay_producer_parts_free(relay_producer_parts_t *pp)
  * partition than its earlier ones, which consumers see in no common order.
  * Kafka allows it and no event is lost, but the operator should know.
  */
+/* Queue a note for relay_producer_take_note() (dropped when out of memory,
+ * as the report itself would be). */
+static void note(relay_producer_t *p, bool warning, const char *msg)
+{
+        if (!p->notes && !(p->notes = json_array()))
+                return;
+        json_array_append_new(p->notes, json_pack("[b, s]", warning, msg));
+}
+
 static void watch_partitions(relay_producer_t *p, json_t *topics)
 {
         const char *name, *pname;
@@ -296,7 +305,8 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
                 }
                 json_int_t was = json_integer_value(json_object_get(p->parts->n, name));
                 if (n > was && was > 0) {
-                        relay_err_set(p->parts_grew.msg, sizeof(p->parts_grew.msg),
+                        char msg[RELAY_ERRBUF];
+                        relay_err_set(msg, sizeof(msg),
                                       "topic \"%s\" now has %lld partitions, not %lld: keys map "
                                       "to partitions by their count, so an aggregate's later events "
                                       "may go to another partition than its earlier ones, and "
@@ -304,7 +314,7 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
                                       "(events already in Kafka stay where they are; nothing is "
                                       "lost)",
                                       name, (long long)n, (long long)was);
-                        p->parts_grew.set = true;
+                        note(p, true, msg);
                 }
                 if (n > 0 && n != was)
                         json_object_set_new(p->parts->n, name, json_integer(n));
@@ -326,14 +336,6 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
  * report's (librdkafka's monotonic clock, microseconds). Per report, not
  * per event.
  */
-/* Queue a stall note for relay_producer_take_stall() (dropped when out of
- * memory, as the report itself would be). */
-static void stall_note(relay_producer_t *p, bool warning, const char *msg)
-{
-        if (!p->stall_notes && !(p->stall_notes = json_array()))
-                return;
-        json_array_append_new(p->stall_notes, json_pack("[b, s]", warning, msg));
-}
 
 static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t waiting)
 {
@@ -368,7 +370,7 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
                                               "topic \"%s\" partition %s: Kafka acknowledges "
                                               "events again",
                                               name, pname);
-                                stall_note(p, false, msg);
+                                note(p, false, msg);
                         }
                         if (!warned && ts - since >= STALL_US) {
                                 relay_err_set(
@@ -383,7 +385,7 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
                                     "from them on is confirmed to PostgreSQL meanwhile",
                                     name, pname, (long long)((ts - since) / 1000000),
                                     (long long)(tx - tx0), (long long)json_int(v, "leader"));
-                                stall_note(p, true, msg);
+                                note(p, true, msg);
                                 warned = 1;
                         }
                         p->stats.partitions_stalled += warned;
@@ -397,20 +399,15 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
         }
 }
 
-bool relay_producer_take_stall(relay_producer_t *p, char *buf, size_t len, bool *warning)
+bool relay_producer_take_note(relay_producer_t *p, char *buf, size_t len, bool *warning)
 {
-        json_t *n = json_array_get(p->stall_notes, 0);
+        json_t *n = json_array_get(p->notes, 0);
         if (!n)
                 return false;
         *warning = json_is_true(json_array_get(n, 0));
         relay_err_set(buf, len, "%s", json_string_value(json_array_get(n, 1)));
-        json_array_remove(p->stall_notes, 0);
+        json_array_remove(p->notes, 0);
         return true;
-}
-
-bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len)
-{
-        return latch_take(&p->parts_grew, buf, len);
 }
 
 /*
@@ -658,7 +655,7 @@ void relay_producer_free(relay_producer_t *p)
         close(p->wakeup[1]);
         free(p->transactional_id);
         json_decref(p->acks);
-        json_decref(p->stall_notes);
+        json_decref(p->notes);
         free(p);
 }
 

@@ -255,10 +255,8 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
                 relay_metrics_kafka(pr->metrics, &ks);
                 session_rewatch(s, &ks, now);
         }
-        if (relay_producer_take_partitions(s->prod, err, sizeof(err)))
-                relay_log_warning("%s", err);
         bool warning;
-        while (relay_producer_take_stall(s->prod, err, sizeof(err), &warning)) {
+        while (relay_producer_take_note(s->prod, err, sizeof(err), &warning)) {
                 if (warning)
                         relay_log_warning("%s", err);
                 else

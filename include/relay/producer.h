@@ -99,7 +99,7 @@ typedef struct {
         int64_t msg_size;     /* their bytes */
         size_t nbrokers;
         int brokers_up;       /* brokers (not bootstrap entries) in state UP */
-        int64_t partitions_stalled; /* partitions said stalled (relay_producer_take_stall())
+        int64_t partitions_stalled; /* partitions said stalled (relay_producer_take_note())
                                      * and not acknowledging again */
         struct {
                 char name[128];   /* "host:port/id" as librdkafka names it */
@@ -132,7 +132,8 @@ typedef void relay_producer_dr_fn(void *ctx, uint64_t tag, const relay_delivery_
  *        statistics are logged at debug level. max_batch > 0 lowers batch.size to at most that many bytes
  *        (the smallest topic limit in use). parts (borrowed, must outlive
  *        the producer; NULL: no watch) holds the topics' partition counts
- *        that relay_producer_take_partitions() compares with and updates.
+ *        that the partition-growth note (relay_producer_take_note()) compares
+ *        with and updates.
  * @returns 0 and *out (caller frees with relay_producer_free()); RELAY_EINVAL
  *          when librdkafka rejects a property or enable.idempotence is
  *          turned off (the message names the key and the fix); RELAY_ENOMEM;
@@ -336,32 +337,25 @@ int relay_producer_fd(const relay_producer_t *p);
 bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out);
 
 /**
- * @brief A topic's partition count grew (seen in this producer's statistics
- *        reports, against the count in its parts, which an earlier producer
- *        may have put there): buf (len bytes) gets the message that says so
- *        and what it means for an aggregate's order; true once per change
- *        (the last one when several came between calls).
+ * @brief What the statistics reports showed, once each, oldest first: call
+ *        it until false (one report may show several). buf (len bytes) gets
+ *        the message, *warning whether it is a warning:
+ *        - a topic's partition count grew (against the count in the
+ *          producer's parts, which an earlier producer may have put there),
+ *          and what it means for an aggregate's order (a warning);
+ *        - a partition whose events librdkafka keeps sending without an
+ *          acknowledgement (a retriable refusal such as NOT_ENOUGH_REPLICAS,
+ *          resent silently until message.timeout.ms), seen in two reports
+ *          10 s or more apart, naming the topic, partition and leader (a
+ *          warning), and once more when acknowledgements come back (not).
  */
-bool relay_producer_take_partitions(relay_producer_t *p, char *buf, size_t len);
-
-/**
- * @brief A partition whose events librdkafka keeps sending without an
- *        acknowledgement (a retriable refusal such as NOT_ENOUGH_REPLICAS,
- *        resent silently until message.timeout.ms), seen in two statistics
- *        reports 10 s or more apart: buf (len bytes) gets the message naming
- *        the topic, partition and leader, *warning true; once more when
- *        acknowledgements come back (*warning false). True once per change
- *        of each partition, oldest first: call it until false (several
- *        partitions may change in one report).
- */
-bool relay_producer_take_stall(relay_producer_t *p, char *buf, size_t len, bool *warning);
+bool relay_producer_take_note(relay_producer_t *p, char *buf, size_t len, bool *warning);
 
 /**
  * @brief Read one librdkafka statistics report (json, len bytes, borrowed):
  *        what the producer's statistics callback does with each, inside
  *        rd_kafka_poll(). Keeps the gauges of relay_producer_stats() and
- *        the watches of relay_producer_take_partitions() and
- *        relay_producer_take_stall(); a document that is not a JSON object
+ *        the notes of relay_producer_take_note(); a document that is not a JSON object
  *        is ignored.
  */
 void relay_producer_read_stats(relay_producer_t *p, const char *json, size_t len);

@@ -200,7 +200,7 @@ static void take_all(relay_producer_t *p, const char *what, int warnings, int ag
         char msg[1024], all[4096] = "";
         bool warning;
         int w = 0, a = 0;
-        while (relay_producer_take_stall(p, msg, sizeof(msg), &warning) && w + a < 10) {
+        while (relay_producer_take_note(p, msg, sizeof(msg), &warning) && w + a < 10) {
                 w += warning;
                 a += !warning;
                 snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s: %.80s\n",
@@ -264,11 +264,80 @@ static void test_stall(void)
         relay_config_free(c);
 }
 
+/* Topics "a" and "b" with na and nb partitions, in one statistics report. */
+static void report_topics(relay_producer_t *p, int ts_s, int na, int nb)
+{
+        char json[1024];
+        int n = snprintf(json, sizeof(json),
+                         "{\"ts\": %lld, \"msg_cnt\": 0, \"msg_size\": 0, \"brokers\": {}, "
+                         "\"topics\": {",
+                         (long long)ts_s * 1000000);
+        for (int t = 0; t < 2; t++) {
+                n += snprintf(json + n, sizeof(json) - (size_t)n, "%s\"%c\": {\"partitions\": {",
+                              t ? ", " : "", "ab"[t]);
+                for (int i = 0; i < (t ? nb : na); i++)
+                        n += snprintf(json + n, sizeof(json) - (size_t)n,
+                                      "\"%d\": {\"txmsgs\": 0, \"acked_msgid\": 0}, ", i);
+                n += snprintf(json + n, sizeof(json) - (size_t)n,
+                              "\"-1\": {\"txmsgs\": 0, \"acked_msgid\": 0}}}");
+        }
+        snprintf(json + n, sizeof(json) - (size_t)n, "}}");
+        relay_producer_read_stats(p, json, strlen(json));
+}
+
+/*
+ * Two topics grow in one report: both are said (one latch kept only the
+ * last), as warnings, and a later producer lent the same counts says
+ * growth it did not see itself.
+ */
+static void test_growth(void)
+{
+        char err[512], msg[1024];
+        bool warning = false;
+        relay_config_t *c = NULL;
+        relay_producer_t *p = NULL;
+        relay_producer_parts_t *parts = relay_producer_parts_new();
+        if (!parts || relay_config_new(&c) ||
+            relay_producer_new(&p, c, 0, 0, NULL, parts, dr, NULL, err, sizeof(err))) {
+                ok(0, "growth: could not create the producer: %s", err);
+                relay_config_free(c);
+                relay_producer_parts_free(parts);
+                return;
+        }
+        report_topics(p, 0, 1, 2);
+        ok(!relay_producer_take_note(p, msg, sizeof(msg), &warning),
+           "growth: a topic's first sight is no growth");
+        report_topics(p, 5, 3, 4);
+        ok(relay_producer_take_note(p, msg, sizeof(msg), &warning) && warning &&
+               strstr(msg, "topic \"a\" now has 3 partitions, not 1") != NULL,
+           "growth: topic a's growth said, a warning (%s)", msg);
+        ok(relay_producer_take_note(p, msg, sizeof(msg), &warning) && warning &&
+               strstr(msg, "topic \"b\" now has 4 partitions, not 2") != NULL,
+           "growth: and topic b's, in the same report (%s)", msg);
+        ok(!relay_producer_take_note(p, msg, sizeof(msg), &warning), "growth: nothing more");
+        relay_producer_free(p);
+        p = NULL;
+        if (relay_producer_new(&p, c, 0, 0, NULL, parts, dr, NULL, err, sizeof(err)) == 0) {
+                report_topics(p, 0, 5, 4);
+                ok(relay_producer_take_note(p, msg, sizeof(msg), &warning) &&
+                       strstr(msg, "topic \"a\" now has 5 partitions, not 3") != NULL,
+                   "growth: the next producer compares with the counts it was lent (%s)", msg);
+                ok(!relay_producer_take_note(p, msg, sizeof(msg), &warning),
+                   "growth: topic b, unchanged, is not said");
+        } else {
+                ok(0, "growth: could not create the second producer: %s", err);
+        }
+        relay_producer_free(p);
+        relay_config_free(c);
+        relay_producer_parts_free(parts);
+}
+
 int main(void)
 {
         test_rule();
         test_watch();
         test_stall();
+        test_growth();
         check(NULL, 0, 5, true, "defaults");
         check(NULL, 24, 24, true, "from a 24 ms round trip");
         check("kafka.linger.ms=2", 24, 2, false, "kafka.linger.ms=2");
