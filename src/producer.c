@@ -337,6 +337,29 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
  * per event.
  */
 
+static void note_again(relay_producer_t *p, const char *topic, const char *partition)
+{
+        char msg[RELAY_ERRBUF];
+        relay_err_set(msg, sizeof(msg), "topic \"%s\" partition %s: Kafka acknowledges events again",
+                      topic, partition);
+        note(p, false, msg);
+}
+
+void relay_producer_end_stalls(relay_producer_t *p)
+{
+        const char *name, *pname;
+        json_t *seen, *was;
+        json_object_foreach(p->acks, name, seen) {
+                json_object_foreach(seen, pname, was) {
+                        if (json_integer_value(json_array_get(was, 3))) {
+                                note_again(p, name, pname);
+                                json_array_set_new(was, 3, json_integer(0));
+                        }
+                }
+        }
+        p->stats.partitions_stalled = 0;
+}
+
 static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t waiting)
 {
         const char *name, *pname;
@@ -366,11 +389,7 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
                                 stalling = 1;
                                 tx0 = WAS(5);
                         } else if (was && WAS(3) && acked != WAS(1)) {
-                                relay_err_set(msg, sizeof(msg),
-                                              "topic \"%s\" partition %s: Kafka acknowledges "
-                                              "events again",
-                                              name, pname);
-                                note(p, false, msg);
+                                note_again(p, name, pname);
                         }
                         if (!warned && ts - since >= STALL_US) {
                                 relay_err_set(

@@ -192,6 +192,19 @@ int relay_session_kafka_check(relay_session_t *s, char *err, size_t errlen)
  * most once per RELINGER_GAP_MS (a link that flaps between two distances
  * would otherwise cost a new connection every few windows). A window whose
  * report found librdkafka's queue long was a catch-up: not steady. */
+/* What the producer's statistics showed: partition growth, stalls. */
+static void session_say_notes(relay_session_t *s)
+{
+        char msg[RELAY_ERRBUF];
+        bool warning;
+        while (relay_producer_take_note(s->prod, msg, sizeof(msg), &warning)) {
+                if (warning)
+                        relay_log_warning("%s", msg);
+                else
+                        relay_log_info("%s", msg);
+        }
+}
+
 static void session_rewatch(relay_session_t *s, const relay_kafka_stats_t *ks, int64_t now)
 {
         relay_process_t *pr = s->proc;
@@ -255,13 +268,7 @@ static void session_metrics(relay_session_t *s, relay_lsn_t confirmable, int64_t
                 relay_metrics_kafka(pr->metrics, &ks);
                 session_rewatch(s, &ks, now);
         }
-        bool warning;
-        while (relay_producer_take_note(s->prod, err, sizeof(err), &warning)) {
-                if (warning)
-                        relay_log_warning("%s", err);
-                else
-                        relay_log_info("%s", err);
-        }
+        session_say_notes(s);
         int rc = relay_slotmon_step(pr->slotmon, now, &si, err, sizeof(err));
         if (rc == 1) {
                 relay_metrics_slot(pr->metrics, &si);
@@ -492,6 +499,14 @@ int relay_session_new_producer(relay_session_t *s, char *err, size_t errlen)
                 relay_err_set(err, errlen, "the Kafka producer must be replaced; resuming from "
                                            "the last committed checkpoint");
                 return RELAY_EKAFKA;
+        }
+        /* Drained: a stalled partition's events were all acknowledged, and
+         * the old producer's next report, which would have said so, never
+         * comes. */
+        if (s->prod && relay_producer_outq_len(s->prod) == 0 && !s->dr_failed &&
+            relay_producer_check(s->prod, err, errlen) == 0) {
+                relay_producer_end_stalls(s->prod);
+                session_say_notes(s);
         }
         relay_producer_free(s->prod);
         s->prod = NULL;

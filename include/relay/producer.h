@@ -352,6 +352,15 @@ bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out);
 bool relay_producer_take_note(relay_producer_t *p, char *buf, size_t len, bool *warning);
 
 /**
+ * @brief Call with nothing queued or in flight and no delivery failed, before
+ *        the producer is replaced: every event of a partition said stalled
+ *        was acknowledged, which its next statistics report would have
+ *        said, and no report of this producer comes any more. Notes
+ *        "acknowledges events again" for each such partition.
+ */
+void relay_producer_end_stalls(relay_producer_t *p);
+
+/**
  * @brief Read one librdkafka statistics report (json, len bytes, borrowed):
  *        what the producer's statistics callback does with each, inside
  *        rd_kafka_poll(). Keeps the gauges of relay_producer_stats() and

@@ -214,6 +214,22 @@ static void take_all(relay_producer_t *p, const char *what, int warnings, int ag
                 tap_diag("%s", all);
 }
 
+/* A producer of the defaults, no partition counts; NULL (said) when it
+ * cannot be made. *c: its configuration, which the caller frees. */
+static relay_producer_t *plain_producer(relay_config_t **c, const char *what)
+{
+        char err[512] = "";
+        relay_producer_t *p = NULL;
+        if (relay_config_new(c) ||
+            relay_producer_new(&p, *c, 0, 0, NULL, NULL, dr, NULL, err, sizeof(err))) {
+                ok(0, "%s: could not create the producer: %s", what, err);
+                relay_config_free(*c);
+                *c = NULL;
+                return NULL;
+        }
+        return p;
+}
+
 static int stalled_now(relay_producer_t *p)
 {
         relay_kafka_stats_t st;
@@ -228,15 +244,10 @@ static int stalled_now(relay_producer_t *p)
  */
 static void test_stall(void)
 {
-        char err[512];
         relay_config_t *c = NULL;
-        relay_producer_t *p = NULL;
-        if (relay_config_new(&c) ||
-            relay_producer_new(&p, c, 0, 0, NULL, NULL, dr, NULL, err, sizeof(err))) {
-                ok(0, "stall: could not create the producer: %s", err);
-                relay_config_free(c);
+        relay_producer_t *p = plain_producer(&c, "stall");
+        if (!p)
                 return;
-        }
         /* 0 and 1 send without acknowledgements from 0 s; 2 from 10 s. */
         report(p, 0, (int[]){10, 10, 10}, (int[]){5, 5, 10});
         report(p, 5, (int[]){20, 20, 10}, (int[]){5, 5, 10});
@@ -332,12 +343,41 @@ static void test_growth(void)
         relay_producer_parts_free(parts);
 }
 
+/*
+ * A producer replaced (linger.ms) once drained, after a stall was said:
+ * its next report, which would say the partition acknowledges again,
+ * never comes, so the replacement says it.
+ */
+static void test_stall_replaced(void)
+{
+        relay_config_t *c = NULL;
+        relay_producer_t *p = plain_producer(&c, "replaced");
+        if (!p)
+                return;
+        report(p, 0, (int[]){10, 10, 10}, (int[]){5, 10, 10});
+        report(p, 5, (int[]){20, 10, 10}, (int[]){5, 10, 10});
+        report(p, 10, (int[]){30, 10, 10}, (int[]){5, 10, 10});
+        take_all(p, "replaced: 10 s, partition 0 stalled", 1, 0,
+                 (const char *const[]){"W: topic \"t\" partition 0: Kafka has acknowledged no",
+                                       NULL});
+        relay_producer_end_stalls(p);
+        take_all(p, "replaced: drained, then replaced", 0, 1,
+                 (const char *const[]){"I: topic \"t\" partition 0: Kafka acknowledges events again",
+                                       NULL});
+        is_int(stalled_now(p), 0, "replaced: the gauge says 0 partitions stalled");
+        relay_producer_end_stalls(p);
+        take_all(p, "replaced: said once", 0, 0, (const char *const[]){NULL});
+        relay_producer_free(p);
+        relay_config_free(c);
+}
+
 int main(void)
 {
         test_rule();
         test_watch();
         test_stall();
         test_growth();
+        test_stall_replaced();
         check(NULL, 0, 5, true, "defaults");
         check(NULL, 24, 24, true, "from a 24 ms round trip");
         check("kafka.linger.ms=2", 24, 2, false, "kafka.linger.ms=2");
