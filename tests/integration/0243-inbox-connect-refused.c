@@ -65,12 +65,7 @@ int main(void)
                                    "host all ibr_pw 127.0.0.1/32 scram-sha-256\n"
                                    "host all ibr_noconn 127.0.0.1/32 trust\n",
                                    NULL);
-        char ci[256];
-        snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=postgres dbname=postgres",
-                 h_cluster_port(g_cl));
-        PGconn *c = PQconnectdb(ci);
-        if (PQstatus(c) != CONNECTION_OK)
-                tap_bail("connect to the test's PostgreSQL: %s", PQerrorMessage(c));
+        PGconn *c = h_cluster_connect(g_cl);
         h_pg_exec(c, "CREATE ROLE ibr_pw LOGIN PASSWORD 'right-password'");
         h_pg_exec(c, "CREATE ROLE ibr_noconn LOGIN");
         h_pg_exec(c, "CREATE ROLE ibr_nohba LOGIN");
@@ -94,6 +89,7 @@ int main(void)
         PQfinish(c);
         int port = h_cluster_port(g_cl);
         h_cluster_free(g_cl);
+        char ci[256];
         snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d dbname=postgres user=postgres", port);
         h_relay_t *ib = inbox_start(ci);
         ok(h_relay_wait_log(ib, "retrying in", EXIT_BOUND_MS), "the server stopped: retried");

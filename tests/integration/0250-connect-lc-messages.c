@@ -60,12 +60,7 @@ int main(void)
                                    "host all lcc_pw 127.0.0.1/32 scram-sha-256\n"
                                    "host all lcc_norepl 127.0.0.1/32 trust\n",
                                    "-c wal_level=logical");
-        char ci[256];
-        snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=postgres dbname=postgres",
-                 h_cluster_port(g_cl));
-        PGconn *c = PQconnectdb(ci);
-        if (PQstatus(c) != CONNECTION_OK)
-                tap_bail("connect to the test's PostgreSQL: %s", PQerrorMessage(c));
+        PGconn *c = h_cluster_connect(g_cl);
         h_pg_exec(c, "CREATE ROLE lcc_pw LOGIN REPLICATION PASSWORD 'right-password'");
         h_pg_exec(c, "CREATE ROLE lcc_norepl LOGIN NOREPLICATION");
         h_pg_exec(c, "CREATE ROLE lcc_nohba LOGIN REPLICATION");

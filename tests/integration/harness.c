@@ -1966,6 +1966,17 @@ void h_cluster_conninfo_set(const h_cluster_t *c, char *buf, size_t len)
                  h_cluster_port(c));
 }
 
+PGconn *h_cluster_connect(const h_cluster_t *c)
+{
+        char ci[256];
+        snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=postgres dbname=postgres",
+                 h_cluster_port(c));
+        PGconn *conn = PQconnectdb(ci);
+        if (PQstatus(conn) != CONNECTION_OK)
+                tap_bail("connect to the test's PostgreSQL: %s", PQerrorMessage(conn));
+        return conn;
+}
+
 void h_cluster_free(h_cluster_t *c)
 {
         for (int i = 0; c && i < H_MAX_CLUSTERS; i++) {

@@ -103,6 +103,10 @@ h_cluster_t *h_cluster_up_german(int port_offset, const char *hba, const char *s
 /** "postgres.conninfo=..." reaching database postgres of c as postgres, for --set. */
 void h_cluster_conninfo_set(const h_cluster_t *c, char *buf, size_t len);
 
+/** A connection to database postgres of c as postgres over TCP (caller
+ *  PQfinish()es it); bails when it cannot connect. */
+PGconn *h_cluster_connect(const h_cluster_t *c);
+
 /** Run a shell command (no single quotes in it) as the postgres OS user
  *  when root; system()'s status. */
 int h_run_as_postgres(const char *cmd);
