@@ -309,8 +309,12 @@ static int pg_open(inbox_t *ib, char *err, size_t errlen)
         /* libpq skips a NULL value: an empty conninfo leaves all to PG* variables. */
         const char *keys[] = {"dbname", NULL};
         const char *vals[] = {cfg->postgres_conninfo[0] ? cfg->postgres_conninfo : NULL, NULL};
-        ib->pg = relay_pgconn_connect(keys, vals, 1);
-        if (!ib->pg) {
+        rc = relay_pgconn_connect(&ib->pg, keys, vals, 1, ib->stop);
+        if (rc == RELAY_ESTOPPED) {
+                relay_err_set(err, errlen, "stopped while connecting to PostgreSQL");
+                return rc;
+        }
+        if (rc) {
                 relay_err_set(err, errlen, "could not connect to PostgreSQL: out of memory");
                 return RELAY_EIO;
         }
@@ -807,6 +811,7 @@ int relay_inbox_run(const relay_inbox_config_t *cfg, volatile sig_atomic_t *stop
                         relay_log_fatal("%s", err);
                         return RELAY_INBOX_EXIT_SETUP;
                 }
+                relay_log_info("%s", err); /* stopped while connecting */
                 return RELAY_INBOX_EXIT_OK;
         }
         if (kafka_conf(cfg, false, &kc, err, sizeof(err)) != 0) {

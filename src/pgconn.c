@@ -8,11 +8,13 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "relay/common.h"
 
@@ -75,67 +77,148 @@ static bool code_is(const char *code, const char *sqlstate)
         return code && strncmp(code, sqlstate, 5) == 0;
 }
 
+/* The value of keyword in conn's options (the conninfo's, a PG* variable's
+ * or libpq's default: what it connects with) into buf, "" when none. */
+static void conninfo_value(PGconn *conn, const char *keyword, char *buf, size_t len)
+{
+        PQconninfoOption *opts = PQconninfo(conn);
+        buf[0] = '\0';
+        for (PQconninfoOption *o = opts; o && o->keyword; o++)
+                if (strcmp(o->keyword, keyword) == 0 && o->val)
+                        snprintf(buf, len, "%s", o->val);
+        PQconninfoFree(opts);
+}
+
 /* libpq's connect_timeout in ms (0: none; at least 2 s, as libpq reads it). */
 static int connect_timeout_ms(PGconn *conn)
 {
-        int t = 0;
-        PQconninfoOption *opts = PQconninfo(conn);
-        for (PQconninfoOption *o = opts; o && o->keyword; o++)
-                if (strcmp(o->keyword, "connect_timeout") == 0 && o->val)
-                        t = atoi(o->val);
-        PQconninfoFree(opts);
+        char v[32];
+        conninfo_value(conn, "connect_timeout", v, sizeof(v));
+        int t = atoi(v);
         return t <= 0 ? 0 : t < 2 ? 2000 : t > INT_MAX / 1000 ? INT_MAX : t * 1000;
 }
 
 /*
- * PQconnectdbParams() with the verbose error message connect_sqlstate()
- * reads (relay_pgconn_failure()): the verbosity is the connection's, so it is set once
- * PQconnectStartParams() made it, and this drives the connection as
- * PQconnectdbParams() does (PQconnectPoll() moves on to the next address or
- * host when one fails). Except at connect_timeout: only libpq can give up
- * on one address for the next, so there PQreset() takes over (libpq's own
- * blocking connect, from the first host, still verbose): a host that does
- * not answer costs twice connect_timeout. The default
- * verbosity again afterwards, for the messages of the session. NULL when
- * out of memory.
+ * Whether libpq has another address to go on to after one it gave up on:
+ * several hosts (host or hostaddr a list), or a host name with several
+ * addresses (libpq tries each that getaddrinfo() gives). A numeric
+ * address or a Unix-domain socket (a path, or no host: the default) is
+ * one.
  */
-PGconn *relay_pgconn_connect(const char *const *keys, const char *const *vals, int expand)
+static bool another_address(PGconn *conn)
+{
+        char host[1024], hostaddr[1024];
+        conninfo_value(conn, "host", host, sizeof(host));
+        conninfo_value(conn, "hostaddr", hostaddr, sizeof(hostaddr));
+        if (strchr(host, ',') || strchr(hostaddr, ','))
+                return true;
+        if (hostaddr[0] || !host[0] || host[0] == '/' || host[0] == '@')
+                return false;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *ai = NULL;
+        if (getaddrinfo(host, NULL, &hints, &ai) != 0)
+                return false;
+        bool several = ai && ai->ai_next;
+        freeaddrinfo(ai);
+        return several;
+}
+
+/*
+ * Which address conn is trying: host, port and address. libpq's own
+ * connect_timeout is per address (connectDBComplete(): its host and
+ * address index), so a retry of the same address without SSL or GSS
+ * (sslmode=prefer) keeps the deadline, as there; a socket number does not
+ * tell (a new socket may have the old one's). The one difference: a host
+ * given twice in a row is one address here.
+ */
+#define ADDRESS_KEY 1200
+
+static void address_key(PGconn *conn, char *key, size_t len)
+{
+        const char *h = PQhost(conn), *p = PQport(conn), *a = PQhostaddr(conn);
+        snprintf(key, len, "%s\n%s\n%s", h ? h : "", p ? p : "", a ? a : "");
+}
+
+/* The longest poll() between two looks at the stop flag: a signal between
+ * the look and poll() does not wake it up. */
+#define STOP_SLICE_MS 200
+
+/*
+ * PQconnectdbParams() with the verbose error message connect_sqlstate()
+ * reads (relay_pgconn_failure()): the verbosity is the connection's, so it
+ * is set once PQconnectStartParams() made it, and this drives the
+ * connection as connectDBComplete() does: PQconnectPoll() goes on to the
+ * next address or host when one fails, and an address gets
+ * connect_timeout. Only libpq can give up on an address for the next one,
+ * so at connect_timeout:
+ *   - with no other address to try (one host, one address: the usual
+ *     case), the attempt ends there, unfinished: relay_pgconn_failure()
+ *     says "timeout expired" as libpq would;
+ *   - else PQreset() takes over (libpq's own blocking connect from the
+ *     first host, still verbose, deaf to *stop): the address that timed
+ *     out is tried once more before the others.
+ * The stop flag is looked at between polls (at least every STOP_SLICE_MS).
+ * The default verbosity again afterwards, for the messages of the session.
+ */
+int relay_pgconn_connect(PGconn **out, const char *const *keys, const char *const *vals,
+                         int expand, const volatile sig_atomic_t *stop)
 {
         PGconn *conn = PQconnectStartParams(keys, vals, expand);
-        if (!conn || PQstatus(conn) == CONNECTION_BAD)
-                return conn;
+        *out = conn;
+        if (!conn)
+                return RELAY_ENOMEM;
+        if (PQstatus(conn) == CONNECTION_BAD)
+                return 0;
         PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
-        int timeout = connect_timeout_ms(conn), sock = -1;
+        int timeout = connect_timeout_ms(conn);
         int64_t deadline = 0;
+        char at[ADDRESS_KEY] = "", now_at[ADDRESS_KEY];
         PostgresPollingStatusType st = PGRES_POLLING_WRITING;
         while (st == PGRES_POLLING_READING || st == PGRES_POLLING_WRITING) {
-                /* As libpq: each address (a new socket) gets the timeout; a
-                 * new socket of the old number keeps the old deadline, and at
-                 * worst the PQreset() below tries that host again. */
-                if (PQsocket(conn) != sock) {
-                        sock = PQsocket(conn);
+                if (stop && *stop) {
+                        PQfinish(conn);
+                        *out = NULL;
+                        return RELAY_ESTOPPED;
+                }
+                address_key(conn, now_at, sizeof(now_at));
+                if (strcmp(now_at, at) != 0) {
+                        memcpy(at, now_at, sizeof(at));
                         deadline = relay_now_ms() + timeout;
                 }
-                int64_t left = deadline - relay_now_ms();
-                struct pollfd p = {.fd = sock,
-                                   .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
-                int n = poll(&p, 1, timeout == 0 ? -1 : left > 0 ? (int)left : 0);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n == 0) {
-                        PQreset(conn);
-                        break;
+                int wait = -1;
+                if (timeout) {
+                        int64_t left = deadline - relay_now_ms();
+                        if (left <= 0) {
+                                if (another_address(conn))
+                                        PQreset(conn);
+                                break;
+                        }
+                        wait = (int)left;
                 }
-                st = PQconnectPoll(conn);
+                if (stop && (wait < 0 || wait > STOP_SLICE_MS))
+                        wait = STOP_SLICE_MS;
+                struct pollfd p = {.fd = PQsocket(conn),
+                                   .events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+                int n = poll(&p, 1, wait);
+                if (n > 0 || (n < 0 && errno != EINTR))
+                        st = PQconnectPoll(conn);
         }
         PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
-        return conn;
+        return 0;
 }
 
 relay_pgconn_failure_t relay_pgconn_failure(PGconn *conn, char *msg, size_t msglen)
 {
         const char *code = connect_sqlstate(PQerrorMessage(conn), msg, msglen);
         size_t n = strlen(msg);
+        /* Given up at connect_timeout (relay_pgconn_connect()): the message
+         * ends with the address's "connection to server at ... failed: "
+         * (libpq writes it as it starts each), libpq's pqWaitTimed() would
+         * add this. */
+        if (PQstatus(conn) != CONNECTION_BAD && PQstatus(conn) != CONNECTION_OK) {
+                snprintf(msg + n, msglen - n, "timeout expired");
+                n = strlen(msg);
+        }
         while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
                 msg[--n] = '\0';
         if (code_is(code, "42501"))

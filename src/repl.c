@@ -502,7 +502,8 @@ static int identify_system(relay_repl_t *r, char *err, size_t errlen)
         return rc;
 }
 
-int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err, size_t errlen)
+int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set,
+                       const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
         /* The first dbname entry is expanded as the user's conninfo (expand_dbname);
          * the entries after it override: replication mode, and the session
@@ -536,13 +537,15 @@ int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *er
         r->set = set;
 
         /* libpq skips a NULL value, so an empty conninfo leaves dbname to PG* variables. */
-        r->conn = vals[0] ? relay_pgconn_connect(keys, vals, 1)
-                        : relay_pgconn_connect(keys + 1, vals + 1, 0);
+        rc = vals[0] ? relay_pgconn_connect(&r->conn, keys, vals, 1, stop)
+                     : relay_pgconn_connect(&r->conn, keys + 1, vals + 1, 0, stop);
         if (r->conn)
                 PQsetNoticeReceiver(r->conn, notice_receiver, r);
         free(options);
         options = NULL;
-        if (!r->conn)
+        if (rc == RELAY_ESTOPPED)
+                relay_err_set(err, errlen, "stopped while connecting to PostgreSQL");
+        if (rc)
                 goto fail;
         if (PQstatus(r->conn) != CONNECTION_OK) {
                 char m[RELAY_ERRBUF];

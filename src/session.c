@@ -1067,7 +1067,7 @@ static int session_start(relay_session_t *s, const relay_session_opts_t *o, rela
          * producer comes after the connection. */
         if (!set->exactly_once && (rc = session_producer(s, first, err, errlen)))
                 return rc;
-        if ((rc = relay_source_open(&s->src, set, err, errlen)))
+        if ((rc = relay_source_open(&s->src, set, s->stop, err, errlen)))
                 return rc;
         s->repl = relay_source_repl(s->src);
         relay_repl_set_tick(s->repl, session_waiting, s);

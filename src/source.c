@@ -30,7 +30,8 @@ void relay_source_free(relay_source_t *src)
         free(src);
 }
 
-int relay_source_open(relay_source_t **out, const relay_settings_t *set, char *err, size_t errlen)
+int relay_source_open(relay_source_t **out, const relay_settings_t *set,
+                      const volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
         relay_source_t *src = calloc(1, sizeof(*src));
         int rc;
@@ -39,7 +40,7 @@ int relay_source_open(relay_source_t **out, const relay_settings_t *set, char *e
         if (!src)
                 return relay_err(err, errlen, RELAY_ENOMEM, "out of memory");
         if ((rc = relay_outbox_new(&src->outbox, set, err, errlen)) ||
-            (rc = relay_repl_connect(&src->repl, set, err, errlen)) ||
+            (rc = relay_repl_connect(&src->repl, set, stop, err, errlen)) ||
             (rc = relay_pgoutput_new(&src->dec, relay_repl_proto_version(src->repl), err,
                                      errlen))) {
                 relay_source_free(src);

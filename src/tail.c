@@ -76,7 +76,7 @@ int relay_tail_open(relay_tail_t **out, const relay_settings_t *set,
         t->set = *set;
         snprintf(t->slot, sizeof(t->slot), "outbox_relay_tail_%ld", (long)getpid());
         t->set.slot_name = t->slot;
-        if ((rc = relay_source_open(&t->src, &t->set, err, errlen)))
+        if ((rc = relay_source_open(&t->src, &t->set, stop, err, errlen)))
                 goto fail;
         t->repl = relay_source_repl(t->src);
         relay_repl_set_tick(t->repl, tail_waiting, (void *)(uintptr_t)stop);

@@ -13,6 +13,7 @@
 #ifndef RELAY_PGCONN_H
 #define RELAY_PGCONN_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include <libpq-fe.h>
@@ -27,17 +28,30 @@ typedef enum {
 } relay_pgconn_failure_t;
 
 /**
- * @brief PQconnectdbParams() (same arguments) with the verbose error message
- *        relay_pgconn_failure() reads; the default verbosity again once it
- *        ends, for the session's messages.
- * @returns the connection (caller PQfinish()es it, whatever its status), or
- *          NULL when out of memory.
+ * @brief PQconnectdbParams() (same keys, vals and expand) with the verbose
+ *        error message relay_pgconn_failure() reads; the default verbosity
+ *        again once it ends, for the session's messages. Goes on to the
+ *        next address or host when one fails, as libpq does; at
+ *        connect_timeout on the only address it gives up there (the
+ *        connection left unfinished, which relay_pgconn_failure() reads as
+ *        "timeout expired"), with more addresses it lets libpq's blocking
+ *        PQreset() try them all again from the first (which does not look
+ *        at stop).
+ * @param stop set by a signal handler to stop (borrowed, may be NULL):
+ *        looked at between polls, at least every 200 ms.
+ * @returns 0 and *out, the connection (caller PQfinish()es it, whatever
+ *          its status: CONNECTION_OK, or a failure for
+ *          relay_pgconn_failure()); RELAY_ESTOPPED when *stop was set
+ *          before it ended (*out NULL, the connection closed: a stop, not
+ *          a connection failure); RELAY_ENOMEM (*out NULL).
  */
-PGconn *relay_pgconn_connect(const char *const *keys, const char *const *vals, int expand);
+int relay_pgconn_connect(PGconn **out, const char *const *keys, const char *const *vals,
+                         int expand, const volatile sig_atomic_t *stop);
 
 /**
  * @brief Classify conn, a connection relay_pgconn_connect() did not make
- *        (status CONNECTION_BAD), by SQLSTATE; libpq's and OpenSSL's own
+ *        (status CONNECTION_BAD, or unfinished: given up at
+ *        connect_timeout, "timeout expired"), by SQLSTATE; libpq's and OpenSSL's own
  *        messages (no code) are matched as English text, which they are
  *        (the project never calls setlocale()). Fills msg (msglen > 0)
  *        with its message without the codes, the LOCATION lines and the

@@ -12,6 +12,7 @@
 #ifndef RELAY_REPL_H
 #define RELAY_REPL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -25,14 +26,17 @@ typedef struct relay_repl relay_repl_t;
  * @brief Connect and check the server: PostgreSQL >= 14, wal_level=logical,
  *        a role allowed to replicate. Reads postgres.conninfo, slot.name,
  *        publication.name and outbox.table from set (borrowed; it must
- *        outlive the connection).
- * @returns 0 and *out (caller frees with relay_repl_free()); RELAY_EIO when
+ *        outlive the connection). stop (borrowed, may be NULL): set by a
+ *        signal handler, it ends the connect (relay_pgconn_connect()).
+ * @returns 0 and *out (caller frees with relay_repl_free()); RELAY_ESTOPPED
+ *          when *stop was set during the connect; RELAY_EIO when
  *          the server cannot be reached (retry); RELAY_ESETUP when it is
  *          reachable but not usable, or when libpq cannot resolve the
  *          parameters (a service not found), with the fix in err; RELAY_EPROTO when
  *          IDENTIFY_SYSTEM's answer has no valid WAL position.
  */
-int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set, char *err,
+int relay_repl_connect(relay_repl_t **out, const relay_settings_t *set,
+                       const volatile sig_atomic_t *stop, char *err,
                        size_t errlen) RELAY_MUST_CHECK;
 
 /**

@@ -60,11 +60,13 @@ typedef struct {
  * @brief Create the outbox mapping, connect (the relay's server checks:
  *        version, wal_level, REPLICATION) and create the decoder for the
  *        protocol version the server speaks. set is borrowed and must
- *        outlive the source.
+ *        outlive the source; stop (borrowed, may be NULL) as
+ *        relay_repl_connect()'s.
  * @returns 0 and *out (caller frees with relay_source_free()); the codes
  *          of relay_outbox_new() and relay_repl_connect(); RELAY_ENOMEM.
  */
-int relay_source_open(relay_source_t **out, const relay_settings_t *set, char *err,
+int relay_source_open(relay_source_t **out, const relay_settings_t *set,
+                      const volatile sig_atomic_t *stop, char *err,
                       size_t errlen) RELAY_MUST_CHECK;
 
 /** @brief The replication connection. Borrowed: the source owns it. */

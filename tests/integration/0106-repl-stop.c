@@ -50,7 +50,7 @@ static relay_repl_t *streaming(const relay_settings_t *set, const char *what)
         char err[RELAY_ERRBUF];
         bool created;
 
-        if (relay_repl_connect(&r, set, err, sizeof(err)) != 0 ||
+        if (relay_repl_connect(&r, set, NULL, err, sizeof(err)) != 0 ||
             relay_repl_ensure_publication(r, &created, err, sizeof(err)) != 0 ||
             relay_repl_ensure_slot(r, true, false, false, &outcome, err, sizeof(err)) != 0 ||
             relay_repl_start(r, 0, err, sizeof(err)) != 0)

@@ -8,7 +8,10 @@
  *   - first of two hosts with connect_timeout=2: connected through the
  *     second (only libpq can give up on a host for the next: at the
  *     timeout, PQreset() runs libpq's own connect);
- *   - alone: RELAY_EIO (retried), libpq's "timeout expired".
+ *   - alone: RELAY_EIO (retried), libpq's "timeout expired";
+ *   - alone without connect_timeout, the stop flag set (by SIGALRM) during
+ *     the connect: RELAY_ESTOPPED, "stopped while connecting" (0256 has
+ *     the same for the programs, against the code before).
  * And once connected, the session's messages have the default verbosity
  * again: a server error (START_REPLICATION of a slot that does not exist)
  * says neither its SQLSTATE nor a LOCATION line.
@@ -18,6 +21,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -42,6 +46,13 @@ static relay_settings_t *settings_for(const char *conninfo, const char *slot)
                 tap_bail("settings: %s", err);
         relay_config_free(cfg);
         return set;
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_alarm(int sig)
+{
+        stop = sig;
 }
 
 /* A loopback port that listens and never answers; its number in *port. */
@@ -71,7 +82,7 @@ int main(void)
                  h_env("RELAY_TEST_PGHOST"), silent_port, h_env("RELAY_TEST_PGPORT"),
                  h_env("RELAY_TEST_PGUSER"));
         relay_settings_t *set = settings_for(ci, slot);
-        int rc = relay_repl_connect(&r, set, err, sizeof(err));
+        int rc = relay_repl_connect(&r, set, NULL, err, sizeof(err));
         if (!ok(rc == 0, "first host silent, connect_timeout=2: connected through the second"))
                 tap_diag("rc %d: %s", rc, err);
         if (rc == 0) {
@@ -90,9 +101,23 @@ int main(void)
                  silent_port, h_env("RELAY_TEST_PGUSER"));
         set = settings_for(ci, slot);
         r = NULL;
-        rc = relay_repl_connect(&r, set, err, sizeof(err));
+        rc = relay_repl_connect(&r, set, NULL, err, sizeof(err));
         ok(rc == RELAY_EIO, "a silent host alone: RELAY_EIO, retried (got %d)", rc);
         ok(strstr(err, "timeout expired") != NULL, "libpq's timeout message: %s", err);
+        relay_repl_free(r);
+        relay_settings_free(set);
+
+        snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=%s dbname=postgres", silent_port,
+                 h_env("RELAY_TEST_PGUSER"));
+        set = settings_for(ci, slot);
+        r = NULL;
+        struct sigaction sa = {.sa_handler = on_alarm};
+        sigaction(SIGALRM, &sa, NULL);
+        alarm(1);
+        rc = relay_repl_connect(&r, set, &stop, err, sizeof(err));
+        is_int(rc, RELAY_ESTOPPED, "no connect_timeout, stopped during the connect: RELAY_ESTOPPED");
+        ok(strstr(err, "stopped while connecting") != NULL, "saying so: %s", err);
+        ok(r == NULL, "and no connection");
         relay_repl_free(r);
         relay_settings_free(set);
 

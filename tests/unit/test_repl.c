@@ -387,7 +387,7 @@ static void test_startup(const char *what, relay_settings_t *set, const char *ap
 
         unlink(startup_file);
         pid_t pid = server(AFTER_NOTHING);
-        int rc = relay_repl_connect(&r, set, err, sizeof(err));
+        int rc = relay_repl_connect(&r, set, NULL, err, sizeof(err));
         is_int(rc, 0, "%s: connects", what);
         if (rc)
                 tap_diag("%s", err);
@@ -434,7 +434,8 @@ static int stream_end(const relay_settings_t *set, script_t script, char *err, s
         int status;
 
         pid_t pid = server(script);
-        if (relay_repl_connect(&r, set, err, errlen) != 0 || relay_repl_start(r, 0, err, errlen) != 0)
+        if (relay_repl_connect(&r, set, NULL, err, errlen) != 0 ||
+            relay_repl_start(r, 0, err, errlen) != 0)
                 tap_bail("the scripted server: %s", err);
         signal(SIGALRM, on_alarm);
         alarm(10);
@@ -453,7 +454,7 @@ static void test_identify(const relay_settings_t *set)
         int status;
 
         pid_t pid = server(AFTER_NOTHING);
-        if (relay_repl_connect(&r, set, err, sizeof(err)) != 0)
+        if (relay_repl_connect(&r, set, NULL, err, sizeof(err)) != 0)
                 tap_bail("the scripted server: %s", err);
         is_str(relay_repl_system_id(r), "7000000000000000001", "IDENTIFY_SYSTEM's systemid");
         is_int(relay_repl_wal_end(r), 0x1a2b3c4, "IDENTIFY_SYSTEM's xlogpos, 0/1A2B3C4");
@@ -541,7 +542,7 @@ static void test_start_refused(const relay_settings_t *set)
                 relay_repl_t *r = NULL;
                 int status;
                 pid_t pid = server(cases[i].script);
-                if (relay_repl_connect(&r, set, err, sizeof(err)) != 0)
+                if (relay_repl_connect(&r, set, NULL, err, sizeof(err)) != 0)
                         tap_bail("the scripted server: %s", err);
                 is_int(relay_repl_start(r, 0, err, sizeof(err)), cases[i].want, "%s", cases[i].what);
                 tap_diag("%s", err);
