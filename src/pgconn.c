@@ -7,6 +7,7 @@
 #include "relay/pgconn.h"
 
 #include <errno.h>
+#include <libpq-events.h>
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
@@ -98,29 +99,122 @@ static int connect_timeout_ms(PGconn *conn)
         return t <= 0 ? 0 : t < 2 ? 2000 : t > INT_MAX / 1000 ? INT_MAX : t * 1000;
 }
 
-/*
- * Whether libpq has another address to go on to after one it gave up on:
- * several hosts (host or hostaddr a list), or a host name with several
- * addresses (libpq tries each that getaddrinfo() gives). A numeric
- * address or a Unix-domain socket (a path, or no host: the default) is
- * one.
- */
-static bool another_address(PGconn *conn)
+/* Splits s in place at its commas into v (at most max); the count. An empty
+ * s is no entry (libpq's lists: "a,,b" has an empty second one). */
+static int split_list(char *s, char **v, int max)
 {
-        char host[1024], hostaddr[1024];
-        conninfo_value(conn, "host", host, sizeof(host));
-        conninfo_value(conn, "hostaddr", hostaddr, sizeof(hostaddr));
-        if (strchr(host, ',') || strchr(hostaddr, ','))
-                return true;
-        if (hostaddr[0] || !host[0] || host[0] == '/' || host[0] == '@')
-                return false;
+        int n = 0;
+        if (!s[0])
+                return 0;
+        for (char *p = s; n < max; p++) {
+                v[n++] = p;
+                if (!(p = strchr(p, ',')))
+                        break;
+                *p = '\0';
+        }
+        return n;
+}
+
+/* Appends item to the comma list l (len bytes); false when it does not fit. */
+static bool list_add(char *l, size_t len, bool first, const char *item)
+{
+        size_t n = strlen(l);
+        return (size_t)snprintf(l + n, len - n, "%s%s", first ? "" : ",", item) < len - n;
+}
+
+#define MAX_HOSTS 64
+#define LIST_CHARS 2048
+
+/* The addresses libpq would go on to after the one conn is at, as the
+ * host, hostaddr and port lists of a connection that starts there. */
+typedef struct {
+        char host[LIST_CHARS], hostaddr[LIST_CHARS], port[LIST_CHARS];
+        int n;
+} rest_t;
+
+static bool rest_add(rest_t *r, const char *host, const char *hostaddr, const char *port)
+{
+        bool first = r->n++ == 0;
+        return list_add(r->host, sizeof(r->host), first, host) &&
+               list_add(r->hostaddr, sizeof(r->hostaddr), first, hostaddr) &&
+               list_add(r->port, sizeof(r->port), first, port);
+}
+
+/* The addresses of host name (port: NULL or "" for none) after the one
+ * whose text is addr, as libpq tries them (getaddrinfo()'s order); false
+ * when addr is not one of them. */
+static bool rest_of_name(rest_t *r, const char *name, const char *port, const char *addr)
+{
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
         struct addrinfo *ai = NULL;
-        if (getaddrinfo(host, NULL, &hints, &ai) != 0)
+        bool found = false, fits = true;
+        if (getaddrinfo(name, port && port[0] ? port : NULL, &hints, &ai) != 0)
                 return false;
-        bool several = ai && ai->ai_next;
+        for (struct addrinfo *a = ai; a && fits; a = a->ai_next) {
+                char text[NI_MAXHOST];
+                if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof(text), NULL, 0,
+                                NI_NUMERICHOST) != 0)
+                        continue;
+                if (found)
+                        fits = rest_add(r, name, text, port ? port : "");
+                else
+                        found = strcmp(text, addr) == 0;
+        }
         freeaddrinfo(ai);
-        return several;
+        return found && fits;
+}
+
+/*
+ * What libpq would try after the address conn gave up on at
+ * connect_timeout (connectDBComplete(): try_next_addr), into *r: the
+ * name's further addresses, then the hosts after it. 1: some, 0: none
+ * (the attempt ends), -1: cannot tell, PQreset() does it: the address not
+ * found once in the lists (a host given twice), target_session_attrs =
+ * prefer-standby (libpq's second round goes back to the first host) or
+ * load_balance_hosts (libpq's own order).
+ */
+static int rest_of(PGconn *conn, rest_t *r)
+{
+        char host[LIST_CHARS], hostaddr[LIST_CHARS], port[LIST_CHARS], tsa[32], lb[32];
+        char *hv[MAX_HOSTS] = {0}, *av[MAX_HOSTS] = {0}, *pv[MAX_HOSTS] = {0};
+        conninfo_value(conn, "host", host, sizeof(host));
+        conninfo_value(conn, "hostaddr", hostaddr, sizeof(hostaddr));
+        conninfo_value(conn, "port", port, sizeof(port));
+        conninfo_value(conn, "target_session_attrs", tsa, sizeof(tsa));
+        conninfo_value(conn, "load_balance_hosts", lb, sizeof(lb));
+        if (strcmp(tsa, "prefer-standby") == 0 || (lb[0] && strcmp(lb, "disable") != 0))
+                return -1;
+        int nh = split_list(host, hv, MAX_HOSTS), na = split_list(hostaddr, av, MAX_HOSTS);
+        int np = split_list(port, pv, MAX_HOSTS), n = na ? na : nh;
+        const char *ch = PQhost(conn), *ca = PQhostaddr(conn), *cp = PQport(conn);
+        int at = -1;
+        memset(r, 0, sizeof(*r));
+        for (int j = 0; j < n; j++) {
+                const char *h = j < nh ? hv[j] : "", *a = j < na ? av[j] : "";
+                const char *p = np == 1 ? pv[0] : j < np ? pv[j] : "";
+                if (strcmp(h[0] ? h : a, ch ? ch : "") == 0 && (!p[0] || strcmp(p, cp) == 0) &&
+                    (!a[0] || strcmp(a, ca) == 0)) {
+                        if (at >= 0)
+                                return -1;
+                        at = j;
+                }
+        }
+        if (n == 0)
+                return 0; /* no host: the default Unix-domain socket */
+        if (at < 0)
+                return -1;
+        const char *h = at < nh ? hv[at] : "", *a = at < na ? av[at] : "";
+        const char *p = np == 1 ? pv[0] : at < np ? pv[at] : "";
+        if (!a[0] && h[0] && h[0] != '/' && h[0] != '@' && !rest_of_name(r, h, p, ca))
+                return -1;
+        for (int j = at + 1; j < n; j++)
+                if (!rest_add(r, j < nh ? hv[j] : "", j < na ? av[j] : "",
+                              np == 1 ? pv[0] : j < np ? pv[j] : ""))
+                        return -1;
+        /* libpq ignores an empty value: the old list would stay. */
+        if ((nh && !r->host[0]) || (na && !r->hostaddr[0]) || (np && !r->port[0]))
+                return r->n ? -1 : 0;
+        return r->n > 0;
 }
 
 /*
@@ -139,6 +233,65 @@ static void address_key(PGconn *conn, char *key, size_t len)
         snprintf(key, len, "%s\n%s\n%s", h ? h : "", p ? p : "", a ? a : "");
 }
 
+/*
+ * What was said of the addresses tried before a connection started at the
+ * rest of the list (its own message starts afresh): kept with it as libpq
+ * event instance data, freed with it.
+ */
+static int said_before_event(PGEventId id, void *info, void *pass)
+{
+        (void)pass;
+        if (id == PGEVT_CONNDESTROY)
+                free(PQinstanceData(((PGEventConnDestroy *)info)->conn, said_before_event));
+        return 1;
+}
+
+static const char *said_before(const PGconn *conn)
+{
+        const char *s = PQinstanceData(conn, said_before_event);
+        return s ? s : "";
+}
+
+/* A connection to the addresses of r, with the other parameters of keys
+ * and vals (later keys override, expanded dbname included), carrying what
+ * was said of old and before it, and old's timeout. NULL when out of
+ * memory. */
+static PGconn *start_rest(const char *const *keys, const char *const *vals, int expand,
+                          const rest_t *r, PGconn *old)
+{
+        size_t n = 0;
+        while (keys[n])
+                n++;
+        const char **k = calloc(n + 4, sizeof(*k)), **v = calloc(n + 4, sizeof(*v));
+        PGconn *conn = NULL;
+        if (k && v) {
+                memcpy(k, keys, n * sizeof(*k));
+                memcpy(v, vals, n * sizeof(*v));
+                k[n] = "host";
+                v[n] = r->host;
+                k[n + 1] = "hostaddr";
+                v[n + 1] = r->hostaddr;
+                k[n + 2] = "port";
+                v[n + 2] = r->port;
+                conn = PQconnectStartParams(k, v, expand);
+        }
+        free(k);
+        free(v);
+        if (!conn)
+                return NULL;
+        const char *prev = said_before(old), *msg = PQerrorMessage(old);
+        size_t len = strlen(prev) + strlen(msg) + sizeof("timeout expired\n");
+        char *said = malloc(len);
+        if (!said || !PQregisterEventProc(conn, said_before_event, "relay_pgconn", NULL) ||
+            !PQsetInstanceData(conn, said_before_event, said)) {
+                free(said);
+                PQfinish(conn);
+                return NULL;
+        }
+        snprintf(said, len, "%s%stimeout expired\n", prev, msg);
+        return conn;
+}
+
 /* The longest poll() between two looks at the stop flag: a signal between
  * the look and poll() does not wake it up. */
 #define STOP_SLICE_MS 200
@@ -149,14 +302,17 @@ static void address_key(PGconn *conn, char *key, size_t len)
  * is set once PQconnectStartParams() made it, and this drives the
  * connection as connectDBComplete() does: PQconnectPoll() goes on to the
  * next address or host when one fails, and an address gets
- * connect_timeout. Only libpq can give up on an address for the next one,
- * so at connect_timeout:
+ * connect_timeout. Only libpq can give up on an address for the next one
+ * (its internal try_next_addr), so at connect_timeout:
  *   - with no other address to try (one host, one address: the usual
- *     case), the attempt ends there, unfinished: relay_pgconn_failure()
- *     says "timeout expired" as libpq would;
- *   - else PQreset() takes over (libpq's own blocking connect from the
- *     first host, still verbose, deaf to *stop): the address that timed
- *     out is tried once more before the others.
+ *     case; or the last), the attempt ends there, unfinished:
+ *     relay_pgconn_failure() says "timeout expired" as libpq would;
+ *   - else a new connection starts at the next address (rest_of(): the
+ *     name's further addresses, then the hosts after it), carrying what
+ *     was said of those before;
+ *   - when rest_of() cannot tell, PQreset() takes over (libpq's own
+ *     blocking connect from the first host, still verbose, deaf to
+ *     *stop): the address that timed out is tried once more.
  * The stop flag is looked at between polls (at least every STOP_SLICE_MS).
  * The default verbosity again afterwards, for the messages of the session.
  */
@@ -189,9 +345,23 @@ int relay_pgconn_connect(PGconn **out, const char *const *keys, const char *cons
                 if (timeout) {
                         int64_t left = deadline - relay_now_ms();
                         if (left <= 0) {
-                                if (another_address(conn))
+                                rest_t r;
+                                int more = rest_of(conn, &r);
+                                if (more < 0)
                                         PQreset(conn);
-                                break;
+                                if (more <= 0)
+                                        break;
+                                PGconn *next = start_rest(keys, vals, expand, &r, conn);
+                                PQfinish(conn);
+                                *out = conn = next;
+                                if (!conn)
+                                        return RELAY_ENOMEM;
+                                PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
+                                if (PQstatus(conn) == CONNECTION_BAD)
+                                        break;
+                                st = PGRES_POLLING_WRITING;
+                                at[0] = '\0';
+                                continue;
                         }
                         wait = (int)left;
                 }
@@ -209,7 +379,18 @@ int relay_pgconn_connect(PGconn **out, const char *const *keys, const char *cons
 
 relay_pgconn_failure_t relay_pgconn_failure(PGconn *conn, char *msg, size_t msglen)
 {
-        const char *code = connect_sqlstate(PQerrorMessage(conn), msg, msglen);
+        /* What was said of the addresses before conn's (start_rest()), then
+         * conn's own, as libpq's one message would have it. */
+        const char *before = said_before(conn), *own = PQerrorMessage(conn);
+        size_t all_len = strlen(before) + strlen(own) + 1;
+        char *all = malloc(all_len);
+        if (all)
+                snprintf(all, all_len, "%s%s", before, own);
+        const char *first = connect_sqlstate(all ? all : own, msg, msglen);
+        char code[6] = "";
+        if (first)
+                memcpy(code, first, 5);
+        free(all);
         size_t n = strlen(msg);
         /* Given up at connect_timeout (relay_pgconn_connect()): the message
          * ends with the address's "connection to server at ... failed: "

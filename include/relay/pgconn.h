@@ -31,12 +31,16 @@ typedef enum {
  * @brief PQconnectdbParams() (same keys, vals and expand) with the verbose
  *        error message relay_pgconn_failure() reads; the default verbosity
  *        again once it ends, for the session's messages. Goes on to the
- *        next address or host when one fails, as libpq does; at
- *        connect_timeout on the only address it gives up there (the
- *        connection left unfinished, which relay_pgconn_failure() reads as
- *        "timeout expired"), with more addresses it lets libpq's blocking
- *        PQreset() try them all again from the first (which does not look
- *        at stop).
+ *        next address or host when one fails, as libpq does, and so at
+ *        connect_timeout: with a new connection to the addresses after it
+ *        (*out may be another connection than the first; its message
+ *        starts with what was said of those before), or, on the last
+ *        address, by giving up (the connection left unfinished, which
+ *        relay_pgconn_failure() reads as "timeout expired"). Where it
+ *        cannot tell the addresses after (a host given twice,
+ *        target_session_attrs=prefer-standby, load_balance_hosts), libpq's
+ *        blocking PQreset() tries them all again from the first, and does
+ *        not look at stop.
  * @param stop set by a signal handler to stop (borrowed, may be NULL):
  *        looked at between polls, at least every 200 ms.
  * @returns 0 and *out, the connection (caller PQfinish()es it, whatever

@@ -6,8 +6,12 @@
  * A port that listens and never answers (the test's own socket, never
  * accepted from: the kernel completes the TCP handshake, nothing replies):
  *   - first of two hosts with connect_timeout=2: connected through the
- *     second (only libpq can give up on a host for the next: at the
- *     timeout, PQreset() runs libpq's own connect);
+ *     second, after one connection to the first (only libpq can give up
+ *     on a host for the next: a connection to the hosts after it takes
+ *     over; it was PQreset(), libpq's own connect from the first host
+ *     again, a second connection to the silent one);
+ *   - two silent hosts: RELAY_EIO, each said to have timed out, one
+ *     connection to each;
  *   - alone: RELAY_EIO (retried), libpq's "timeout expired";
  *   - alone without connect_timeout, the stop flag set (by SIGALRM) during
  *     the connect: RELAY_ESTOPPED, "stopped while connecting" (0256 has
@@ -19,12 +23,9 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "faults/faults.h"
@@ -55,23 +56,10 @@ static void on_alarm(int sig)
         stop = sig;
 }
 
-/* A loopback port that listens and never answers; its number in *port. */
-static int silent_listener(int *port)
-{
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 16) != 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-                tap_bail("could not listen on a loopback port");
-        *port = ntohs(a.sin_port);
-        return fd;
-}
-
 int main(void)
 {
         int silent_port;
-        int silent = silent_listener(&silent_port);
+        int silent = h_silent_listener(&silent_port);
         char *slot = h_unique_name("cpoll");
         char ci[512];
         char err[RELAY_ERRBUF];
@@ -96,6 +84,28 @@ int main(void)
         }
         relay_repl_free(r);
         relay_settings_free(set);
+        is_int(h_silent_connections(silent), 1,
+               "one connection to the silent host: its timeout went on to the second host");
+
+        /* Two silent hosts: each timed out once, both said. */
+        int port2;
+        int silent2 = h_silent_listener(&port2);
+        snprintf(ci, sizeof(ci),
+                 "host=127.0.0.1,127.0.0.1 port=%d,%d user=%s dbname=postgres connect_timeout=2",
+                 silent_port, port2, h_env("RELAY_TEST_PGUSER"));
+        set = settings_for(ci, slot);
+        r = NULL;
+        rc = relay_repl_connect(&r, set, NULL, err, sizeof(err));
+        ok(rc == RELAY_EIO, "two silent hosts: RELAY_EIO, retried (got %d)", rc);
+        char p1[64], p2[64];
+        snprintf(p1, sizeof(p1), "port %d failed: timeout expired", silent_port);
+        snprintf(p2, sizeof(p2), "port %d failed: timeout expired", port2);
+        ok(strstr(err, p1) && strstr(err, p2), "libpq's timeout message for each: %s", err);
+        relay_repl_free(r);
+        relay_settings_free(set);
+        is_int(h_silent_connections(silent), 1, "one connection to the first");
+        is_int(h_silent_connections(silent2), 1, "one connection to the second");
+        close(silent2);
 
         snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=%s dbname=postgres connect_timeout=2",
                  silent_port, h_env("RELAY_TEST_PGUSER"));

@@ -16,43 +16,14 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "faults/faults.h"
 #include "harness.h"
-
-/* A loopback port that listens and never answers; its number in *port. */
-static int silent_listener(int *port)
-{
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof(a);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 16) != 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &len) != 0 ||
-            fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
-                tap_bail("could not listen on a loopback port");
-        *port = ntohs(a.sin_port);
-        return fd;
-}
-
-/* The connections made to the listener so far (accepted and closed now). */
-static int connections(int fd)
-{
-        int n = 0, c;
-        while ((c = accept(fd, NULL, NULL)) >= 0) {
-                close(c);
-                n++;
-        }
-        return n;
-}
 
 /* Wait up to 30 s for a connection to the listener, without accepting it. */
 static bool connected_to(int fd)
@@ -84,7 +55,7 @@ static bool log_has(h_relay_t *r, const char *needle)
 int main(void)
 {
         int port;
-        int silent = silent_listener(&port);
+        int silent = h_silent_listener(&port);
         char *slot = h_unique_name("csilent");
         fx_sets_t s;
 
@@ -99,7 +70,8 @@ int main(void)
         h_relay_signal(r, SIGTERM);
         is_int(h_relay_wait(r, 60000), 0, "SIGTERM in the backoff's wait: exit 0");
         h_relay_free(r);
-        is_int(connections(silent), 1, "the attempt made one connection to the silent host");
+        is_int(h_silent_connections(silent), 1,
+               "the attempt made one connection to the silent host");
 
         /* No connect_timeout: only the stop ends the connect. */
         relay_sets(&s, port, "", slot);
@@ -112,7 +84,7 @@ int main(void)
                 h_relay_diag_log(r);
         ok(rc == 0 && log_has(r, "stopped"), "and says it stopped");
         h_relay_free(r);
-        is_int(connections(silent), 1, "one connection to the silent host");
+        is_int(h_silent_connections(silent), 1, "one connection to the silent host");
 
         memset(&s, 0, sizeof(s));
         fx_sets_add(&s, "postgres.conninfo=host=127.0.0.1 port=%d user=%s dbname=postgres", port,
@@ -131,7 +103,7 @@ int main(void)
         ok(rc == 0 && log_has(ib, "stopped while connecting to PostgreSQL"),
            "and says it stopped while connecting");
         h_relay_free(ib);
-        is_int(connections(silent), 1, "one connection to the silent host");
+        is_int(h_silent_connections(silent), 1, "one connection to the silent host");
 
         close(silent);
         free(slot);

@@ -1977,6 +1977,29 @@ PGconn *h_cluster_connect(const h_cluster_t *c)
         return conn;
 }
 
+int h_silent_listener(int *port)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof(a);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 16) != 0 ||
+            getsockname(fd, (struct sockaddr *)&a, &len) != 0 ||
+            fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
+                tap_bail("could not listen on a loopback port");
+        *port = ntohs(a.sin_port);
+        return fd;
+}
+
+int h_silent_connections(int fd)
+{
+        int n = 0, c;
+        while ((c = accept(fd, NULL, NULL)) >= 0) {
+                close(c);
+                n++;
+        }
+        return n;
+}
+
 void h_cluster_free(h_cluster_t *c)
 {
         for (int i = 0; c && i < H_MAX_CLUSTERS; i++) {

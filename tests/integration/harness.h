@@ -107,6 +107,16 @@ void h_cluster_conninfo_set(const h_cluster_t *c, char *buf, size_t len);
  *  PQfinish()es it); bails when it cannot connect. */
 PGconn *h_cluster_connect(const h_cluster_t *c);
 
+/** A loopback TCP port that listens and is never accepted from while a
+ *  program connects: the kernel completes the handshake, nothing answers
+ *  (a PostgreSQL host gone silent). Its number in *port; the listening
+ *  socket (non-blocking) returned; bails when it cannot listen. */
+int h_silent_listener(int *port);
+
+/** The connections made to a h_silent_listener() so far: accepted (and
+ *  closed) now, so each is counted once. */
+int h_silent_connections(int fd);
+
 /** Run a shell command (no single quotes in it) as the postgres OS user
  *  when root; system()'s status. */
 int h_run_as_postgres(const char *cmd);
