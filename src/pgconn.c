@@ -140,40 +140,59 @@ static bool rest_add(rest_t *r, const char *host, const char *hostaddr, const ch
                list_add(r->port, sizeof(r->port), first, port);
 }
 
-/* The addresses of host name (port: NULL or "" for none) after the one
- * whose text is addr, as libpq tries them (getaddrinfo()'s order); false
- * when addr is not one of them. */
-static bool rest_of_name(rest_t *r, const char *name, const char *port, const char *addr)
+/* Whether tried ("\n" "address port" "\n" each) has addr at port. */
+static bool was_tried(const char *tried, const char *addr, const char *port)
+{
+        char item[NI_MAXHOST + 40];
+        snprintf(item, sizeof(item), "\n%s %s\n", addr, port);
+        return strstr(tried, item) != NULL;
+}
+
+/* Adds conn's address (after a "\n") to tried (len bytes); one that does
+ * not fit is left out (tried again, at worst). */
+static void add_tried(char *tried, size_t len, PGconn *conn)
+{
+        size_t n = strlen(tried);
+        const char *a = PQhostaddr(conn), *p = PQport(conn);
+        size_t need = strlen(a ? a : "") + strlen(p ? p : "") + 3;
+        if (n + need < len)
+                snprintf(tried + n, len - n, "%s%s %s\n", n ? "" : "\n", a ? a : "",
+                         p ? p : "");
+}
+
+/* The addresses of host name (port: NULL or "" for none) not in tried, in
+ * getaddrinfo()'s order as libpq tries them (not "after the one given
+ * up": a DNS server that rotates its answers may give another order than
+ * libpq's call had); false when they do not fit. */
+static bool rest_of_name(rest_t *r, const char *name, const char *port, const char *tried)
 {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
         struct addrinfo *ai = NULL;
-        bool found = false, fits = true;
+        bool fits = true;
         if (getaddrinfo(name, port && port[0] ? port : NULL, &hints, &ai) != 0)
-                return false;
+                return true; /* libpq's own call said so: nothing more of it */
         for (struct addrinfo *a = ai; a && fits; a = a->ai_next) {
                 char text[NI_MAXHOST];
                 if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof(text), NULL, 0,
-                                NI_NUMERICHOST) != 0)
-                        continue;
-                if (found)
+                                NI_NUMERICHOST) == 0 &&
+                    !was_tried(tried, text, port ? port : ""))
                         fits = rest_add(r, name, text, port ? port : "");
-                else
-                        found = strcmp(text, addr) == 0;
         }
         freeaddrinfo(ai);
-        return found && fits;
+        return fits;
 }
 
 /*
  * What libpq would try after the address conn gave up on at
  * connect_timeout (connectDBComplete(): try_next_addr), into *r: the
- * name's further addresses, then the hosts after it. 1: some, 0: none
+ * name's addresses not in tried (those the loop saw), then the hosts
+ * after it. 1: some, 0: none
  * (the attempt ends), -1: cannot tell, PQreset() does it: the address not
  * found once in the lists (a host given twice), target_session_attrs =
  * prefer-standby (libpq's second round goes back to the first host) or
  * load_balance_hosts (libpq's own order).
  */
-static int rest_of(PGconn *conn, rest_t *r)
+static int rest_of(PGconn *conn, const char *tried, rest_t *r)
 {
         char host[LIST_CHARS], hostaddr[LIST_CHARS], port[LIST_CHARS], tsa[32], lb[32];
         char *hv[MAX_HOSTS] = {0}, *av[MAX_HOSTS] = {0}, *pv[MAX_HOSTS] = {0};
@@ -205,7 +224,8 @@ static int rest_of(PGconn *conn, rest_t *r)
                 return -1;
         const char *h = at < nh ? hv[at] : "", *a = at < na ? av[at] : "";
         const char *p = np == 1 ? pv[0] : at < np ? pv[at] : "";
-        if (!a[0] && h[0] && h[0] != '/' && h[0] != '@' && !rest_of_name(r, h, p, ca))
+        if (!a[0] && h[0] && h[0] != '/' && h[0] != '@' &&
+            !rest_of_name(r, h, p[0] ? p : cp, tried))
                 return -1;
         for (int j = at + 1; j < n; j++)
                 if (!rest_add(r, j < nh ? hv[j] : "", j < na ? av[j] : "",
@@ -308,7 +328,7 @@ static PGconn *start_rest(const char *const *keys, const char *const *vals, int 
  *     case; or the last), the attempt ends there, unfinished:
  *     relay_pgconn_failure() says "timeout expired" as libpq would;
  *   - else a new connection starts at the next address (rest_of(): the
- *     name's further addresses, then the hosts after it), carrying what
+ *     name's addresses not tried yet, then the hosts after it), carrying what
  *     was said of those before;
  *   - when rest_of() cannot tell, PQreset() takes over (libpq's own
  *     blocking connect from the first host, still verbose, deaf to
@@ -328,7 +348,7 @@ int relay_pgconn_connect(PGconn **out, const char *const *keys, const char *cons
         PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
         int timeout = connect_timeout_ms(conn);
         int64_t deadline = 0;
-        char at[ADDRESS_KEY] = "", now_at[ADDRESS_KEY];
+        char at[ADDRESS_KEY] = "", now_at[ADDRESS_KEY], tried[LIST_CHARS] = "";
         PostgresPollingStatusType st = PGRES_POLLING_WRITING;
         while (st == PGRES_POLLING_READING || st == PGRES_POLLING_WRITING) {
                 if (stop && *stop) {
@@ -339,6 +359,7 @@ int relay_pgconn_connect(PGconn **out, const char *const *keys, const char *cons
                 address_key(conn, now_at, sizeof(now_at));
                 if (strcmp(now_at, at) != 0) {
                         memcpy(at, now_at, sizeof(at));
+                        add_tried(tried, sizeof(tried), conn);
                         deadline = relay_now_ms() + timeout;
                 }
                 int wait = -1;
@@ -346,7 +367,7 @@ int relay_pgconn_connect(PGconn **out, const char *const *keys, const char *cons
                         int64_t left = deadline - relay_now_ms();
                         if (left <= 0) {
                                 rest_t r;
-                                int more = rest_of(conn, &r);
+                                int more = rest_of(conn, tried, &r);
                                 if (more < 0)
                                         PQreset(conn);
                                 if (more <= 0)

@@ -5,8 +5,9 @@
  *
  * A port that listens and never answers (the test's own socket, never
  * accepted from: the kernel completes the TCP handshake, nothing replies):
- *   - first of two hosts with connect_timeout=2: connected through the
- *     second, after one connection to the first (only libpq can give up
+ *   - first of two hosts (named localhost: its addresses are looked up
+ *     again) with connect_timeout=2: connected through the second, after
+ *     one connection to the first (only libpq can give up
  *     on a host for the next: a connection to the hosts after it takes
  *     over; it was PQreset(), libpq's own connect from the first host
  *     again, a second connection to the silent one);
@@ -66,7 +67,7 @@ int main(void)
         relay_repl_t *r = NULL;
 
         snprintf(ci, sizeof(ci),
-                 "host=127.0.0.1,%s port=%d,%s user=%s dbname=postgres connect_timeout=2",
+                 "host=localhost,%s port=%d,%s user=%s dbname=postgres connect_timeout=2",
                  h_env("RELAY_TEST_PGHOST"), silent_port, h_env("RELAY_TEST_PGPORT"),
                  h_env("RELAY_TEST_PGUSER"));
         relay_settings_t *set = settings_for(ci, slot);
