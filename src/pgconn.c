@@ -186,11 +186,11 @@ static bool rest_of_name(rest_t *r, const char *name, const char *port, const ch
  * What libpq would try after the address conn gave up on at
  * connect_timeout (connectDBComplete(): try_next_addr), into *r: the
  * name's addresses not in tried (those the loop saw), then the hosts
- * after it. 1: some, 0: none
- * (the attempt ends), -1: cannot tell, PQreset() does it: the address not
- * found once in the lists (a host given twice), target_session_attrs =
- * prefer-standby (libpq's second round goes back to the first host) or
- * load_balance_hosts (libpq's own order).
+ * after it. 1: some, 0: none (the attempt ends), -1: cannot tell,
+ * PQreset() does it: the address not found once in the lists (a host
+ * given twice), target_session_attrs = prefer-standby (libpq's second
+ * round goes back to the first host) or load_balance_hosts (libpq's own
+ * order).
  */
 static int rest_of(PGconn *conn, const char *tried, rest_t *r)
 {

@@ -10,7 +10,8 @@
  *   - without connect_timeout, SIGTERM during the connect stops the relay,
  *     exit 0 and "stopped" (it was not seen until the connect ended: never,
  *     against a host that stays silent);
- *   - the same for outbox-inbox, which says it stopped while connecting.
+ *   - the same for outbox-relay tail (exit 0), and for outbox-inbox,
+ *     which says it stopped while connecting.
  * The connections are counted from the listener's queue once the program
  * has exited.
  *
@@ -52,6 +53,21 @@ static bool log_has(h_relay_t *r, const char *needle)
         return has;
 }
 
+/* p (freed here) connects to the silent host: SIGTERM stops it, exit 0,
+ * saying said (NULL: nothing to look for), after one connection. */
+static void stop_connecting(h_relay_t *p, int silent, const char *who, const char *said)
+{
+        ok(connected_to(silent), "%s connects to the silent host", who);
+        h_relay_signal(p, SIGTERM);
+        int rc = h_relay_wait(p, 60000);
+        if (!ok(rc == 0, "SIGTERM during the connect: %s exits 0 (got %d)", who, rc))
+                h_relay_diag_log(p);
+        if (said)
+                ok(rc == 0 && log_has(p, said), "and says \"%s\"", said);
+        h_relay_free(p);
+        is_int(h_silent_connections(silent), 1, "one connection to the silent host");
+}
+
 int main(void)
 {
         int port;
@@ -75,16 +91,13 @@ int main(void)
 
         /* No connect_timeout: only the stop ends the connect. */
         relay_sets(&s, port, "", slot);
-        r = h_relay_start(s.v);
+        stop_connecting(h_relay_start(s.v), silent, "the relay", "stopped");
         fx_sets_free(&s);
-        ok(connected_to(silent), "the relay connects to the silent host");
-        h_relay_signal(r, SIGTERM);
-        int rc = h_relay_wait(r, 60000);
-        if (!ok(rc == 0, "SIGTERM during the connect: the relay exits 0 (got %d)", rc))
-                h_relay_diag_log(r);
-        ok(rc == 0 && log_has(r, "stopped"), "and says it stopped");
-        h_relay_free(r);
-        is_int(h_silent_connections(silent), 1, "one connection to the silent host");
+
+        /* outbox-relay tail connects the same way (its own stop flag). */
+        relay_sets(&s, port, "", slot);
+        stop_connecting(h_relay_start_cmd("tail", NULL, s.v), silent, "outbox-relay tail", NULL);
+        fx_sets_free(&s);
 
         memset(&s, 0, sizeof(s));
         fx_sets_add(&s, "postgres.conninfo=host=127.0.0.1 port=%d user=%s dbname=postgres", port,
@@ -93,17 +106,9 @@ int main(void)
         fx_sets_add(&s, "inbox.topics=%s", slot);
         fx_sets_add(&s, "inbox.handler=SELECT 1");
         fx_sets_add(&s, "kafka.group.id=%s", slot);
-        h_relay_t *ib = h_proc_start(h_env("RELAY_INBOX_BIN"), NULL, NULL, s.v);
+        stop_connecting(h_proc_start(h_env("RELAY_INBOX_BIN"), NULL, NULL, s.v), silent,
+                        "outbox-inbox", "stopped while connecting to PostgreSQL");
         fx_sets_free(&s);
-        ok(connected_to(silent), "outbox-inbox connects to the silent host");
-        h_relay_signal(ib, SIGTERM);
-        rc = h_relay_wait(ib, 60000);
-        if (!ok(rc == 0, "SIGTERM during the connect: outbox-inbox exits 0 (got %d)", rc))
-                h_relay_diag_log(ib);
-        ok(rc == 0 && log_has(ib, "stopped while connecting to PostgreSQL"),
-           "and says it stopped while connecting");
-        h_relay_free(ib);
-        is_int(h_silent_connections(silent), 1, "one connection to the silent host");
 
         close(silent);
         free(slot);
