@@ -252,13 +252,16 @@ static int64_t json_int(json_t *o, const char *key)
 
 struct relay_producer_parts {
         json_t *n; /* topic name -> partitions */
+        /* "topic partition" (a topic name has no space) -> true: said
+         * stalled, its end not said yet, by this producer or an earlier one */
+        json_t *stalled;
 };
 
 relay_producer_parts_t *relay_producer_parts_new(void)
 {
         relay_producer_parts_t *pp = calloc(1, sizeof(*pp));
-        if (pp && !(pp->n = json_object())) {
-                free(pp);
+        if (pp && (!(pp->n = json_object()) || !(pp->stalled = json_object()))) {
+                relay_producer_parts_free(pp);
                 return NULL;
         }
         return pp;
@@ -269,6 +272,7 @@ void relay_producer_parts_free(relay_producer_parts_t *pp)
         if (!pp)
                 return;
         json_decref(pp->n);
+        json_decref(pp->stalled);
         free(pp);
 }
 
@@ -337,12 +341,31 @@ static void watch_partitions(relay_producer_t *p, json_t *topics)
  * per event.
  */
 
+/* A partition said stalled, in the parts the producers share: on (the
+ * warning), off (its end said), or only asked (on < 0). A producer
+ * replaced after a failed session (a delivery timed out, say) never says
+ * the end of its stall: the next one does, at its first acknowledgement
+ * there. */
+static bool said_stalled(relay_producer_t *p, const char *topic, const char *partition, int on)
+{
+        char key[RELAY_ERRBUF];
+        if (!p->parts || !p->parts->stalled)
+                return false;
+        snprintf(key, sizeof(key), "%s %s", topic, partition);
+        if (on > 0)
+                json_object_set_new(p->parts->stalled, key, json_true());
+        else if (on == 0)
+                json_object_del(p->parts->stalled, key);
+        return json_object_get(p->parts->stalled, key) != NULL;
+}
+
 static void note_again(relay_producer_t *p, const char *topic, const char *partition)
 {
         char msg[RELAY_ERRBUF];
         relay_err_set(msg, sizeof(msg), "topic \"%s\" partition %s: Kafka acknowledges events again",
                       topic, partition);
         note(p, false, msg);
+        said_stalled(p, topic, partition, 0);
 }
 
 void relay_producer_end_stalls(relay_producer_t *p)
@@ -388,7 +411,10 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
                                 warned = WAS(3);
                                 stalling = 1;
                                 tx0 = WAS(5);
-                        } else if (was && WAS(3) && acked != WAS(1)) {
+                        } else if ((was ? acked != WAS(1) : acked > 0) &&
+                                   ((was && WAS(3)) || said_stalled(p, name, pname, -1))) {
+                                /* Acknowledged since the last report (the
+                                 * first: since this producer began). */
                                 note_again(p, name, pname);
                         }
                         if (!warned && ts - since >= STALL_US) {
@@ -405,9 +431,15 @@ static void watch_acks(relay_producer_t *p, json_t *topics, int64_t ts, int64_t 
                                     name, pname, (long long)((ts - since) / 1000000),
                                     (long long)(tx - tx0), (long long)json_int(v, "leader"));
                                 note(p, true, msg);
+                                said_stalled(p, name, pname, 1);
                                 warned = 1;
                         }
-                        p->stats.partitions_stalled += warned;
+                        /* Said by an earlier producer too: while this
+                         * one sends there, until an acknowledgement says
+                         * it ended (one that never sends there again
+                         * does not hold the gauge up). */
+                        p->stats.partitions_stalled +=
+                            warned || (tx > 0 && said_stalled(p, name, pname, -1));
 #undef WAS
                         json_object_set_new(seen, pname,
                                             json_pack("[I, I, I, I, I, I]", (json_int_t)tx,

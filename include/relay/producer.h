@@ -32,11 +32,13 @@
 typedef struct relay_producer relay_producer_t;
 
 /**
- * @brief Each topic's partition count as producers saw it, kept by the
+ * @brief Each topic's partition count as producers saw it, and the
+ *        partitions said stalled whose end was not said yet, kept by the
  *        caller across producers (a session's replacement, the next
  *        session's), so growth between two producers is reported as growth
- *        within one is. NULL when out of memory. Free with
- *        relay_producer_parts_free(), which accepts NULL.
+ *        within one is, and a stall said by a producer that a failed
+ *        session freed is said to end by the next one. NULL when out of
+ *        memory. Free with relay_producer_parts_free(), which accepts NULL.
  */
 typedef struct relay_producer_parts relay_producer_parts_t;
 relay_producer_parts_t *relay_producer_parts_new(void);
@@ -347,7 +349,10 @@ bool relay_producer_stats(relay_producer_t *p, relay_kafka_stats_t *out);
  *          acknowledgement (a retriable refusal such as NOT_ENOUGH_REPLICAS,
  *          resent silently until message.timeout.ms), seen in two reports
  *          10 s or more apart, naming the topic, partition and leader (a
- *          warning), and once more when acknowledgements come back (not).
+ *          warning), and once more when acknowledgements come back (not),
+ *          by this producer or, when an earlier one said the stall and was
+ *          freed before its end (a failed session), by this one at its
+ *          first acknowledgement there (in the producer's parts).
  */
 bool relay_producer_take_note(relay_producer_t *p, char *buf, size_t len, bool *warning);
 

@@ -21,6 +21,12 @@
  * events were sent, and an info line says when acknowledgements come back.
  * The slot is never confirmed past the stuck event meanwhile.
  *
+ * Then a stall that outlasts kafka.message.timeout.ms (30 s): the session
+ * fails and starts again with a new producer, which delivers the event
+ * once the follower is back. The end of the stall said by the producer
+ * freed with the session must still be said (before, it never was when
+ * the new producer did not stall 10 s itself: not ok 22).
+ *
  * SPDX-License-Identifier: Apache-2.0
  */
 #include <stdio.h>
@@ -30,6 +36,7 @@
 #include "harness.h"
 
 #define STUCK "0242aaaa-0000-4000-8000-000000000002"
+#define STUCK2 "0242aaaa-0000-4000-8000-000000000003"
 
 static const char *g_cluster; /* tests/env/cluster */
 
@@ -62,9 +69,59 @@ static void cluster_down(void)
         cluster(NULL, "down");
 }
 
+/* Stop the follower, write the event id, and see the stall said while the
+ * slot stays below it and Kafka holds held events; *end: its commit's end. */
+static void stall(h_relay_t *r, h_case_t *k, int follower, const char *id, int held,
+                  char **end)
+{
+        char args[64], needle[512];
+        snprintf(args, sizeof(args), "stop %d", follower);
+        is_int(cluster(NULL, args), 0, "a follower stops: 2 of 3 replicas in sync");
+        h_pg_exec(k->c,
+                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+                  "VALUES ('%s', '%s', 'a-1', 'Stuck', '{}')",
+                  id, k->aggtype);
+        *end = h_pg_wal_lsn(k->c);
+        snprintf(needle, sizeof(needle),
+                 "topic \"%s\" partition 0: Kafka has acknowledged no event for", k->topic);
+        bool said = h_relay_wait_log(r, needle, 90000);
+        char *log = h_relay_log(r);
+        bool timed_out = log && strstr(log, "Message timed out") != NULL;
+        free(log);
+        ok(said && !timed_out,
+           "the stuck partition is said while its events are resent, before "
+           "kafka.message.timeout.ms (said: %s, timed out first: %s)",
+           said ? "yes" : "no", timed_out ? "yes" : "no");
+        if (!said)
+                h_relay_diag_log(r);
+        char *conf = h_pg_confirmed_lsn(k->c, k->slot);
+        ok(conf && !h_pg_lsn_ge(k->c, conf, *end),
+           "meanwhile the slot stays below the stuck event (confirmed %s, its commit ends %s)",
+           conf ? conf : "(null)", *end);
+        free(conf);
+        is_int(h_kafka_count(k->topic), held, "and Kafka holds the events before it only");
+}
+
+/* Start the follower: the stuck event is delivered, confirmed, and the end
+ * of the stall said; Kafka holds held events. */
+static void recover(h_relay_t *r, h_case_t *k, int follower, const char *end, int held)
+{
+        char args[64], needle[512];
+        snprintf(args, sizeof(args), "start %d", follower);
+        is_int(cluster(NULL, args), 0, "the follower is back");
+        bool moved = h_pg_wait_confirmed(k->c, k->slot, end, 90000) >= 0;
+        ok(moved, "the stuck event is delivered and confirmed (%s)", end);
+        snprintf(needle, sizeof(needle), "topic \"%s\" partition 0: Kafka acknowledges events again",
+                 k->topic);
+        if (!ok(h_relay_wait_log(r, needle, 30000), "and that acknowledgements came back is said"))
+                h_relay_diag_log(r);
+        is_int(h_kafka_count(k->topic), held, "Kafka holds the events");
+        is_int(h_relay_stop(r, 60000), 0, "the relay stops cleanly");
+}
+
 int main(void)
 {
-        char args[512], *boot = NULL, *lead = NULL;
+        char args[512], *boot = NULL, *lead = NULL, *end = NULL;
         g_cluster = h_env("RELAY_TEST_CLUSTER_CMD");
         atexit(cluster_down);
         if (cluster(&boot, "up") != 0 || !*boot)
@@ -90,44 +147,26 @@ int main(void)
         ok(h_relay_streams(r, 60000), "relay streams into the cluster");
         h_outbox_insert(k.c, k.aggtype, "a-1");
         is_int(h_kafka_wait_count(k.topic, 1, 60000), 1, "a first event is delivered");
+        stall(r, &k, follower, STUCK, 1, &end);
+        recover(r, &k, follower, end, 2);
+        h_relay_free(r);
+        free(end);
 
-        snprintf(args, sizeof(args), "stop %d", follower);
-        is_int(cluster(NULL, args), 0, "a follower stops: 2 of 3 replicas in sync");
-        h_pg_exec(k.c,
-                  "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-                  "VALUES ('" STUCK "', '%s', 'a-1', 'Stuck', '{}')",
-                  k.aggtype);
-        char *end = h_pg_wal_lsn(k.c);
-
-        char needle[512];
-        snprintf(needle, sizeof(needle),
-                 "topic \"%s\" partition 0: Kafka has acknowledged no event for", k.topic);
-        bool said = h_relay_wait_log(r, needle, 90000);
-        char *log = h_relay_log(r);
-        bool timed_out = log && strstr(log, "Message timed out") != NULL;
-        free(log);
-        ok(said && !timed_out,
-           "the stuck partition is said while its events are resent, before "
-           "kafka.message.timeout.ms (said: %s, timed out first: %s)",
-           said ? "yes" : "no", timed_out ? "yes" : "no");
-        if (!said)
-                h_relay_diag_log(r);
-        char *conf = h_pg_confirmed_lsn(k.c, k.slot);
-        ok(conf && !h_pg_lsn_ge(k.c, conf, end),
-           "meanwhile the slot stays below the stuck event (confirmed %s, its commit ends %s)",
-           conf ? conf : "(null)", end);
-        free(conf);
-        is_int(h_kafka_count(k.topic), 1, "and Kafka holds the first event only");
-
-        snprintf(args, sizeof(args), "start %d", follower);
-        is_int(cluster(NULL, args), 0, "the follower is back");
-        bool moved = h_pg_wait_confirmed(k.c, k.slot, end, 90000) >= 0;
-        ok(moved, "the stuck event is delivered and confirmed (%s)", end);
-        snprintf(needle, sizeof(needle), "topic \"%s\" partition 0: Kafka acknowledges events again",
-                 k.topic);
-        ok(h_relay_wait_log(r, needle, 30000), "and that acknowledgements came back is said");
-        is_int(h_kafka_count(k.topic), 2, "Kafka holds both events");
-        is_int(h_relay_stop(r, 60000), 0, "the relay stops cleanly");
+        tap_diag("a stall that outlasts kafka.message.timeout.ms");
+        snprintf(args, sizeof(args), "wait-isr 60 '%s'", k.topic);
+        is_int(cluster(NULL, args), 0, "the topic's 3 replicas are in sync again");
+        snprintf(args, sizeof(args), "leader '%s' 0", k.topic);
+        cluster(&lead, args);
+        follower = atoi(lead) == 1 ? 2 : 1;
+        tap_diag("leader %s; the follower stopped is node %d", lead, follower);
+        free(lead);
+        sets[3] = "kafka.message.timeout.ms=30000";
+        r = h_relay_start(sets);
+        ok(h_relay_streams(r, 60000), "a relay streams again");
+        stall(r, &k, follower, STUCK2, 2, &end);
+        ok(h_relay_wait_log(r, "Message timed out", 60000),
+           "the stuck event times out: the session starts again with a new producer");
+        recover(r, &k, follower, end, 3);
         h_relay_free(r);
         free(end);
         h_case_close(&k);

@@ -174,14 +174,16 @@ static void refused(const char *arg)
 }
 
 /* One statistics report at ts_s seconds: topic "t", partition i sent
- * tx[i] (resends counted) and had acked[i] acknowledged; 30 messages wait. */
-static void report(relay_producer_t *p, int ts_s, const int tx[3], const int acked[3])
+ * tx[i] (resends counted) and had acked[i] acknowledged; waiting messages
+ * wait. */
+static void report_waiting(relay_producer_t *p, int ts_s, const int tx[3], const int acked[3],
+                           int waiting)
 {
         char json[1024];
         int n = snprintf(json, sizeof(json),
-                         "{\"ts\": %lld, \"msg_cnt\": 30, \"msg_size\": 3000, \"brokers\": {}, "
+                         "{\"ts\": %lld, \"msg_cnt\": %d, \"msg_size\": 3000, \"brokers\": {}, "
                          "\"topics\": {\"t\": {\"partitions\": {",
-                         (long long)ts_s * 1000000);
+                         (long long)ts_s * 1000000, waiting);
         for (int i = 0; i < 3; i++)
                 n += snprintf(json + n, sizeof(json) - (size_t)n,
                               "%s\"%d\": {\"txmsgs\": %d, \"acked_msgid\": %d, \"leader\": 2, "
@@ -190,6 +192,12 @@ static void report(relay_producer_t *p, int ts_s, const int tx[3], const int ack
         snprintf(json + n, sizeof(json) - (size_t)n,
                  ", \"-1\": {\"txmsgs\": 0, \"acked_msgid\": 0}}}}}");
         relay_producer_read_stats(p, json, strlen(json));
+}
+
+/* The same with 30 messages waiting. */
+static void report(relay_producer_t *p, int ts_s, const int tx[3], const int acked[3])
+{
+        report_waiting(p, ts_s, tx, acked, 30);
 }
 
 /* Take every stall note: as many warnings and news of acknowledgements as
@@ -225,6 +233,26 @@ static relay_producer_t *plain_producer(relay_config_t **c, const char *what)
                 ok(0, "%s: could not create the producer: %s", what, err);
                 relay_config_free(*c);
                 *c = NULL;
+                return NULL;
+        }
+        return p;
+}
+
+/* The same, lent partition counts and stalls kept across producers (*parts,
+ * which the caller frees too). */
+static relay_producer_t *parts_producer(relay_config_t **c, relay_producer_parts_t **parts,
+                                        const char *what)
+{
+        char err[512] = "";
+        relay_producer_t *p = NULL;
+        *c = NULL;
+        if (!(*parts = relay_producer_parts_new()) || relay_config_new(c) ||
+            relay_producer_new(&p, *c, 0, 0, NULL, *parts, dr, NULL, err, sizeof(err))) {
+                ok(0, "%s: could not create the producer: %s", what, err);
+                relay_config_free(*c);
+                relay_producer_parts_free(*parts);
+                *c = NULL;
+                *parts = NULL;
                 return NULL;
         }
         return p;
@@ -306,15 +334,10 @@ static void test_growth(void)
         char err[512], msg[1024];
         bool warning = false;
         relay_config_t *c = NULL;
-        relay_producer_t *p = NULL;
-        relay_producer_parts_t *parts = relay_producer_parts_new();
-        if (!parts || relay_config_new(&c) ||
-            relay_producer_new(&p, c, 0, 0, NULL, parts, dr, NULL, err, sizeof(err))) {
-                ok(0, "growth: could not create the producer: %s", err);
-                relay_config_free(c);
-                relay_producer_parts_free(parts);
+        relay_producer_parts_t *parts = NULL;
+        relay_producer_t *p = parts_producer(&c, &parts, "growth");
+        if (!p)
                 return;
-        }
         report_topics(p, 0, 1, 2);
         ok(!relay_producer_take_note(p, msg, sizeof(msg), &warning),
            "growth: a topic's first sight is no growth");
@@ -343,6 +366,19 @@ static void test_growth(void)
         relay_producer_parts_free(parts);
 }
 
+/* Partition 0 sends without an acknowledgement from 0 s to 10 s: said. */
+static void stall_said(relay_producer_t *p, const char *what)
+{
+        char label[128];
+        snprintf(label, sizeof(label), "%s: 10 s, partition 0 stalled", what);
+        report(p, 0, (int[]){10, 10, 10}, (int[]){5, 10, 10});
+        report(p, 5, (int[]){20, 10, 10}, (int[]){5, 10, 10});
+        report(p, 10, (int[]){30, 10, 10}, (int[]){5, 10, 10});
+        take_all(p, label, 1, 0,
+                 (const char *const[]){"W: topic \"t\" partition 0: Kafka has acknowledged no",
+                                       NULL});
+}
+
 /*
  * A producer replaced (linger.ms) once drained, after a stall was said:
  * its next report, which would say the partition acknowledges again,
@@ -354,12 +390,7 @@ static void test_stall_replaced(void)
         relay_producer_t *p = plain_producer(&c, "replaced");
         if (!p)
                 return;
-        report(p, 0, (int[]){10, 10, 10}, (int[]){5, 10, 10});
-        report(p, 5, (int[]){20, 10, 10}, (int[]){5, 10, 10});
-        report(p, 10, (int[]){30, 10, 10}, (int[]){5, 10, 10});
-        take_all(p, "replaced: 10 s, partition 0 stalled", 1, 0,
-                 (const char *const[]){"W: topic \"t\" partition 0: Kafka has acknowledged no",
-                                       NULL});
+        stall_said(p, "replaced");
         relay_producer_end_stalls(p);
         take_all(p, "replaced: drained, then replaced", 0, 1,
                  (const char *const[]){"I: topic \"t\" partition 0: Kafka acknowledges events again",
@@ -371,6 +402,50 @@ static void test_stall_replaced(void)
         relay_config_free(c);
 }
 
+/*
+ * A producer freed after a stall was said, without relay_producer_end_stalls()
+ * (its session failed: the stuck event timed out): the next producer, lent
+ * the same parts, says the end at its first acknowledgement there, and
+ * the gauge counts the partition until then (before, neither: 0242's
+ * second stall, which outlasts kafka.message.timeout.ms, ended not ok 22).
+ * Nor does a stall that ended in a timeout count as acknowledged: only an
+ * acknowledgement after it does.
+ */
+static void test_stall_failed(void)
+{
+        char err[512] = "";
+        relay_config_t *c = NULL;
+        relay_producer_parts_t *parts = NULL;
+        relay_producer_t *p = parts_producer(&c, &parts, "failed");
+        if (!p)
+                return;
+        stall_said(p, "failed");
+        /* Timed out: nothing waits, nothing more acknowledged. */
+        report_waiting(p, 15, (int[]){30, 10, 10}, (int[]){5, 10, 10}, 0);
+        take_all(p, "failed: timed out", 0, 0, (const char *const[]){NULL});
+        relay_producer_free(p);
+        p = NULL;
+        if (relay_producer_new(&p, c, 0, 0, NULL, parts, dr, NULL, err, sizeof(err))) {
+                ok(0, "failed: could not create the next producer: %s", err);
+        } else {
+                report(p, 0, (int[]){3, 0, 0}, (int[]){0, 0, 0});
+                take_all(p, "failed: the next producer, nothing acknowledged yet", 0, 0,
+                         (const char *const[]){NULL});
+                is_int(stalled_now(p), 1, "failed: the gauge still says 1 partition stalled");
+                report(p, 5, (int[]){4, 1, 0}, (int[]){1, 1, 0});
+                take_all(
+                    p, "failed: the next producer's first acknowledgement there", 0, 1,
+                    (const char *const[]){"I: topic \"t\" partition 0: Kafka acknowledges events again",
+                                          NULL});
+                is_int(stalled_now(p), 0, "failed: then 0");
+                report(p, 10, (int[]){5, 2, 0}, (int[]){2, 2, 0});
+                take_all(p, "failed: said once", 0, 0, (const char *const[]){NULL});
+        }
+        relay_producer_free(p);
+        relay_config_free(c);
+        relay_producer_parts_free(parts);
+}
+
 int main(void)
 {
         test_rule();
@@ -378,6 +453,7 @@ int main(void)
         test_stall();
         test_growth();
         test_stall_replaced();
+        test_stall_failed();
         check(NULL, 0, 5, true, "defaults");
         check(NULL, 24, 24, true, "from a 24 ms round trip");
         check("kafka.linger.ms=2", 24, 2, false, "kafka.linger.ms=2");
