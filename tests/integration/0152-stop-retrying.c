@@ -13,10 +13,11 @@
  *
  * The test accepts the relay's connection (so the relay is inside the
  * attempt), sends SIGTERM, then closes the connection: the attempt fails
- * ("server closed the connection unexpectedly") after the stop. Exit 0,
- * no FATAL line, the failure still logged. And the relay's server-options
- * probe (relay_repl_session_options()) makes no connection: the listener
- * sees one in all.
+ * ("server closed the connection unexpectedly") after the stop, or the
+ * stop ends the connect before the close is read. Exit 0, no FATAL line,
+ * a failure read after the stop logged as not retried. And the relay's
+ * server-options probe (relay_repl_session_options()) makes no
+ * connection: the listener sees one in all.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -25,6 +26,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +78,15 @@ int main(void)
                 h_relay_diag_log(r);
         if (!ok(!h_relay_wait_log(r, "FATAL", 0), "no FATAL line: the stop was clean"))
                 h_relay_diag_log(r);
-        ok(h_relay_wait_log(r, "server closed the connection", 0),
-           "the attempt's failure is still logged");
+        /* Since the connect looks at the stop flag itself (db99357), the
+         * stop may end the attempt before the close is read: then there is
+         * no failure to log. Which comes first is the scheduler's (CI's
+         * ASan run: 1 in 12 stop-first, the log "INFO: stopped" alone). */
+        bool failed = h_relay_wait_log(r, "server closed the connection", 0);
+        ok(!failed || h_relay_wait_log(r, "; not retried: stopping", 0),
+           "the attempt ends by the stop, or its failure after the stop is logged as not "
+           "retried (%s)",
+           failed ? "the close was read first" : "the stop was seen first");
         ok(h_relay_wait_log(r, "stopped", 0), "the relay says it stopped");
         int more = 0, fd;
         while ((fd = accept_within(lfd, 0)) >= 0) {
