@@ -24,6 +24,7 @@
  *
  * SPDX-License-Identifier: Apache-2.0
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,30 @@ static char *monitor_waits(PGconn *c, const char *db)
                                        db);
                 if (pid || h_now_ms() > until)
                         return pid;
+                h_sleep_ms(100);
+        }
+}
+
+/* Whether the monitor has connected and had its first answer (within 60
+ * s). Before the lock: a backend that starts while the database has no
+ * relcache init file (pg_internal.init, removed by any invalidation of a
+ * catalog's entry, an autovacuum's statistics among them) rebuilds it and
+ * waits for pg_publication's lock too, so a monitor still connecting
+ * would wait in its connect, not in its query (CI's ASan run: "did not
+ * complete the connection within 10 s"). */
+static bool monitor_answered(PGconn *c, const char *db)
+{
+        int64_t until = h_now_ms() + 60000;
+        for (;;) {
+                char *pid = h_pg_value(c,
+                                       "SELECT pid::text FROM pg_catalog.pg_stat_activity "
+                                       "WHERE " MONITOR " AND state = 'idle' AND query_start "
+                                       "IS NOT NULL",
+                                       db);
+                bool found = pid != NULL;
+                free(pid);
+                if (found || h_now_ms() > until)
+                        return found;
                 h_sleep_ms(100);
         }
 }
@@ -94,6 +119,7 @@ int main(void)
         h_relay_t *r = fx_case_relay(&fc, "relay streams");
 
         /* (a) */
+        ok(monitor_answered(fc.c, fc.db), "the monitor is connected and has had an answer");
         PGconn *holder = h_pg_connect(fc.db);
         h_pg_exec(holder, "BEGIN");
         h_pg_exec(holder, "LOCK TABLE pg_catalog.pg_publication IN ACCESS EXCLUSIVE MODE");
